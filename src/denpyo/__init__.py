@@ -1,0 +1,75 @@
+"""denpyo: write the slip before handing over the box.
+
+A durable, queryable record of every call your application makes to an
+external API: the row is committed (`requesting`) before the call, then
+settled `synced`, `failed` or `rejected`; rows left in doubt by a crash are
+verified against the provider, settled, or raised to a person.
+"""
+
+from denpyo.domain.backoff import Backoff
+from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
+from denpyo.domain.policy import Outcome, OutcomeKind
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.submission import Event, Submission
+from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
+from denpyo.engine.alerts import Alert
+from denpyo.engine.ledger import KeyReused, Ledger
+from denpyo.engine.worker import WorkReport
+from denpyo.errors import (
+    ConfigurationError,
+    DenpyoError,
+    InvalidDatabaseURL,
+    InvalidInput,
+    InvalidKey,
+    LeaseLost,
+    PayloadNotJSON,
+    PayloadTooLarge,
+    Rejected,
+    SchemaError,
+    StoreError,
+    SubmissionError,
+    SubmissionFailed,
+    SubmissionInDoubt,
+    SubmissionRejected,
+    Transient,
+    TransitionNotAllowed,
+    UnknownChannel,
+)
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "MAX_PAYLOAD_BYTES",
+    "Alert",
+    "Backoff",
+    "ConfigurationError",
+    "Delivered",
+    "DenpyoError",
+    "ErrorKind",
+    "Event",
+    "InvalidDatabaseURL",
+    "InvalidInput",
+    "InvalidKey",
+    "KeyReused",
+    "LeaseLost",
+    "Ledger",
+    "NotDelivered",
+    "Outcome",
+    "OutcomeKind",
+    "PayloadNotJSON",
+    "PayloadTooLarge",
+    "Rejected",
+    "SchemaError",
+    "Status",
+    "StoreError",
+    "Submission",
+    "SubmissionError",
+    "SubmissionFailed",
+    "SubmissionInDoubt",
+    "SubmissionRejected",
+    "Transient",
+    "TransitionNotAllowed",
+    "Unknown",
+    "UnknownChannel",
+    "Verdict",
+    "WorkReport",
+]

@@ -1,0 +1,245 @@
+"""`HttpChannel`: send a submission as a JSON POST and verify it by a lookup URL.
+
+How outcomes are classified (SPEC §6) — the point is never to call a request
+"did not arrive" unless that is certain:
+
+- 2xx: delivered; the id is read from the JSON reply (``id_field``).
+- 408, 429, 5xx: `Transient` (the provider answered that it did not act), with
+  ``retry_after`` from the ``Retry-After`` header (seconds or an HTTP date).
+- other 4xx, and 3xx (redirects are not followed): `Rejected`; resending the
+  same request cannot help, a person has to look.
+- no connection could be made (refused, DNS, TLS handshake): `Transient`; the
+  request never left.
+- a timeout, a dropped connection or a truncated reply *after* the request was
+  sent is **not** a signal: it is raised as `TimeoutError` / `ConnectionError`
+  (chained from aiohttp's error), which the engine records as *ambiguous*: the
+  request may have arrived, so it is verified before any resend.
+
+`verify` never raises for network trouble: it answers `Unknown(why)`.
+
+An aiohttp session belongs to one event loop, and a channel may be used from
+several (a worker's loop, the ledger's background loop), so there is one session
+per loop, made on first use. Call `aclose()` in each loop before it ends, or
+`close()` from synchronous code while those loops still run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from urllib.parse import quote
+
+import aiohttp
+from yarl import URL
+
+from denpyo.domain.submission import Submission
+from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
+from denpyo.errors import ConfigurationError, Rejected, Transient
+
+_BODY_LIMIT = 500
+_CLOSE_WAIT = 10.0
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _short(body: bytes) -> str:
+    return body[: _BODY_LIMIT * 4].decode("utf-8", "replace").strip()[:_BODY_LIMIT]
+
+
+def _id_from(body: bytes, id_field: str) -> str | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    value = data.get(id_field)
+    return None if value is None else str(value)
+
+
+class HttpChannel:
+    """A JSON-over-HTTP provider with an ``Idempotency-Key`` header and an optional lookup."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lookup_url: str | None = None,
+        timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+        id_field: str = "id",
+        connection_limit: int = 100,
+    ) -> None:
+        if lookup_url is not None and "{idempotency_key}" not in lookup_url:
+            raise ConfigurationError("lookup_url must contain the placeholder {idempotency_key}")
+        self.url = url
+        self.lookup_url = lookup_url
+        self.timeout = timeout
+        self.headers: dict[str, str] = dict(headers or {})
+        self.id_field = id_field
+        self.connection_limit = connection_limit
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._lock = threading.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"<HttpChannel {self.url}>"
+
+    # -- sessions ---------------------------------------------------------------
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            session = self._sessions.get(loop)
+            if session is not None and not session.closed:
+                return session
+            # Forget sessions whose loop is gone; they cannot be closed any more.
+            for dead in [lp for lp in self._sessions if lp.is_closed()]:
+                del self._sessions[dead]
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.connection_limit),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                headers=self.headers,
+            )
+            self._sessions[loop] = session
+            return session
+
+    async def aclose(self) -> None:
+        """Close the session of the running event loop (the others stay)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            session = self._sessions.pop(loop, None)
+        if session is not None:
+            await session.close()
+
+    def close(self) -> None:
+        """Close every session, each on its own loop if that loop still runs.
+
+        Called from inside one of those loops, that loop's session is closed by a
+        task (this method cannot block its own loop); prefer `aclose()` there.
+        """
+        with self._lock:
+            sessions = list(self._sessions.items())
+            self._sessions.clear()
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, session in sessions:
+            if loop.is_closed() or session.closed:
+                continue
+            if loop is current:
+                task = loop.create_task(session.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closed)
+            elif loop.is_running():
+                future = asyncio.run_coroutine_threadsafe(session.close(), loop)
+                try:
+                    future.result(_CLOSE_WAIT)
+                except (TimeoutError, RuntimeError, aiohttp.ClientError, OSError):
+                    future.cancel()
+            elif current is None:
+                loop.run_until_complete(session.close())
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it
+
+    async def __aenter__(self) -> HttpChannel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the calls -----------------------------------------------------------------
+
+    async def send(self, sub: Submission) -> str | None:
+        """POST the payload; return the provider's id, or raise per the module docstring."""
+        session = self._session()
+        body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
+        headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
+        try:
+            async with session.post(
+                self.url, data=body, headers=headers, allow_redirects=False
+            ) as response:
+                status = response.status
+                retry_after = response.headers.get("Retry-After")
+                raw = await response.read()
+        except aiohttp.ClientConnectorError as exc:
+            raise Transient(f"connection refused: {exc}") from exc
+        except aiohttp.ConnectionTimeoutError as exc:  # only while connecting: nothing sent
+            raise Transient(f"connection timed out: {exc}") from exc
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"no complete reply from {self.url} within {self.timeout:g} s;"
+                " the request may have arrived"
+            ) from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+            raise ConnectionError(
+                f"the connection to {self.url} was lost before a complete reply ({exc!r});"
+                " the request may have arrived"
+            ) from exc
+        except aiohttp.ClientOSError as exc:
+            raise ConnectionError(
+                f"network error talking to {self.url} ({exc!r}); the request may have arrived"
+            ) from exc
+        if 200 <= status < 300:
+            return _id_from(raw, self.id_field)
+        if status in (408, 429) or status >= 500:
+            raise Transient(
+                f"HTTP {status}: {_short(raw)}", retry_after=parse_retry_after(retry_after)
+            )
+        raise Rejected(f"HTTP {status}: {_short(raw)}")
+
+    @property
+    def verifier(self) -> Callable[[Submission], Awaitable[Verdict]] | None:
+        """`verify` when a lookup URL is configured, else None (pass it as ``verify=``)."""
+        return self.verify if self.lookup_url is not None else None
+
+    async def verify(self, sub: Submission) -> Verdict:
+        """Ask the lookup URL: 2xx → Delivered, 404 → NotDelivered, anything else → Unknown."""
+        if self.lookup_url is None:
+            raise ConfigurationError(f"{self!r} has no lookup_url, so it cannot verify")
+        key = quote(sub.idempotency_key, safe="")
+        url = URL(self.lookup_url.replace("{idempotency_key}", key), encoded=True)
+        try:
+            session = self._session()
+            async with session.get(
+                url, headers={"Accept": "application/json"}, allow_redirects=False
+            ) as response:
+                status = response.status
+                raw = await response.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            return Unknown(f"lookup failed: {type(exc).__name__}: {exc}".rstrip(": "))
+        if 200 <= status < 300:
+            return Delivered(_id_from(raw, self.id_field))
+        if status == 404:
+            return NotDelivered()
+        return Unknown(f"lookup answered HTTP {status}: {_short(raw)}")

@@ -1,0 +1,1 @@
+"""The pure core: statuses, allowed moves, back-off, classification, limits. No I/O."""

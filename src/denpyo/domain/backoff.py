@@ -1,0 +1,44 @@
+"""Exponential back-off with jitter, honouring a provider's Retry-After."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Delay before attempt n+1 is `initial * multiplier**(n-1)`, capped at `maximum`.
+
+    `jitter` is the fraction of the delay drawn at random (0.5: between half and
+    all of it), so that a burst of failures does not come back as a burst.
+    """
+
+    initial: float = 1.0
+    maximum: float = 3600.0
+    multiplier: float = 2.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.initial < 0 or self.maximum < 0 or self.maximum < self.initial:
+            raise ValueError("Backoff needs 0 <= initial <= maximum")
+        if self.multiplier < 1:
+            raise ValueError("Backoff.multiplier must be at least 1")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError("Backoff.jitter must be between 0 and 1")
+
+    def delay(
+        self,
+        attempts: int,
+        *,
+        retry_after: float | None = None,
+        rng: random.Random | None = None,
+    ) -> float:
+        """Seconds to wait after `attempts` attempts. A provider's Retry-After wins
+        over the computed delay (it knows its own limits), within `maximum`."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.maximum)
+        exponent = max(attempts - 1, 0)
+        base = min(self.initial * self.multiplier ** min(exponent, 64), self.maximum)
+        draw = (rng or random).random()
+        return base * (1 - self.jitter * draw)

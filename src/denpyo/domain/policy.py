@@ -1,0 +1,199 @@
+"""What to do after an attempt or a verdict: pure decisions, no I/O.
+
+The engine performs the call and asks this module how to record it; the store
+records it. Keeping the decisions here lets the tests check every branch
+without a database, and keeps the worker, the inline `submit` and the
+reconciler from each growing their own idea of what "retry" means.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+
+from denpyo.domain.backoff import Backoff
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
+from denpyo.errors import Rejected, Transient
+
+
+class OutcomeKind(Enum):
+    SYNCED = "synced"
+    TRANSIENT = "transient"
+    AMBIGUOUS = "ambiguous"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one call ended, as the channel (or its classifier) told it."""
+
+    kind: OutcomeKind
+    remote_id: str | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+
+def describe(exc: BaseException) -> str:
+    """The error text kept in `last_error`: type and message, never empty."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def classify_exception(exc: BaseException) -> Outcome:
+    """SPEC §6: Rejected → rejected; Transient → failed; anything else is ambiguous,
+    because the request may have left (a timeout, a dropped connection, a bug
+    after the provider answered)."""
+    if isinstance(exc, Rejected):
+        return Outcome(OutcomeKind.REJECTED, error=describe(exc))
+    if isinstance(exc, Transient):
+        return Outcome(OutcomeKind.TRANSIENT, error=describe(exc), retry_after=exc.retry_after)
+    return Outcome(OutcomeKind.AMBIGUOUS, error=describe(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A channel's rules for what happens after a failure."""
+
+    max_attempts: int = 8
+    backoff: Backoff = field(default_factory=Backoff)
+    can_verify: bool = False
+    idempotent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """Why a person should look: `reason` is rejected, exhausted or in_doubt."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How to record an attempt's outcome on a `requesting` row."""
+
+    status: Status
+    error_kind: ErrorKind | None = None
+    last_error: str | None = None
+    remote_id: str | None = None
+    retry_in: float | None = None  # seconds to the next automatic step; None: none
+    alert: Alarm | None = None  # why a person should look, if they should
+
+
+def settle(
+    attempts: int, outcome: Outcome, policy: RetryPolicy, rng: random.Random | None = None
+) -> Settlement:
+    """Record `outcome` of attempt number `attempts`."""
+    if outcome.kind is OutcomeKind.SYNCED:
+        return Settlement(Status.SYNCED, remote_id=outcome.remote_id)
+    if outcome.kind is OutcomeKind.REJECTED:
+        return Settlement(
+            Status.REJECTED,
+            ErrorKind.REJECTED,
+            outcome.error,
+            alert=Alarm("rejected", f"rejected by the provider: {outcome.error}"),
+        )
+    exhausted = attempts >= policy.max_attempts
+    delay = policy.backoff.delay(attempts, retry_after=outcome.retry_after, rng=rng)
+    if outcome.kind is OutcomeKind.TRANSIENT:
+        if exhausted:
+            return Settlement(
+                Status.FAILED,
+                ErrorKind.TRANSIENT,
+                outcome.error,
+                alert=Alarm(
+                    "exhausted",
+                    f"attempts exhausted ({attempts}/{policy.max_attempts}): {outcome.error}",
+                ),
+            )
+        return Settlement(Status.FAILED, ErrorKind.TRANSIENT, outcome.error, retry_in=delay)
+    # Ambiguous: the call may have arrived.
+    if policy.can_verify:
+        # Verified later even when attempts are exhausted: verify may still find it arrived.
+        return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
+    if policy.idempotent and not exhausted:
+        return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
+    alarm = (
+        Alarm(
+            "exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts}): {outcome.error}"
+        )
+        if policy.idempotent
+        else Alarm(
+            "in_doubt",
+            f"in doubt: the channel has no verify and is not idempotent: {outcome.error}",
+        )
+    )
+    return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, alert=alarm)
+
+
+class Next(Enum):
+    """What the reconciler does with an in-doubt row."""
+
+    MARK_SYNCED = "mark_synced"  # the provider has it
+    RESEND = "resend"  # never arrived (or idempotent): send again under the same key
+    GIVE_UP = "give_up"  # never arrived, but no attempts left: failed, exhausted
+    RECHECK = "recheck"  # the provider cannot tell: ask again later
+    HOLD = "hold"  # nothing can decide it: wait for a person
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    next: Next
+    remote_id: str | None = None
+    retry_in: float | None = None
+    alert: Alarm | None = None
+    note: str = ""
+
+
+def decide_in_doubt(
+    attempts: int,
+    verdict: Verdict | None,
+    policy: RetryPolicy,
+    rng: random.Random | None = None,
+) -> Decision:
+    """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify)."""
+    exhausted = attempts >= policy.max_attempts
+    if verdict is None:
+        if not policy.idempotent:
+            return Decision(
+                Next.HOLD,
+                alert=Alarm(
+                    "in_doubt",
+                    "in doubt: the channel has no verify and is not idempotent; "
+                    "a person must check the provider",
+                ),
+                note="no verify, not idempotent: held for a person",
+            )
+        if exhausted:
+            return Decision(
+                Next.GIVE_UP,
+                alert=Alarm("exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts})"),
+                note="idempotent channel, attempts exhausted",
+            )
+        return Decision(Next.RESEND, note="idempotent channel: resent under the same key")
+    if isinstance(verdict, Delivered):
+        return Decision(Next.MARK_SYNCED, remote_id=verdict.remote_id, note="verify: delivered")
+    if isinstance(verdict, NotDelivered):
+        if exhausted:
+            return Decision(
+                Next.GIVE_UP,
+                alert=Alarm(
+                    "exhausted",
+                    f"verified not delivered; attempts exhausted "
+                    f"({attempts}/{policy.max_attempts})",
+                ),
+                note="verify: not delivered; attempts exhausted",
+            )
+        return Decision(Next.RESEND, note="verify: not delivered; resent under the same key")
+    return Decision(
+        Next.RECHECK,
+        retry_in=policy.backoff.delay(max(attempts, 1), rng=rng),
+        alert=Alarm("in_doubt", f"in doubt: verify could not tell ({verdict.why})"),
+        note=f"verify: unknown ({verdict.why})",
+    )

@@ -1,0 +1,50 @@
+"""Run coroutines from synchronous code on one private, long-lived event loop.
+
+Async channels keep per-loop state (an HTTP session, a broker connection); a
+fresh `asyncio.run` per call would throw it away every time. The loop runs in
+a daemon thread started on first use and stopped by `close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="denpyo-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the private loop and wait for its result in this thread."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

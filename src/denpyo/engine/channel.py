@@ -1,0 +1,93 @@
+"""A registered channel: the code that performs one call, and its policy."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from denpyo.domain.backoff import Backoff
+from denpyo.domain.policy import Outcome, OutcomeKind, RetryPolicy, classify_exception
+from denpyo.domain.submission import Submission
+from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
+
+SendFn = Callable[[Submission], "str | Awaitable[str | None] | None"]
+VerifyFn = Callable[[Submission], "Verdict | Awaitable[Verdict]"]
+Classifier = Callable[[BaseException], "Outcome | None"]
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """Everything the engine needs to know about one channel.
+
+    `lease` is the seconds an attempt may run before its row counts as in doubt:
+    make it comfortably longer than the call's own timeout. `classify` may map
+    an exception to an `Outcome`; returning None falls back to the default
+    classification (SPEC §6).
+    """
+
+    name: str
+    send: SendFn
+    verify: VerifyFn | None = None
+    idempotent: bool = False
+    max_attempts: int = 8
+    backoff: Backoff = field(default_factory=Backoff)
+    lease: float = 60.0
+    concurrency: int | None = None
+    rate_limit: float | None = None
+    classify: Classifier | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.send):
+            raise TypeError(f"channel {self.name!r}: the send function must be callable")
+        if self.verify is not None and not callable(self.verify):
+            raise TypeError(f"channel {self.name!r}: verify must be callable")
+        if self.lease <= 0:
+            raise ValueError(f"channel {self.name!r}: lease must be positive seconds")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"channel {self.name!r}: concurrency must be at least 1")
+        if self.rate_limit is not None and self.rate_limit <= 0:
+            raise ValueError(f"channel {self.name!r}: rate_limit must be positive calls/second")
+        RetryPolicy(self.max_attempts)  # validates max_attempts
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            can_verify=self.verify is not None,
+            idempotent=self.idempotent,
+        )
+
+    @property
+    def send_is_async(self) -> bool:
+        return _is_async(self.send)
+
+    @property
+    def verify_is_async(self) -> bool:
+        return self.verify is not None and _is_async(self.verify)
+
+    def outcome(self, result: Any = None, error: BaseException | None = None) -> Outcome:
+        """Classify what a call returned or raised."""
+        if error is None:
+            remote_id = None if result is None else str(result)
+            return Outcome(OutcomeKind.SYNCED, remote_id=remote_id)
+        if self.classify is not None:
+            custom = self.classify(error)
+            if custom is not None:
+                return custom
+        return classify_exception(error)
+
+
+def checked_verdict(value: Any) -> Verdict:
+    """A verify that returns something else is a bug; treat it as 'cannot tell'."""
+    if isinstance(value, Delivered | NotDelivered | Unknown):
+        return value
+    return Unknown(f"verify returned {type(value).__name__}, not a Verdict")
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )

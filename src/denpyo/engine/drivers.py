@@ -1,0 +1,142 @@
+"""Drivers: perform a flow's effects, blocking (sync) or awaiting (async).
+
+The two drivers differ only in how they wait; the decisions live in `flows.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from denpyo.domain.moves import Move
+from denpyo.domain.policy import describe
+from denpyo.domain.submission import Submission
+from denpyo.domain.verdict import Unknown, Verdict
+from denpyo.engine.bridge import LoopThread
+from denpyo.engine.channel import checked_verdict
+from denpyo.engine.flows import Call, CallResult, Check, Effect, Settle, StoreOp
+from denpyo.store import Store
+
+T = TypeVar("T")
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
+
+
+class SyncDriver:
+    """Runs flows in the calling thread. Async channels run on the private loop."""
+
+    def __init__(self, store: Store, bridge: LoopThread) -> None:
+        self.store = store
+        self.bridge = bridge
+
+    def run(self, flow: Generator[Effect, Any, T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                value = self.perform(effect)
+            except Exception as exc:
+                error = exc
+
+    def perform(self, effect: Effect) -> Any:
+        if isinstance(effect, StoreOp):
+            return effect.fn(*effect.args, **effect.kwargs)
+        if isinstance(effect, Settle):
+            return self.store.move(effect.moves)
+        spec, sub = effect.spec, effect.submission
+        started = time.perf_counter()
+        if isinstance(effect, Call):
+            try:
+                value: Any = (
+                    self.bridge.run(spec.send(sub))  # type: ignore[arg-type]
+                    if spec.send_is_async
+                    else spec.send(sub)
+                )
+            except Exception as exc:
+                return CallResult(error=exc, duration_ms=_elapsed_ms(started))
+            return CallResult(value=value, duration_ms=_elapsed_ms(started))
+        assert isinstance(effect, Check) and spec.verify is not None
+        try:
+            if spec.verify_is_async:
+                return checked_verdict(self.bridge.run(spec.verify(sub)))  # type: ignore[arg-type]
+            return checked_verdict(spec.verify(sub))
+        except Exception as exc:
+            return Unknown(f"verify raised {describe(exc)}")
+
+
+SettleHook = Callable[[Sequence[Move]], Awaitable[list[Submission | None]]]
+
+
+class AsyncDriver:
+    """Runs flows on the running event loop. Store operations run on `db`
+    (threads that hold the store's connections); sync channels on `calls`."""
+
+    def __init__(
+        self,
+        store: Store,
+        db: Executor,
+        calls: Executor | None = None,
+        settle_hook: SettleHook | None = None,
+    ) -> None:
+        self.store = store
+        self.db = db
+        self.calls = calls
+        self.settle_hook = settle_hook
+
+    async def run(self, flow: Generator[Effect, Any, T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                value = await self.perform(effect)
+            except Exception as exc:
+                error = exc
+
+    async def in_db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.db, lambda: fn(*args, **kwargs))
+
+    async def perform(self, effect: Effect) -> Any:
+        if isinstance(effect, StoreOp):
+            return await self.in_db(effect.fn, *effect.args, **effect.kwargs)
+        if isinstance(effect, Settle):
+            if self.settle_hook is not None:
+                return await self.settle_hook(effect.moves)
+            return await self.in_db(self.store.move, effect.moves)
+        spec, sub = effect.spec, effect.submission
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        if isinstance(effect, Call):
+            try:
+                if spec.send_is_async:
+                    value: Any = await spec.send(sub)  # type: ignore[misc]
+                else:
+                    value = await loop.run_in_executor(self.calls, spec.send, sub)
+            except Exception as exc:
+                return CallResult(error=exc, duration_ms=_elapsed_ms(started))
+            return CallResult(value=value, duration_ms=_elapsed_ms(started))
+        assert isinstance(effect, Check) and spec.verify is not None
+        verdict: Verdict
+        try:
+            if spec.verify_is_async:
+                verdict = checked_verdict(await spec.verify(sub))  # type: ignore[misc]
+            else:
+                verdict = checked_verdict(await loop.run_in_executor(self.calls, spec.verify, sub))
+        except Exception as exc:
+            verdict = Unknown(f"verify raised {describe(exc)}")
+        return verdict

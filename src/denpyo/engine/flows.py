@@ -1,0 +1,214 @@
+"""The engine's flows, written once for synchronous and asynchronous callers.
+
+Each flow is a generator that yields *effects* (a store operation, a call to
+the provider, a verify) and receives their results; a driver (`drivers.py`)
+performs them, blocking or awaiting. So `submit` and `asubmit`, the worker
+and `reconcile`, all run the same decisions in the same order.
+
+What a crash leaves behind is noted at each effect: the row is always
+committed before the call leaves, so a crash between `Call` and `Settle` leaves
+a `requesting` row whose lease runs out, which the reconciler verifies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from denpyo.domain.moves import Move
+from denpyo.domain.policy import Alarm, Next, decide_in_doubt, settle
+from denpyo.domain.status import FINAL, ErrorKind, Status
+from denpyo.domain.submission import Submission
+from denpyo.domain.verdict import Verdict
+from denpyo.engine.alerts import Alerts
+from denpyo.engine.channel import ChannelSpec
+from denpyo.store import NewSubmission, Store
+
+log = logging.getLogger("denpyo.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOp:
+    """Run a store method; the flow receives its return value."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Apply moves in one transaction (a worker may group several flows' moves
+    into one commit); the flow receives one Submission or None per move."""
+
+    moves: Sequence[Move]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Perform the provider call; the flow receives a CallResult."""
+
+    spec: ChannelSpec
+    submission: Submission
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Ask the channel's verify; the flow receives a Verdict (never an exception)."""
+
+    spec: ChannelSpec
+    submission: Submission
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    value: Any = None
+    error: BaseException | None = None
+    duration_ms: int = 0
+
+
+Effect = StoreOp | Settle | Call | Check
+Flow = Generator[Effect, Any, Submission]
+
+
+class Flows:
+    """The decisions of the engine for one ledger and one actor (a process or worker)."""
+
+    def __init__(self, store: Store, alerts: Alerts, actor: str) -> None:
+        self.store = store
+        self.alerts = alerts
+        self.actor = actor
+        self._holds = itertools.count(1)
+
+    def hold(self) -> str:
+        """A fresh lock token. Every hold of a row is unique, so a sender whose
+        lease ran out can never settle a row that someone has since taken, even
+        within the same process."""
+        return f"{self.actor}/{next(self._holds)}"
+
+    def submit(self, spec: ChannelSpec, new: NewSubmission) -> Flow:
+        """Record, then call, then settle. The row is committed before the call."""
+        sub, created = yield StoreOp(
+            self.store.insert, (new,), {"actor": self.hold(), "lease": spec.lease}
+        )
+        if created:
+            return (yield from self.attempt(spec, sub))
+        return (yield from self.resume(spec, sub))
+
+    def resume(self, spec: ChannelSpec, sub: Submission) -> Flow:
+        """Submit of a channel and key that already exist: never a second call while
+        the row is settled or in flight; a failed row is retried under its key; an
+        in-doubt row is verified first."""
+        if sub.status in FINAL or sub.in_flight:
+            return sub
+        if sub.in_doubt:
+            token = self.hold()
+            hold = Move(
+                sub.id, sub.status, sub.status, token, locked_by=token, lease=spec.lease,
+                keep_error=True,
+            )  # fmt: skip
+            held = yield from self._settle(hold)
+            if held is None:
+                return (yield from self._reread(sub))
+            return (yield from self.settle_in_doubt(spec, held))
+        if sub.status is Status.FAILED and sub.error_kind is not ErrorKind.TRANSIENT:
+            return sub
+        held = yield from self._settle(self._start(spec, sub, "resubmitted"))
+        if held is None:
+            return (yield from self._reread(sub))
+        return (yield from self.attempt(spec, held))
+
+    def attempt(self, spec: ChannelSpec, sub: Submission) -> Flow:
+        """Call the provider for a row this actor holds, and record the outcome."""
+        # A crash during the call leaves the row `requesting` under this lease.
+        result: CallResult = yield Call(spec, sub)
+        outcome = spec.outcome(result.value, result.error)
+        decided = settle(sub.attempts, outcome, spec.policy)
+        move = Move(
+            sub.id,
+            Status.REQUESTING,
+            decided.status,
+            self.actor,
+            expect_locked_by=sub.locked_by,
+            event="settle",
+            retry_in=decided.retry_in,
+            remote_id=decided.remote_id,
+            error_kind=decided.error_kind,
+            last_error=decided.last_error,
+            detail=decided.last_error or decided.remote_id,
+            duration_ms=result.duration_ms,
+        )
+        after = yield from self._settle(move)
+        if after is None:
+            log.warning(
+                "lease lost on %s:%s (id %s): another process took the row while it was "
+                "being sent; its outcome (%s) is in this log only",
+                sub.channel, sub.key, sub.id, outcome.kind.value,
+            )  # fmt: skip
+            return (yield from self._reread(sub))
+        self._alarm(decided.alert, after)
+        return after
+
+    def settle_in_doubt(self, spec: ChannelSpec, sub: Submission) -> Flow:
+        """Decide a row this actor holds for verification: synced, resent, or held."""
+        verdict: Verdict | None = None
+        if spec.verify is not None:
+            verdict = yield Check(spec, sub)
+        decision = decide_in_doubt(sub.attempts, verdict, spec.policy)
+        if decision.next is Next.RESEND:
+            # Never arrived (or the provider dedups): the same key goes out again.
+            held = yield from self._settle(
+                self._start(spec, sub, decision.note, expect=sub.locked_by)
+            )
+            if held is None:
+                return (yield from self._reread(sub))
+            return (yield from self.attempt(spec, held))
+        kept = sub.status
+        if decision.next is Next.MARK_SYNCED:
+            move = Move(
+                sub.id, kept, Status.SYNCED, self.actor, expect_locked_by=sub.locked_by,
+                event="verify", remote_id=decision.remote_id, detail=decision.note,
+            )  # fmt: skip
+        elif decision.next is Next.GIVE_UP:
+            kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
+            move = Move(
+                sub.id, kept, Status.FAILED, self.actor, expect_locked_by=sub.locked_by,
+                event="verify", error_kind=kind, last_error=decision.note, detail=decision.note,
+            )  # fmt: skip
+        else:  # RECHECK later, or HOLD for a person; the row stays in doubt
+            move = Move(
+                sub.id, kept, kept, self.actor, expect_locked_by=sub.locked_by, event="verify",
+                lease=0 if kept is Status.REQUESTING else None, retry_in=decision.retry_in,
+                keep_error=True, detail=decision.note,
+            )  # fmt: skip
+        after = yield from self._settle(move)
+        if after is None:
+            return (yield from self._reread(sub))
+        self._alarm(decision.alert, after)
+        return after
+
+    def _start(
+        self, spec: ChannelSpec, sub: Submission, note: str, expect: str | None = None
+    ) -> Move:
+        """Begin the next attempt on a row: `requesting`, held, attempts + 1."""
+        token = self.hold()
+        return Move(
+            sub.id, sub.status, Status.REQUESTING, token, expect_locked_by=expect,
+            event="attempt", locked_by=token, lease=spec.lease, attempt_delta=1,
+            keep_error=True, detail=note,
+        )  # fmt: skip
+
+    def _settle(self, move: Move) -> Generator[Effect, Any, Submission | None]:
+        settled: list[Submission | None] = yield Settle([move])
+        return settled[0]
+
+    def _reread(self, sub: Submission) -> Flow:
+        current: Submission | None = yield StoreOp(self.store.get, (sub.id,))
+        return current if current is not None else sub
+
+    def _alarm(self, alarm: Alarm | None, sub: Submission) -> None:
+        if alarm is not None:
+            self.alerts.raise_alert(alarm.reason, alarm.message, sub)

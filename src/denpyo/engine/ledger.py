@@ -1,0 +1,307 @@
+"""`Ledger`: the public face of denpyo. Thin wrappers over flows, store and worker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from denpyo.domain.backoff import Backoff
+from denpyo.domain.limits import MAX_PAYLOAD_BYTES, check_channel_name, check_key, encode_payload
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Event, Submission
+from denpyo.engine.alerts import AlertHandler, Alerts
+from denpyo.engine.bridge import LoopThread
+from denpyo.engine.channel import ChannelSpec, Classifier, SendFn, VerifyFn
+from denpyo.engine.drivers import AsyncDriver, SyncDriver
+from denpyo.engine.flows import Flows
+from denpyo.engine.worker import Worker, WorkReport
+from denpyo.errors import (
+    ConfigurationError,
+    InvalidInput,
+    SubmissionFailed,
+    SubmissionInDoubt,
+    SubmissionRejected,
+    UnknownChannel,
+)
+from denpyo.store import NewSubmission, Store, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_URL = "sqlite:///denpyo.db"
+
+
+class KeyReused(InvalidInput):
+    """The channel and key exist with a different payload: one key, one intended call."""
+
+
+class Ledger:
+    """The record of every call to the outside, in the application's own database.
+
+    `url` defaults to `DENPYO_DATABASE_URL`, then `sqlite:///denpyo.db`.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        on_alert: AlertHandler | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.url = url or os.environ.get("DENPYO_DATABASE_URL") or DEFAULT_URL
+        self.store: Store = open_store(self.url)
+        self.max_payload_bytes = max_payload_bytes
+        self.channels: dict[str, ChannelSpec] = {}
+        self.alerts = Alerts()
+        if on_alert is not None:
+            self.alerts.add(on_alert)
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.bridge = LoopThread()
+        self.flows = Flows(self.store, self.alerts, self.new_actor("app"))
+        self._sync = SyncDriver(self.store, self.bridge)
+        self._db: ThreadPoolExecutor | None = None
+        self._calls: ThreadPoolExecutor | None = None
+
+    # -- setup ----------------------------------------------------------------------
+
+    def channel(
+        self,
+        name: str,
+        *,
+        verify: VerifyFn | None = None,
+        idempotent: bool = False,
+        max_attempts: int = 8,
+        backoff: Backoff | None = None,
+        lease: float = 60.0,
+        concurrency: int | None = None,
+        rate_limit: float | None = None,
+        classify: Classifier | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function (plain or `async def`) as a channel."""
+        check_channel_name(name)
+        if name in self.channels:
+            raise ConfigurationError(f"channel {name!r} is already registered")
+
+        def register(send: F) -> F:
+            self.channels[name] = ChannelSpec(
+                name=name,
+                send=send,
+                verify=verify,
+                idempotent=idempotent,
+                max_attempts=max_attempts,
+                backoff=backoff or Backoff(),
+                lease=lease,
+                concurrency=concurrency,
+                rate_limit=rate_limit,
+                classify=classify,
+            )
+            return send
+
+        return register
+
+    def add_channel(self, name: str, send: SendFn, **options: Any) -> None:
+        """`channel()` without the decorator, for functions and bound methods."""
+        self.channel(name, **options)(send)
+
+    def on_alert(self, handler: AlertHandler) -> AlertHandler:
+        """Register a callback for alerts (usable as a decorator)."""
+        return self.alerts.add(handler)
+
+    def migrate(self) -> list[int]:
+        """Create or upgrade the denpyo tables; safe to run twice, or at once from two processes."""
+        return self.store.migrate()
+
+    def new_actor(self, role: str) -> str:
+        return f"{role}:{self.name}:{uuid.uuid4().hex[:6]}"
+
+    # -- submit ---------------------------------------------------------------------
+
+    def submit(
+        self, channel: str, key: str, payload: Any, *, ordering_key: str | None = None
+    ) -> Submission:
+        """Record the call, make it, record the outcome.
+
+        Returns the submission when it is `synced`, or still in flight in another
+        process (status `requesting`). Raises `SubmissionRejected`,
+        `SubmissionFailed` or `SubmissionInDoubt`, each with `.submission`.
+        """
+        spec, new = self._prepare(channel, key, payload, ordering_key)
+        sub = self._sync.run(self.flows.submit(spec, new))
+        return self._checked(new, sub)
+
+    async def asubmit(
+        self, channel: str, key: str, payload: Any, *, ordering_key: str | None = None
+    ) -> Submission:
+        """`submit` for asyncio applications."""
+        spec, new = self._prepare(channel, key, payload, ordering_key)
+        sub = await self.async_driver().run(self.flows.submit(spec, new))
+        return self._checked(new, sub)
+
+    def enqueue(
+        self,
+        channel: str,
+        key: str,
+        payload: Any,
+        *,
+        conn: Any = None,
+        ordering_key: str | None = None,
+        supersedes: int | None = None,
+    ) -> Submission:
+        """Record the call for a worker to make. With `conn` (sqlite3, psycopg, or a
+        SQLAlchemy Connection or Session) the row joins the caller's open
+        transaction: rolled back, no row; committed, a worker sends it."""
+        _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
+        sub, created = self.store.insert(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
+        if not created:
+            self._same_payload(new, sub)
+        return sub
+
+    async def aenqueue(
+        self, channel: str, key: str, payload: Any, *, ordering_key: str | None = None
+    ) -> Submission:
+        """`enqueue` for asyncio applications (in its own transaction)."""
+        return await self.async_driver().in_db(
+            self.enqueue, channel, key, payload, ordering_key=ordering_key
+        )
+
+    # -- read -----------------------------------------------------------------------
+
+    def get(self, channel: str, key: str) -> Submission | None:
+        """The submission for a channel and business key, or None."""
+        return self.store.get_by_key(channel, key)
+
+    async def aget(self, channel: str, key: str) -> Submission | None:
+        return await self.async_driver().in_db(self.store.get_by_key, channel, key)
+
+    def get_by_id(self, submission_id: int) -> Submission | None:
+        return self.store.get(submission_id)
+
+    def events(self, submission_id: int) -> list[Event]:
+        """A submission's history, oldest first."""
+        return self.store.events(submission_id)
+
+    # -- work -------------------------------------------------------------------------
+
+    def work(
+        self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
+    ) -> WorkReport:
+        """Send enqueued rows, retry due failures, reconcile in-doubt rows.
+        With `until_idle`, return once nothing is due; otherwise run until stopped."""
+        return asyncio.run(
+            self.awork(until_idle=until_idle, concurrency=concurrency, poll_interval=poll_interval)
+        )
+
+    async def awork(
+        self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
+    ) -> WorkReport:
+        worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
+        return await worker.run(until_idle=until_idle)
+
+    def reconcile(self) -> WorkReport:
+        """One pass over the in-doubt rows that are due: verify, settle, resend or alert."""
+        return asyncio.run(self.areconcile())
+
+    async def areconcile(self) -> WorkReport:
+        worker = Worker(self)
+        return await worker.reconcile_pass()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def async_driver(self) -> AsyncDriver:
+        if self._db is None:
+            threads = 1 if self.store.dialect == "sqlite" else 4
+            self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
+            self._calls = ThreadPoolExecutor(32, thread_name_prefix="denpyo-call")
+        return AsyncDriver(self.store, self._db, self._calls)
+
+    def close(self) -> None:
+        """Release connections, threads and channel resources."""
+        for spec in self.channels.values():
+            closer = getattr(getattr(spec.send, "__self__", None), "close", None)
+            if callable(closer):
+                closer()
+        self.bridge.close()
+        for pool in (self._db, self._calls):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._db = self._calls = None
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spec(self, channel: str) -> ChannelSpec:
+        try:
+            return self.channels[channel]
+        except KeyError:
+            known = ", ".join(sorted(self.channels)) or "none"
+            raise UnknownChannel(
+                f"no channel named {channel!r} is registered (registered: {known})"
+            ) from None
+
+    def _prepare(
+        self,
+        channel: str,
+        key: str,
+        payload: Any,
+        ordering_key: str | None,
+        supersedes: int | None = None,
+    ) -> tuple[ChannelSpec, NewSubmission]:
+        """Check everything before anything is written (SPEC §10.5)."""
+        spec = self._spec(channel)
+        check_key(key)
+        if ordering_key is not None:
+            check_key(ordering_key, "ordering_key")
+        return spec, NewSubmission(
+            channel=channel,
+            key=key,
+            idempotency_key=str(uuid.uuid4()),
+            payload_json=encode_payload(payload, self.max_payload_bytes),
+            ordering_key=ordering_key,
+            supersedes=supersedes,
+        )
+
+    def _same_payload(self, new: NewSubmission, sub: Submission) -> None:
+        if encode_payload(sub.payload, 2**62) != new.payload_json:
+            raise KeyReused(
+                f"{sub.channel}:{sub.key} is already recorded (id {sub.id}) with a different "
+                "payload; a key names one intended call (resend a corrected payload with "
+                "`denpyo resolve --resend`)"
+            )
+
+    def _checked(self, new: NewSubmission, sub: Submission) -> Submission:
+        """Turn the row a submit ended with into a return or the matching error."""
+        if sub.status is Status.SYNCED or sub.in_flight:
+            return sub
+        if sub.status is Status.REJECTED:
+            raise SubmissionRejected(f"{sub.channel}:{sub.key} rejected: {sub.last_error}", sub)
+        if sub.in_doubt:
+            raise SubmissionInDoubt(
+                f"{sub.channel}:{sub.key} is in doubt (the call may have arrived): "
+                f"{sub.last_error or 'lease expired'}",
+                sub,
+            )
+        if sub.status is Status.FAILED:
+            raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
+        return sub  # `requesting`, not yet attempted: a worker will send it
+
+
+def _dbapi_connection(conn: Any) -> Any:
+    """Unwrap a SQLAlchemy Session or Connection to its driver connection, in its
+    current transaction; driver connections pass through."""
+    if conn is None:
+        return None
+    module = type(conn).__module__
+    if module.startswith("sqlalchemy"):
+        if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # Session
+            conn = conn.connection()
+        return conn.connection.dbapi_connection
+    return conn

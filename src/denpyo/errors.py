@@ -1,0 +1,121 @@
+"""Every error denpyo raises, and the two signals a channel raises.
+
+::
+
+    DenpyoError
+    ├── ConfigurationError          the program is wired wrongly; nothing was written
+    │   ├── InvalidDatabaseURL      a URL denpyo cannot open
+    │   ├── UnknownChannel          a channel name no one registered
+    │   └── SchemaError             tables missing, or newer than this denpyo
+    ├── InvalidInput (ValueError)   bad input to submit/enqueue; nothing was written
+    │   ├── PayloadNotJSON
+    │   ├── PayloadTooLarge
+    │   └── InvalidKey              empty, too long, or not text
+    ├── TransitionNotAllowed        a status move SPEC §4 forbids
+    ├── LeaseLost                   another process settled or took the row first
+    ├── StoreError                  the database said no; the driver error is __cause__
+    ├── SubmissionError             submit() ended without `synced`; .submission tells the state
+    │   ├── SubmissionRejected      the provider refused on business grounds
+    │   ├── SubmissionFailed        a transient or ambiguous failure, recorded as `failed`
+    │   └── SubmissionInDoubt       the call may have arrived; a verify or a person must decide
+    └── ChannelSignal               raised *by channel code* to classify an outcome
+        ├── Transient               the provider did not act (5xx, 429, refused); retry later
+        └── Rejected                the provider refused on business grounds; do not resend
+
+Any other exception escaping a channel is *ambiguous*: the request may have
+arrived, so it is verified (or resent only on an idempotent channel).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from denpyo.domain.submission import Submission
+
+
+class DenpyoError(Exception):
+    """Base class of everything denpyo raises."""
+
+
+class ConfigurationError(DenpyoError):
+    """The program is wired wrongly (URL, channel registration, schema)."""
+
+
+class InvalidDatabaseURL(ConfigurationError):
+    """The database URL is malformed or names a database kind denpyo does not support."""
+
+
+class UnknownChannel(ConfigurationError):
+    """No channel of that name is registered on this ledger."""
+
+
+class SchemaError(ConfigurationError):
+    """The denpyo tables are missing (run `migrate`) or newer than this version."""
+
+
+class InvalidInput(DenpyoError, ValueError):
+    """Input to submit or enqueue was refused before anything was written."""
+
+
+class PayloadNotJSON(InvalidInput):
+    """The payload cannot be encoded as JSON."""
+
+
+class PayloadTooLarge(InvalidInput):
+    """The encoded payload exceeds the ledger's `max_payload_bytes`."""
+
+
+class InvalidKey(InvalidInput):
+    """The business key or ordering key is empty, too long, or not a string."""
+
+
+class TransitionNotAllowed(DenpyoError):
+    """A status move that SPEC §4 does not allow was asked for."""
+
+
+class LeaseLost(DenpyoError):
+    """The compare-and-set failed: the row is no longer where this process left it."""
+
+
+class StoreError(DenpyoError):
+    """The database refused an operation; the driver's exception is `__cause__`."""
+
+
+class SubmissionError(DenpyoError):
+    """`submit()` could not end in `synced`; `.submission` is the row as recorded."""
+
+    def __init__(self, message: str, submission: Submission) -> None:
+        super().__init__(message)
+        self.submission = submission
+
+
+class SubmissionRejected(SubmissionError):
+    """The provider refused the call; the row is `rejected` and waits for a person."""
+
+
+class SubmissionFailed(SubmissionError):
+    """The call failed and was recorded as `failed`; a worker retries it if allowed."""
+
+
+class SubmissionInDoubt(SubmissionError):
+    """The earlier call may have arrived; denpyo will not resend it blindly."""
+
+
+class ChannelSignal(DenpyoError):
+    """Raised by channel code to say how a call ended."""
+
+
+class Transient(ChannelSignal):
+    """The provider did not act (5xx, 429, refused connection): retry after back-off.
+
+    `retry_after` (seconds), when the provider said it, overrides the back-off.
+    """
+
+    def __init__(self, message: str = "transient failure", *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Rejected(ChannelSignal):
+    """The provider refused on business grounds: resending is pointless, a person decides."""

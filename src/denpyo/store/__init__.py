@@ -1,0 +1,74 @@
+"""Opening a store from a database URL."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from denpyo.errors import InvalidDatabaseURL
+from denpyo.store.base import NewSubmission, Store
+
+__all__ = ["NewSubmission", "Store", "dialect_of", "open_store"]
+
+SCHEMES = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+psycopg": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "mysql+pymysql": "mysql",
+}
+
+
+def dialect_of(url: str) -> str:
+    """The dialect a URL names, or InvalidDatabaseURL with the reason."""
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidDatabaseURL(
+            f"not a database URL: {url!r} (expected sqlite:///path.db, "
+            "postgresql://user@host/db or mysql://user@host/db)"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in SCHEMES:
+        raise InvalidDatabaseURL(
+            f"unsupported database {scheme!r} in {url!r}; use one of: {', '.join(sorted(SCHEMES))}"
+        )
+    return SCHEMES[scheme]
+
+
+def sqlite_path(url: str) -> str:
+    """`sqlite:///app.db` is app.db relative to the working directory; `sqlite:////abs`."""
+    rest = url.split("://", 1)[1]
+    if not rest.startswith("/") or len(rest) < 2:
+        raise InvalidDatabaseURL(
+            f"malformed SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
+        )
+    path = unquote(rest[1:].split("?", 1)[0])
+    if path in ("", ":memory:"):
+        raise InvalidDatabaseURL(
+            f"{url!r}: denpyo needs a database file that outlives the process, not :memory:"
+        )
+    return path
+
+
+def open_store(url: str) -> Store:
+    """Open (lazily connect) the store a URL names."""
+    dialect = dialect_of(url)
+    if dialect == "sqlite":
+        from denpyo.store.sqlite import SqliteStore
+
+        return SqliteStore(sqlite_path(url))
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        raise InvalidDatabaseURL(f"malformed port in {url!r}") from exc
+    if not parts.path.strip("/"):
+        raise InvalidDatabaseURL(f"{url!r} names no database (…/dbname)")
+    if dialect == "postgresql":
+        from denpyo.store.postgresql import PostgresStore
+
+        return PostgresStore(url.replace("postgresql+psycopg://", "postgresql://", 1))
+    from denpyo.store.mysql import MysqlStore  # type: ignore[import-not-found, unused-ignore]
+
+    store: Store = MysqlStore(url)
+    return store

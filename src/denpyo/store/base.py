@@ -1,0 +1,332 @@
+"""The store: the only part of denpyo that speaks SQL.
+
+A dialect module supplies connections, a transaction and the three ways of
+running a named query; everything else (what to insert, how a claim or a
+move is written with its event) is written once here, so that the databases
+cannot drift apart in behaviour, only in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from denpyo.domain.moves import Move
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.submission import Event, Submission
+from denpyo.errors import SchemaError
+from denpyo.store.queries import load_migrations, load_queries
+
+Row = Mapping[str, Any]
+
+
+class Tx(ABC):
+    """One open transaction: runs named queries and returns rows as mappings."""
+
+    @abstractmethod
+    def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
+
+    @abstractmethod
+    def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+
+    @abstractmethod
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None: ...
+
+    @abstractmethod
+    def script(self, sql: str) -> None:
+        """Run a migration script (several statements, no parameters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewSubmission:
+    """What submit and enqueue ask the store to record."""
+
+    channel: str
+    key: str
+    idempotency_key: str
+    payload_json: str
+    ordering_key: str | None = None
+    supersedes: int | None = None
+
+
+class Store(ABC):
+    """Named operations on the denpyo tables, the same for every database."""
+
+    dialect: ClassVar[str]
+    notifies: ClassVar[bool] = False  # the database can wake workers on commit
+
+    def __init__(self) -> None:
+        self.queries = load_queries(self.dialect)
+
+    # -- what a dialect supplies -------------------------------------------------
+
+    @abstractmethod
+    def transaction(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """A transaction on the store's own connection (committed at the end), or
+        inside the caller's open transaction on `conn` (never committed here)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def parse_time(self, value: Any) -> datetime | None:
+        """Turn a driver's timestamp into an aware UTC datetime."""
+        if value is None or isinstance(value, datetime):
+            return value
+        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+
+    def parse_payload(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+    # -- schema -------------------------------------------------------------------
+
+    def latest_version(self) -> int:
+        migrations = load_migrations(self.dialect)
+        return migrations[-1][0] if migrations else 0
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks, under a lock; returns their numbers."""
+        with self.transaction() as tx:
+            tx.execute("schema_lock")
+            tx.execute("schema_version_create")
+            current = self._version(tx)
+            if current > self.latest_version():
+                raise SchemaError(
+                    f"the database is at schema {current}; this denpyo knows "
+                    f"{self.latest_version()}: upgrade denpyo"
+                )
+            applied = []
+            for version, script in load_migrations(self.dialect):
+                if version > current:
+                    tx.script(script)
+                    tx.execute("schema_version_add", {"version": version})
+                    applied.append(version)
+            return applied
+
+    def schema_version(self) -> int:
+        with self.transaction() as tx:
+            tx.execute("schema_version_create")
+            return self._version(tx)
+
+    def _version(self, tx: Tx) -> int:
+        row = tx.fetch_one("schema_version_get")
+        return int(row["version"]) if row else 0
+
+    def now(self) -> datetime:
+        with self.transaction() as tx:
+            row = tx.fetch_one("clock_now")
+        assert row is not None
+        now = self.parse_time(row["now"])
+        assert now is not None
+        return now
+
+    # -- submissions ----------------------------------------------------------------
+
+    def insert(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        lease: float | None = None,
+        conn: Any = None,
+    ) -> tuple[Submission, bool]:
+        """Record a submission, or return the existing one for its channel and key.
+
+        With `lease`, the row is created held by `actor` with its first attempt
+        started (inline submit); without, it waits for a worker (enqueue).
+        Returns (row, created).
+        """
+        params = {
+            "channel": new.channel,
+            "key": new.key,
+            "idempotency_key": new.idempotency_key,
+            "payload": new.payload_json,
+            "ordering_key": new.ordering_key,
+            "supersedes": new.supersedes,
+            "attempts": 1 if lease else 0,
+            "locked_by": actor if lease else None,
+            "lease": _seconds(lease),
+        }
+        with self.transaction(conn) as tx:
+            row = tx.fetch_one("submission_insert", params)
+            if row is None:
+                existing = tx.fetch_one(
+                    "submission_get_by_key", {"channel": new.channel, "key": new.key}
+                )
+                assert existing is not None, "a conflicting row must exist"
+                return self.to_submission(existing), False
+            sub = self.to_submission(row)
+            self._event(tx, sub.id, "created", None, Status.REQUESTING, 0, actor)
+            if lease:
+                self._event(tx, sub.id, "attempt", Status.REQUESTING, Status.REQUESTING, 1, actor)
+            elif self.notifies:
+                tx.execute("submission_notify", {"channel": new.channel})
+            return sub, True
+
+    def get(self, submission_id: int) -> Submission | None:
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_get", {"id": submission_id})
+        return self.to_submission(row) if row else None
+
+    def get_by_key(self, channel: str, key: str) -> Submission | None:
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_get_by_key", {"channel": channel, "key": key})
+        return self.to_submission(row) if row else None
+
+    def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        """Lock up to `limit` due rows of a channel for `worker`.
+
+        Ready rows (never attempted, or a transient failure due for retry) start
+        their next attempt in the same transaction. In-doubt rows are only held,
+        so that one reconciler at a time verifies them; their status does not change.
+        """
+        query = "submission_find_in_doubt" if in_doubt else "submission_find_ready"
+        with self.transaction() as tx:
+            found = tx.fetch_all(query, {"channel": channel, "limit": limit})
+            moves = [
+                Move(
+                    submission_id=int(row["id"]),
+                    from_status=Status(row["status"]),
+                    to_status=Status(row["status"]) if in_doubt else Status.REQUESTING,
+                    actor=worker,
+                    expect_locked_by=None,
+                    event=None if in_doubt else "attempt",
+                    locked_by=worker,
+                    lease=lease,
+                    attempt_delta=0 if in_doubt else 1,
+                    keep_error=True,
+                )
+                for row in found
+            ]
+            return [sub for sub in self._apply(tx, moves) if sub is not None]
+
+    def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        """Apply compare-and-set moves in one transaction; None where a move lost."""
+        with self.transaction() as tx:
+            return self._apply(tx, moves)
+
+    def events(self, submission_id: int) -> list[Event]:
+        with self.transaction() as tx:
+            rows = tx.fetch_all("event_list", {"submission_id": submission_id})
+        return [self.to_event(row) for row in rows]
+
+    # -- shared pieces ------------------------------------------------------------------
+
+    def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
+        results: list[Submission | None] = []
+        for move in moves:
+            row = tx.fetch_one("submission_move", _move_params(move))
+            if row is None:
+                results.append(None)
+                continue
+            sub = self.to_submission(row)
+            if move.event:
+                self._event(
+                    tx,
+                    sub.id,
+                    move.event,
+                    move.from_status,
+                    move.to_status,
+                    sub.attempts,
+                    move.actor,
+                    move.detail,
+                    move.duration_ms,
+                )
+            results.append(sub)
+        return results
+
+    def _event(
+        self,
+        tx: Tx,
+        submission_id: int,
+        kind: str,
+        from_status: Status | None,
+        to_status: Status | None,
+        attempt: int,
+        actor: str,
+        detail: str | None = None,
+        duration_ms: int | None = None,
+    ) -> None:
+        tx.execute(
+            "event_insert",
+            {
+                "submission_id": submission_id,
+                "kind": kind,
+                "from_status": from_status,
+                "to_status": to_status,
+                "attempt": attempt,
+                "actor": actor,
+                "detail": detail,
+                "duration_ms": duration_ms,
+            },
+        )
+
+    def to_submission(self, row: Row) -> Submission:
+        error_kind = row["error_kind"]
+        return Submission(
+            id=int(row["id"]),
+            channel=row["channel"],
+            key=row["key"],
+            idempotency_key=row["idempotency_key"],
+            payload=self.parse_payload(row["payload"]),
+            status=Status(row["status"]),
+            attempts=int(row["attempts"]),
+            next_attempt_at=self.parse_time(row["next_attempt_at"]),
+            locked_by=row["locked_by"],
+            locked_until=self.parse_time(row["locked_until"]),
+            remote_id=row["remote_id"],
+            last_error=row["last_error"],
+            error_kind=ErrorKind(error_kind) if error_kind else None,
+            ordering_key=row["ordering_key"],
+            created_at=self.parse_time(row["created_at"]),
+            updated_at=self.parse_time(row["updated_at"]),
+            synced_at=self.parse_time(row["synced_at"]),
+            resolution=row["resolution"],
+            supersedes=row["supersedes"],
+            in_doubt=bool(row["in_doubt"]),
+        )
+
+    def to_event(self, row: Row) -> Event:
+        at = self.parse_time(row["at"])
+        assert at is not None
+        return Event(
+            id=int(row["id"]),
+            submission_id=int(row["submission_id"]),
+            at=at,
+            kind=row["kind"],
+            from_status=Status(row["from_status"]) if row["from_status"] else None,
+            to_status=Status(row["to_status"]) if row["to_status"] else None,
+            attempt=int(row["attempt"]),
+            actor=row["actor"],
+            detail=row["detail"],
+            duration_ms=row["duration_ms"],
+        )
+
+
+def _seconds(value: float | None) -> float | None:
+    """Durations go to SQL rounded to milliseconds (SQLite reads them as text)."""
+    return None if value is None else round(max(value, 0.0), 3)
+
+
+def _move_params(move: Move) -> dict[str, Any]:
+    return {
+        "id": move.submission_id,
+        "from_status": move.from_status.value,
+        "to_status": move.to_status.value,
+        "expect_locked_by": move.expect_locked_by,
+        "locked_by": move.locked_by,
+        "lease": _seconds(move.lease),
+        "attempt_delta": move.attempt_delta,
+        "retry_in": _seconds(move.retry_in),
+        "remote_id": move.remote_id,
+        "keep_error": move.keep_error,
+        "error_kind": move.error_kind.value if move.error_kind else None,
+        "last_error": move.last_error,
+        "resolution": move.resolution,
+    }

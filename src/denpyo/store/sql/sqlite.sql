@@ -1,0 +1,107 @@
+-- Named queries for SQLite. Each query starts with a line `-- name: what it does`.
+-- Times come from the database clock as UTC text; a lease of N seconds is
+-- strftime(..., 'now', '+N seconds'). Writers run inside BEGIN IMMEDIATE.
+
+-- schema_version_create: the table that records which migrations ran
+CREATE TABLE IF NOT EXISTS denpyo_schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+
+-- schema_version_get: the newest migration applied
+SELECT COALESCE(MAX(version), 0) AS version FROM denpyo_schema_version;
+
+-- schema_version_add: record one applied migration
+INSERT INTO denpyo_schema_version (version) VALUES (:version);
+
+-- schema_lock: serialise migrations; BEGIN IMMEDIATE already holds the write lock
+SELECT 1;
+
+-- submission_notify: SQLite has no notifications; workers poll
+SELECT 1;
+
+-- clock_now: the database clock
+SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
+
+-- submission_insert: record a new submission; nothing when (channel, key) exists
+INSERT INTO denpyo_submissions (
+    channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
+    locked_by, locked_until, next_attempt_at
+) VALUES (
+    :channel, :key, :idempotency_key, :payload, 'requesting', :attempts, :ordering_key,
+    :supersedes, :locked_by,
+    CASE WHEN :lease IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END,
+    strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || COALESCE(:lease, 0) || ' seconds')
+)
+ON CONFLICT (channel, key) DO NOTHING
+RETURNING *, 0 AS in_doubt;
+
+-- submission_get: one submission by id
+SELECT *,
+    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE id = :id;
+
+-- submission_get_by_key: one submission by channel and business key
+SELECT *,
+    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE channel = :channel AND key = :key;
+
+-- submission_find_ready: due rows of one channel that a sender may attempt now
+SELECT s.id, s.status FROM denpyo_submissions s
+WHERE s.channel = :channel
+  AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND ((s.status = 'requesting' AND s.locked_until IS NULL)
+       OR (s.status = 'failed' AND s.error_kind = 'transient'))
+  AND (s.ordering_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM denpyo_submissions h
+        WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
+          AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL))
+ORDER BY s.next_attempt_at, s.id
+LIMIT :limit;
+
+-- submission_find_in_doubt: due in-doubt rows of one channel (lease run out, or ambiguous failure)
+SELECT s.id, s.status FROM denpyo_submissions s
+WHERE s.channel = :channel
+  AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND ((s.status = 'requesting' AND s.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+       OR (s.status = 'failed' AND s.error_kind = 'ambiguous'))
+ORDER BY s.next_attempt_at, s.id
+LIMIT :limit;
+
+-- submission_move: compare-and-set one row from its expected status and holder to its next state
+UPDATE denpyo_submissions SET
+    status = :to_status,
+    attempts = attempts + :attempt_delta,
+    locked_by = :locked_by,
+    locked_until = CASE WHEN :lease IS NULL THEN NULL
+        ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END,
+    next_attempt_at = CASE
+        WHEN :lease > 0 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds')
+        WHEN :retry_in IS NOT NULL
+            THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :retry_in || ' seconds')
+        ELSE NULL END,
+    remote_id = COALESCE(:remote_id, remote_id),
+    last_error = CASE WHEN :keep_error THEN last_error ELSE :last_error END,
+    error_kind = CASE WHEN :keep_error THEN error_kind ELSE :error_kind END,
+    resolution = COALESCE(:resolution, resolution),
+    synced_at = CASE WHEN :to_status = 'synced'
+        THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE synced_at END,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND status = :from_status
+  AND (locked_by IS :expect_locked_by
+       OR (:expect_locked_by IS NULL
+           AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
+RETURNING *,
+    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt;
+
+-- event_insert: one line of a submission's history
+INSERT INTO denpyo_events
+    (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
+VALUES (:submission_id, :kind, :from_status, :to_status, :attempt, :actor, :detail, :duration_ms);
+
+-- event_list: a submission's history, oldest first
+SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;

@@ -1,0 +1,120 @@
+"""SQLite: the embedded default. One file, WAL, one writer at a time.
+
+Every write runs in `BEGIN IMMEDIATE`, which takes the database's write lock
+up front: two processes on one host never interleave a claim, and a busy
+timeout makes them wait for each other instead of failing. `synchronous=FULL`
+because a ledger that forgets a committed row after a power cut is no ledger.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from denpyo.errors import ConfigurationError, SchemaError, StoreError
+from denpyo.store.base import Row, Store, Tx
+from denpyo.store.queries import split_statements
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+class SqliteTx(Tx):
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
+        self.queries = store.queries
+        self.conn = conn
+
+    def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        cursor = self.conn.execute(self.queries[query], params or {})
+        row = cursor.fetchone()
+        cursor.close()  # a RETURNING statement completes only when its cursor is done
+        return dict(row) if row is not None else None
+
+    def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return [dict(row) for row in self.conn.execute(self.queries[query], params or {})]
+
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
+        self.conn.execute(self.queries[query], params or {}).close()
+
+    def script(self, sql: str) -> None:
+        for statement in split_statements(sql):
+            self.conn.execute(statement).close()
+
+
+class SqliteStore(Store):
+    dialect = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=30
+                )
+            except sqlite3.Error as exc:
+                raise ConfigurationError(f"cannot open SQLite database {self.path}: {exc}") from exc
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self, conn: Any = None) -> Iterator[Tx]:
+        if conn is not None:
+            if not isinstance(conn, sqlite3.Connection):
+                raise ConfigurationError(
+                    f"this ledger stores in SQLite; conn must be a sqlite3.Connection, "
+                    f"not {type(conn).__name__}"
+                )
+            # The caller's transaction: run inside it, never commit it.
+            with _wrapped():
+                previous = conn.row_factory
+                conn.row_factory = sqlite3.Row
+                try:
+                    yield SqliteTx(self, conn)
+                finally:
+                    conn.row_factory = previous
+            return
+        own = self._connection()
+        with _wrapped():
+            own.execute("BEGIN IMMEDIATE")
+            try:
+                yield SqliteTx(self, own)
+            except BaseException:
+                own.execute("ROLLBACK")
+                raise
+            own.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+@contextmanager
+def _wrapped() -> Iterator[None]:
+    """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "no such table: denpyo_" in str(exc):
+            raise SchemaError("the denpyo tables are missing: run `denpyo migrate`") from exc
+        raise StoreError(f"SQLite: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite: {exc}") from exc

@@ -1,0 +1,67 @@
+"""``python -m denpyo.testing``: run a fake provider as a process until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from denpyo.testing._core import ProviderCore, ProviderOptions, bind, url_of
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m denpyo.testing", description="Run denpyo's fake HTTP provider."
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    p.add_argument("--honour-idempotency", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    p.add_argument("--fail-rate", type=float, default=0.0, help="503 + Retry-After, no effect")
+    p.add_argument("--reject-rate", type=float, default=0.0, help="422, no effect")
+    p.add_argument("--drop-rate", type=float, default=0.0, help="effect, then no reply")
+    p.add_argument("--slow-rate", type=float, default=0.0, help="effect, then a late reply")
+    p.add_argument("--slow-seconds", type=float, default=30.0)
+    p.add_argument("--lookup-unknown-rate", type=float, default=0.0, help="lookup answers 503")
+    p.add_argument("--seed", type=int, default=None)
+    return p
+
+
+async def _serve(core: ProviderCore, host: str, port: int) -> None:
+    sock = bind(host, port)
+    runner = await core.start(sock)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"listening on {url_of(sock)}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        core.begin_shutdown()
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        options = ProviderOptions().updated(
+            honour_idempotency=args.honour_idempotency,
+            latency=args.latency,
+            fail_rate=args.fail_rate,
+            reject_rate=args.reject_rate,
+            drop_rate=args.drop_rate,
+            slow_rate=args.slow_rate,
+            slow_seconds=args.slow_seconds,
+            lookup_unknown_rate=args.lookup_unknown_rate,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(ProviderCore(options, args.seed), args.host, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""`FakeProvider`: the fake HTTP provider served from a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from denpyo.testing._core import ProviderCore, ProviderOptions, ProviderStats, bind, url_of
+
+
+class FakeProvider:
+    """An HTTP provider on loopback with faults, for tests, the demo and benchmarks.
+
+    The server runs on its own event loop in a daemon thread, so it serves
+    synchronous and asynchronous code alike. Faults (see SPEC §9):
+
+    - ``fail_rate``: 503 with ``Retry-After: 1``; nothing recorded.
+    - ``reject_rate``: 422; nothing recorded (counted as rejected).
+    - ``drop_rate``: the call is recorded, then the connection is closed unanswered.
+    - ``slow_rate``: the call is recorded, then the 200 comes after ``slow_seconds``.
+    - ``lookup_unknown_rate``: ``GET /lookup/...`` answers 503.
+
+    A payload's top-level ``"_fault"`` (``fail``, ``reject``, ``drop``, ``slow``,
+    ``ok``) forces the outcome of that request.
+    """
+
+    def __init__(
+        self,
+        *,
+        honour_idempotency: bool = True,
+        latency: float = 0.0,
+        fail_rate: float = 0.0,
+        reject_rate: float = 0.0,
+        drop_rate: float = 0.0,
+        slow_rate: float = 0.0,
+        slow_seconds: float = 30.0,
+        lookup_unknown_rate: float = 0.0,
+        seed: int | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        options = ProviderOptions().updated(
+            honour_idempotency=honour_idempotency,
+            latency=latency,
+            fail_rate=fail_rate,
+            reject_rate=reject_rate,
+            drop_rate=drop_rate,
+            slow_rate=slow_rate,
+            slow_seconds=slow_seconds,
+            lookup_unknown_rate=lookup_unknown_rate,
+        )
+        self._core = ProviderCore(options, seed)
+        self._host = host
+        self._port = port
+        self._url: str | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._state_lock = threading.Lock()
+
+    # -- life cycle -------------------------------------------------------------
+
+    def start(self) -> FakeProvider:
+        """Start serving; returns once the port is listening. A no-op when running."""
+        with self._state_lock:
+            if self._thread is not None:
+                return self
+            sock = bind(self._host, self._port)  # bound here so that errors surface here
+            url = url_of(sock)
+            ready = threading.Event()
+            failure: list[BaseException] = []
+            thread = threading.Thread(
+                target=self._run,
+                args=(sock, ready, failure),
+                name=f"denpyo-fake-provider {url}",
+                daemon=True,
+            )
+            thread.start()
+            ready.wait()
+            if failure:
+                thread.join()
+                sock.close()
+                raise RuntimeError(f"the fake provider could not start on {url}") from failure[0]
+            self._thread = thread
+            self._url = url
+            return self
+
+    def stop(self) -> None:
+        """Stop serving, answering or cancelling requests in flight. Idempotent."""
+        with self._state_lock:
+            thread, loop, stop = self._thread, self._loop, self._stop
+            if thread is None:
+                return
+            if loop is not None and stop is not None and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(stop.set)
+            thread.join()
+            self._thread = self._loop = self._stop = None
+
+    def _run(
+        self, sock: socket.socket, ready: threading.Event, failure: list[BaseException]
+    ) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._serve(loop, sock, ready))
+        except BaseException as exc:  # reported to start() when it happens before ready
+            if not ready.is_set():
+                failure.append(exc)
+                ready.set()
+            else:
+                raise
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    async def _serve(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, ready: threading.Event
+    ) -> None:
+        self._stop = asyncio.Event()
+        self._loop = loop
+        runner: web.AppRunner = await self._core.start(sock)
+        ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            self._core.begin_shutdown()
+            await runner.cleanup()
+
+    def __enter__(self) -> FakeProvider:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self._url or "not started"
+        return f"<FakeProvider {where} {self._core.options}>"
+
+    # -- addresses ----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT``; only known once started."""
+        if self._url is None:
+            raise RuntimeError("the fake provider is not started: call start() first")
+        return self._url
+
+    @property
+    def send_url(self) -> str:
+        return self.url + "/send"
+
+    @property
+    def lookup_url(self) -> str:
+        """A template, literally ending in ``{idempotency_key}`` (as HttpChannel takes it)."""
+        return self.url + "/lookup/{idempotency_key}"
+
+    # -- state (thread-safe) ------------------------------------------------------------
+
+    @property
+    def options(self) -> ProviderOptions:
+        return self._core.options
+
+    def configure(self, **opts: Any) -> None:
+        """Change faults while running; same names as the constructor (and ``seed``)."""
+        self._core.configure(**opts)
+
+    def stats(self) -> ProviderStats:
+        return self._core.stats()
+
+    def accepted_ids_for(self, idempotency_key: str) -> list[str]:
+        """Remote ids of the effects for that key; more than one is a double effect."""
+        return self._core.accepted_ids_for(idempotency_key)
+
+    def accepted_keys(self) -> dict[str, int]:
+        """Idempotency key -> number of effects."""
+        return self._core.accepted_keys()
+
+    def accepted(self) -> list[dict[str, Any]]:
+        """Every effect, oldest first: ``{"id", "idempotency_key", "payload", "at"}``."""
+        return self._core.accepted()
+
+    def reset(self) -> None:
+        """Forget every effect and zero the counters; the options stay."""
+        self._core.reset()

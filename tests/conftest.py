@@ -1,0 +1,129 @@
+"""Shared fixtures: a fresh real database per test, on every backend.
+
+`backend_url` is parametrised over SQLite, PostgreSQL (and MariaDB where the
+store exists); each test gets a database of its own, copied from a migrated
+template where the server supports it. Server URLs come from
+DENPYO_TEST_POSTGRES_URL and DENPYO_TEST_MYSQL_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from importlib.util import find_spec
+
+import psycopg
+import pytest
+
+import denpyo
+from denpyo.testing import FakeProvider
+
+POSTGRES_URL = os.environ.get(
+    "DENPYO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+MYSQL_URL = os.environ.get("DENPYO_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+BACKENDS = ["sqlite", "postgresql"]
+if find_spec("denpyo.store.mysql") is not None:
+    BACKENDS.append("mysql")
+
+_TEMPLATE = "denpyo_test_template"
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated database that every PostgreSQL test copies."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {_TEMPLATE}")
+    with denpyo.Ledger(_with_database(POSTGRES_URL, _TEMPLATE)) as ledger:
+        ledger.migrate()
+    yield _TEMPLATE
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")
+
+
+def _fresh_postgres(template: str | None) -> Iterator[str]:
+    name = f"denpyo_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        clause = f" TEMPLATE {template}" if template else ""
+        admin.execute(f"CREATE DATABASE {name}{clause}")
+    try:
+        yield _with_database(POSTGRES_URL, name)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _fresh_mysql(migrated: bool) -> Iterator[str]:
+    import pymysql
+
+    from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
+
+    name = f"denpyo_t_{uuid.uuid4().hex[:12]}"
+    admin = pymysql.connect(**connect_args(MYSQL_URL), autocommit=True)
+    try:
+        admin.cursor().execute(f"CREATE DATABASE {name}")
+    finally:
+        admin.close()
+    url = _with_database(MYSQL_URL, name)
+    try:
+        if migrated:
+            with denpyo.Ledger(url) as ledger:
+                ledger.migrate()
+        yield url
+    finally:
+        admin = pymysql.connect(**connect_args(MYSQL_URL), autocommit=True)
+        try:
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
+        finally:
+            admin.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def empty_url(backend: str, tmp_path: os.PathLike[str]) -> Iterator[str]:
+    """A fresh database with no denpyo tables."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.db"
+    elif backend == "postgresql":
+        yield from _fresh_postgres(None)
+    else:
+        yield from _fresh_mysql(migrated=False)
+
+
+@pytest.fixture
+def db_url(
+    backend: str, tmp_path: os.PathLike[str], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh, migrated database."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path}/ledger.db"
+        with denpyo.Ledger(url) as ledger:
+            ledger.migrate()
+        yield url
+    elif backend == "postgresql":
+        yield from _fresh_postgres(request.getfixturevalue("postgres_template"))
+    else:
+        yield from _fresh_mysql(migrated=True)
+
+
+@pytest.fixture
+def ledger(db_url: str) -> Iterator[denpyo.Ledger]:
+    with denpyo.Ledger(db_url) as ledger:
+        yield ledger
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as provider:
+        yield provider

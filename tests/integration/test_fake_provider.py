@@ -1,0 +1,204 @@
+"""The fake provider over plain HTTP (stdlib client), in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from denpyo.testing import FakeProvider, FakeProviderClient, ProviderStats
+
+
+def call(
+    url: str, payload: Any = None, *, key: str | None = None, method: str = "POST"
+) -> tuple[int, dict[str, str], Any]:
+    """(status, headers, decoded JSON body) of one request; HTTP errors are returned, not raised."""
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    data = None if method == "GET" else json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    p = FakeProvider().start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def test_accepts_and_answers_an_id(provider: FakeProvider) -> None:
+    status, _, body = call(provider.send_url, {"to": "a@example.com"}, key="k1")
+    assert status == 200
+    assert body["duplicate"] is False
+    assert body["id"].startswith("msg_") and len(body["id"]) == 16
+    assert provider.accepted_ids_for("k1") == [body["id"]]
+    [effect] = provider.accepted()
+    assert effect["payload"] == {"to": "a@example.com"}
+    assert effect["idempotency_key"] == "k1"
+
+
+def test_idempotency_key_is_required(provider: FakeProvider) -> None:
+    status, _, body = call(provider.send_url, {"a": 1})
+    assert status == 400
+    assert "Idempotency-Key" in body["error"]
+    assert provider.stats().accepted == 0
+
+
+def test_honoured_key_answers_the_first_id_without_a_new_effect(provider: FakeProvider) -> None:
+    _, _, first = call(provider.send_url, {"a": 1}, key="same")
+    status, _, second = call(provider.send_url, {"a": 1}, key="same")
+    assert status == 200
+    assert second == {"id": first["id"], "duplicate": True}
+    stats = provider.stats()
+    assert (stats.requests, stats.accepted, stats.distinct_keys, stats.duplicates) == (2, 1, 1, 0)
+    assert stats.replayed == 1
+
+
+def test_a_duplicate_skips_the_fault_draw(provider: FakeProvider) -> None:
+    call(provider.send_url, {"a": 1}, key="k")
+    provider.configure(fail_rate=1.0)
+    status, _, body = call(provider.send_url, {"a": 1}, key="k")
+    assert status == 200 and body["duplicate"] is True
+
+
+def test_ignored_key_makes_a_new_effect_each_time() -> None:
+    with FakeProvider(honour_idempotency=False) as provider:
+        ids = [call(provider.send_url, {"a": 1}, key="same")[2]["id"] for _ in range(3)]
+        assert len(set(ids)) == 3
+        assert provider.accepted_ids_for("same") == ids
+        assert provider.accepted_keys() == {"same": 3}
+        stats = provider.stats()
+        assert (stats.accepted, stats.distinct_keys, stats.duplicates) == (3, 1, 2)
+
+
+def test_forced_fail_and_reject_record_nothing(provider: FakeProvider) -> None:
+    status, headers, _ = call(provider.send_url, {"_fault": "fail"}, key="f")
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    status, _, body = call(provider.send_url, {"_fault": "reject"}, key="r")
+    assert (status, body) == (422, {"error": "rejected by provider"})
+    status, _, _ = call(provider.send_url, {"_fault": "bogus"}, key="b")
+    assert status == 400
+    stats = provider.stats()
+    assert (stats.failed, stats.rejected, stats.accepted) == (1, 1, 0)
+    assert provider.accepted_keys() == {}
+
+
+def test_forced_drop_records_then_closes_without_reply(provider: FakeProvider) -> None:
+    with pytest.raises((ConnectionError, urllib.error.URLError, OSError)):
+        call(provider.send_url, {"_fault": "drop"}, key="d")
+    stats = provider.stats()
+    assert (stats.accepted, stats.dropped) == (1, 1)
+    # honoured: the resend gets the id of the dropped call
+    status, _, body = call(provider.send_url, {"_fault": "drop"}, key="d")
+    assert status == 200 and body == {"id": provider.accepted_ids_for("d")[0], "duplicate": True}
+
+
+def test_lookup(provider: FakeProvider) -> None:
+    _, _, sent = call(provider.send_url, {"a": 1}, key="order:1/x y")
+    url = provider.lookup_url.replace("{idempotency_key}", "order%3A1%2Fx%20y")
+    assert call(url, method="GET")[:3:2] == (200, {"id": sent["id"]})
+    missing = provider.lookup_url.replace("{idempotency_key}", "nope")
+    assert call(missing, method="GET")[:3:2] == (404, {"error": "not found"})
+    provider.configure(lookup_unknown_rate=1.0)
+    assert call(url, method="GET")[0] == 503
+    assert provider.stats().lookups == 3
+
+
+def test_stats_accepted_reset_and_configure_endpoints(provider: FakeProvider) -> None:
+    call(provider.send_url, {"a": 1}, key="k")
+    status, _, stats = call(provider.url + "/stats", method="GET")
+    assert status == 200 and ProviderStats.from_dict(stats) == provider.stats()
+    status, _, effects = call(provider.url + "/accepted", method="GET")
+    assert [e["idempotency_key"] for e in effects] == ["k"]
+    assert set(effects[0]) == {"id", "idempotency_key", "payload", "at"}
+    status, _, options = call(provider.url + "/configure", {"fail_rate": 1.0})
+    assert status == 200 and options["fail_rate"] == 1.0
+    assert call(provider.send_url, {}, key="k2")[0] == 503
+    assert call(provider.url + "/configure", {"fail_rate": 2})[0] == 400
+    assert call(provider.url + "/configure", {"no_such": 1})[0] == 400
+    assert call(provider.url + "/reset", {})[0] == 200
+    assert provider.stats() == ProviderStats()
+    assert provider.options.fail_rate == 1.0  # reset keeps the options
+
+
+def test_configure_while_running(provider: FakeProvider) -> None:
+    provider.configure(reject_rate=1.0)
+    assert call(provider.send_url, {}, key="a")[0] == 422
+    provider.configure(reject_rate=0.0, latency=0.01)
+    assert call(provider.send_url, {}, key="a")[0] == 200
+    with pytest.raises(ValueError):
+        provider.configure(fail_rate=0.7, reject_rate=0.7)
+    with pytest.raises(ValueError):
+        provider.configure(colour="red")
+    assert provider.options.fail_rate == 0.0
+
+
+def test_seeded_fault_draws_are_reproducible() -> None:
+    def run(seed: int) -> list[int]:
+        with FakeProvider(seed=seed, fail_rate=0.3, reject_rate=0.2) as p:
+            return [call(p.send_url, {}, key=f"k{i}")[0] for i in range(40)]
+
+    first, second = run(7), run(7)
+    assert first == second
+    assert {200, 422, 503} <= set(first)
+    assert run(8) != first
+
+
+def test_stop_is_idempotent_and_start_returns_self() -> None:
+    p = FakeProvider()
+    with pytest.raises(RuntimeError):
+        _ = p.url
+    assert p.start() is p
+    assert p.start() is p
+    url = p.url
+    p.stop()
+    p.stop()
+    with pytest.raises(OSError):
+        call(url + "/send", {}, key="k")
+
+
+def test_runs_as_a_subprocess() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "denpyo.testing", "--port", "0", "--no-honour-idempotency"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        url = line.removeprefix("listening on ")
+        client = FakeProviderClient(url)
+        first = call(url + "/send", {"a": 1}, key="k")[2]["id"]
+        second = call(url + "/send", {"a": 1}, key="k")[2]["id"]
+        stats = client.stats()
+        assert (stats.requests, stats.accepted, stats.duplicates) == (2, 2, 1)
+        assert client.accepted_keys() == {"k": 2}
+        assert client.accepted_ids_for("k") == [first, second]
+        client.configure(fail_rate=1.0)
+        assert call(url + "/send", {}, key="k2")[0] == 503
+        with pytest.raises(RuntimeError, match="HTTP 400"):
+            client.configure(fail_rate=5)
+        client.reset()
+        assert client.stats() == ProviderStats()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err

@@ -1,0 +1,270 @@
+"""HttpChannel against the fake provider (and a tiny scripted server for odd replies)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any, TypeVar
+
+import pytest
+from aiohttp import web
+
+from denpyo.channels.http import HttpChannel, parse_retry_after
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Submission
+from denpyo.domain.verdict import Delivered, NotDelivered, Unknown
+from denpyo.errors import ConfigurationError, Rejected, Transient
+from denpyo.testing import FakeProvider
+
+T = TypeVar("T")
+
+
+def sub(key: str = "idem-1", payload: Any = None) -> Submission:
+    return Submission(
+        id=1,
+        channel="c",
+        key="k",
+        idempotency_key=key,
+        payload={"to": "a@example.com"} if payload is None else payload,
+        status=Status.REQUESTING,
+    )
+
+
+def with_channel(channel: HttpChannel, body: Callable[[HttpChannel], Awaitable[T]]) -> T:
+    """Run `body(channel)` on a fresh loop and close the channel's session before it ends."""
+
+    async def main() -> T:
+        async with channel:
+            return await body(channel)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    p = FakeProvider().start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def channel_for(p: FakeProvider, **kwargs: Any) -> HttpChannel:
+    return HttpChannel(p.send_url, lookup_url=p.lookup_url, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_send_returns_the_remote_id(provider: FakeProvider) -> None:
+    remote_id = with_channel(channel_for(provider), lambda ch: ch.send(sub()))
+    assert remote_id is not None
+    assert provider.accepted_ids_for("idem-1") == [remote_id]
+    [effect] = provider.accepted()
+    assert effect["payload"] == {"to": "a@example.com"}
+
+
+def test_honoured_key_gives_the_same_id_and_one_effect(provider: FakeProvider) -> None:
+    async def twice(ch: HttpChannel) -> tuple[str | None, str | None]:
+        return await ch.send(sub()), await ch.send(sub())
+
+    first, second = with_channel(channel_for(provider), twice)
+    assert first == second
+    stats = provider.stats()
+    assert (stats.accepted, stats.duplicates) == (1, 0)
+
+
+def test_ignored_key_gives_two_effects() -> None:
+    async def twice(ch: HttpChannel) -> tuple[str | None, str | None]:
+        return await ch.send(sub()), await ch.send(sub())
+
+    with FakeProvider(honour_idempotency=False) as p:
+        first, second = with_channel(channel_for(p), twice)
+        assert first != second
+        stats = p.stats()
+        assert (stats.accepted, stats.duplicates) == (2, 1)
+        assert p.accepted_ids_for("idem-1") == [first, second]
+
+
+def test_503_is_transient_with_retry_after(provider: FakeProvider) -> None:
+    with pytest.raises(Transient) as caught:
+        with_channel(channel_for(provider), lambda ch: ch.send(sub(payload={"_fault": "fail"})))
+    assert caught.value.retry_after == 1.0
+    assert "HTTP 503" in str(caught.value)
+    assert provider.stats().accepted == 0
+
+
+def test_422_is_rejected(provider: FakeProvider) -> None:
+    with pytest.raises(Rejected, match=r"HTTP 422: .*rejected by provider"):
+        with_channel(channel_for(provider), lambda ch: ch.send(sub(payload={"_fault": "reject"})))
+    stats = provider.stats()
+    assert (stats.rejected, stats.accepted) == (1, 0)
+
+
+def test_dropped_reply_is_ambiguous(provider: FakeProvider) -> None:
+    with pytest.raises(Exception) as caught:
+        with_channel(channel_for(provider), lambda ch: ch.send(sub(payload={"_fault": "drop"})))
+    assert not isinstance(caught.value, Transient | Rejected)
+    assert isinstance(caught.value, ConnectionError)
+    assert "may have arrived" in str(caught.value)
+    stats = provider.stats()
+    assert (stats.accepted, stats.dropped) == (1, 1)
+
+
+def test_timeout_after_acceptance_is_ambiguous() -> None:
+    with FakeProvider(slow_seconds=2.0) as p:
+        started = time.monotonic()
+        with pytest.raises(Exception) as caught:
+            with_channel(
+                channel_for(p, timeout=0.3), lambda ch: ch.send(sub(payload={"_fault": "slow"}))
+            )
+        assert time.monotonic() - started < 1.5
+        assert not isinstance(caught.value, Transient | Rejected)
+        assert isinstance(caught.value, TimeoutError)
+        stats = p.stats()
+        assert (stats.accepted, stats.slow) == (1, 1)
+
+
+def test_refused_connection_is_transient() -> None:
+    url = f"http://127.0.0.1:{free_port()}/send"
+    with pytest.raises(Transient, match="connection refused"):
+        with_channel(HttpChannel(url), lambda ch: ch.send(sub()))
+
+
+def test_verify_delivered_and_not_delivered(provider: FakeProvider) -> None:
+    odd_key = "order:42/a b?é"
+
+    async def body(ch: HttpChannel) -> tuple[Any, Any, Any]:
+        remote_id = await ch.send(sub(odd_key))
+        return remote_id, await ch.verify(sub(odd_key)), await ch.verify(sub("never-sent"))
+
+    remote_id, found, missing = with_channel(channel_for(provider), body)
+    assert found == Delivered(remote_id)
+    assert missing == NotDelivered()
+
+
+def test_verify_unknown_when_the_lookup_is_unavailable(provider: FakeProvider) -> None:
+    provider.configure(lookup_unknown_rate=1.0)
+    verdict = with_channel(channel_for(provider), lambda ch: ch.verify(sub()))
+    assert isinstance(verdict, Unknown)
+    assert "503" in verdict.why
+
+
+def test_verify_unknown_when_the_provider_is_down() -> None:
+    p = FakeProvider().start()
+    channel = channel_for(p)
+    p.stop()
+    verdict = with_channel(channel, lambda ch: ch.verify(sub()))
+    assert isinstance(verdict, Unknown)
+    assert "ClientConnectorError" in verdict.why
+
+
+def test_verifier_needs_a_lookup_url(provider: FakeProvider) -> None:
+    assert channel_for(provider).verifier is not None
+    plain = HttpChannel(provider.send_url)
+    assert plain.verifier is None
+    with pytest.raises(ConfigurationError):
+        with_channel(plain, lambda ch: ch.verify(sub()))
+    with pytest.raises(ConfigurationError):
+        HttpChannel(provider.send_url, lookup_url=provider.url + "/lookup")
+
+
+@asynccontextmanager
+async def scripted_server(
+    status: int, body: bytes, headers: dict[str, str] | None = None
+) -> AsyncIterator[str]:
+    """A one-route server answering every POST with the given reply."""
+
+    async def handler(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=status, body=body, headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/send", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    sock = socket.create_server(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/send"
+    finally:
+        await runner.cleanup()
+
+
+def send_to_script(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Any:
+    async def main() -> Any:
+        async with scripted_server(status, body, headers) as url, HttpChannel(url) as ch:
+            return await ch.send(sub())
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 504])
+def test_retryable_statuses_are_transient(status: int) -> None:
+    with pytest.raises(Transient, match=f"HTTP {status}: busy") as caught:
+        send_to_script(status, b"busy", {"Retry-After": "7"})
+    assert caught.value.retry_after == 7.0
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 409, 302])
+def test_other_refusals_are_rejected(status: int) -> None:
+    with pytest.raises(Rejected, match=f"HTTP {status}") as caught:
+        send_to_script(status, b"x" * 2000, {"Location": "/elsewhere"})
+    assert len(str(caught.value)) < 520
+
+
+def test_success_without_an_id() -> None:
+    assert send_to_script(200, b"OK") is None
+    assert send_to_script(201, b'{"other": 1}') is None
+    assert send_to_script(202, b'{"id": 12}') == "12"
+
+
+def test_parse_retry_after() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now) == 30
+    assert parse_retry_after(format_datetime(now - timedelta(seconds=30), usegmt=True), now) == 0
+
+
+def test_one_session_per_loop_and_sync_close(provider: FakeProvider) -> None:
+    """Used from a background loop and from asyncio.run; close() leaves no warning behind."""
+    channel = channel_for(provider)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        background_id = asyncio.run_coroutine_threadsafe(channel.send(sub("a")), loop).result(5)
+        assert with_channel(channel, lambda ch: ch.send(sub("b"))) != background_id
+        assert asyncio.run_coroutine_threadsafe(channel.send(sub("a")), loop).result(5) == (
+            background_id
+        )
+        channel.close()
+        channel.close()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    gc.collect()  # an unclosed session would warn here, and warnings are errors
+    assert provider.stats().accepted == 2
+
+
+def test_concurrent_sends(provider: FakeProvider) -> None:
+    async def many(ch: HttpChannel) -> list[str | None]:
+        return await asyncio.gather(*(ch.send(sub(f"k{i}")) for i in range(200)))
+
+    ids = with_channel(channel_for(provider, connection_limit=20), many)
+    assert len(set(ids)) == 200
+    assert provider.stats().accepted == 200
