@@ -62,7 +62,6 @@ def _fresh_postgres(template: str | None) -> Iterator[str]:
 
 def _fresh_mysql(migrated: bool) -> Iterator[str]:
     import pymysql
-
     from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
 
     name = f"denpyo_t_{uuid.uuid4().hex[:12]}"

@@ -13,7 +13,7 @@ from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.engine.alerts import Alert
-from denpyo.engine.ledger import KeyReused, Ledger
+from denpyo.engine.ledger import Ledger
 from denpyo.engine.worker import WorkReport
 from denpyo.errors import (
     ConfigurationError,
@@ -21,6 +21,7 @@ from denpyo.errors import (
     InvalidDatabaseURL,
     InvalidInput,
     InvalidKey,
+    KeyReused,
     LeaseLost,
     PayloadNotJSON,
     PayloadTooLarge,

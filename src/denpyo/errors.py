@@ -10,7 +10,8 @@
     ├── InvalidInput (ValueError)   bad input to submit/enqueue; nothing was written
     │   ├── PayloadNotJSON
     │   ├── PayloadTooLarge
-    │   └── InvalidKey              empty, too long, or not text
+    │   ├── InvalidKey              empty, too long, or not text
+    │   └── KeyReused               the channel and key exist with another payload
     ├── TransitionNotAllowed        a status move SPEC §4 forbids
     ├── LeaseLost                   another process settled or took the row first
     ├── StoreError                  the database said no; the driver error is __cause__
@@ -68,6 +69,10 @@ class PayloadTooLarge(InvalidInput):
 
 class InvalidKey(InvalidInput):
     """The business key or ordering key is empty, too long, or not a string."""
+
+
+class KeyReused(InvalidInput):
+    """The channel and key exist with a different payload: one key names one intended call."""
 
 
 class TransitionNotAllowed(DenpyoError):

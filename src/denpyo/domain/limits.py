@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from denpyo.errors import InvalidKey, PayloadNotJSON, PayloadTooLarge
+from denpyo.errors import InvalidKey, KeyReused, PayloadNotJSON, PayloadTooLarge
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """Default limit on the encoded JSON payload (1 MiB); `Ledger(max_payload_bytes=...)`."""
@@ -51,3 +51,12 @@ def check_channel_name(name: object) -> str:
             "letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
         )
     return name
+
+
+def check_same_payload(channel: str, key: str, recorded: Any, payload_json: str) -> None:
+    """Submitting a known channel and key again must mean the same call."""
+    if json.loads(payload_json) != recorded:
+        raise KeyReused(
+            f"{channel}:{key} is already recorded with a different payload; a key names one "
+            "intended call (send a corrected payload with `denpyo resolve --resend`)"
+        )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpyo.domain.limits import check_same_payload
 from denpyo.domain.moves import Move
 from denpyo.domain.policy import Alarm, Next, decide_in_doubt, settle
 from denpyo.domain.status import FINAL, ErrorKind, Status
@@ -96,6 +97,7 @@ class Flows:
         )
         if created:
             return (yield from self.attempt(spec, sub))
+        check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return (yield from self.resume(spec, sub))
 
     def resume(self, spec: ChannelSpec, sub: Submission) -> Flow:

@@ -6,12 +6,18 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from denpyo.domain.backoff import Backoff
-from denpyo.domain.limits import MAX_PAYLOAD_BYTES, check_channel_name, check_key, encode_payload
+from denpyo.domain.limits import (
+    MAX_PAYLOAD_BYTES,
+    check_channel_name,
+    check_key,
+    check_same_payload,
+    encode_payload,
+)
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.engine.alerts import AlertHandler, Alerts
@@ -22,7 +28,6 @@ from denpyo.engine.flows import Flows
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
     ConfigurationError,
-    InvalidInput,
     SubmissionFailed,
     SubmissionInDoubt,
     SubmissionRejected,
@@ -33,10 +38,6 @@ from denpyo.store import NewSubmission, Store, open_store
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///denpyo.db"
-
-
-class KeyReused(InvalidInput):
-    """The channel and key exist with a different payload: one key, one intended call."""
 
 
 class Ledger:
@@ -158,7 +159,7 @@ class Ledger:
         _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
         sub, created = self.store.insert(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
         if not created:
-            self._same_payload(new, sub)
+            check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return sub
 
     async def aenqueue(
@@ -191,24 +192,36 @@ class Ledger:
         self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
     ) -> WorkReport:
         """Send enqueued rows, retry due failures, reconcile in-doubt rows.
-        With `until_idle`, return once nothing is due; otherwise run until stopped."""
-        return asyncio.run(
-            self.awork(until_idle=until_idle, concurrency=concurrency, poll_interval=poll_interval)
-        )
+        With `until_idle`, return once nothing is due; otherwise run until stopped
+        (Ctrl-C stops claiming and lets the calls in flight settle)."""
+        worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
+        return self._run_worker(worker, worker.run(until_idle=until_idle))
 
     async def awork(
         self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
     ) -> WorkReport:
+        """`work` on the running event loop."""
         worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
         return await worker.run(until_idle=until_idle)
 
     def reconcile(self) -> WorkReport:
         """One pass over the in-doubt rows that are due: verify, settle, resend or alert."""
-        return asyncio.run(self.areconcile())
+        worker = Worker(self)
+        return self._run_worker(worker, worker.reconcile_pass())
 
     async def areconcile(self) -> WorkReport:
-        worker = Worker(self)
-        return await worker.reconcile_pass()
+        """`reconcile` on the running event loop."""
+        return await Worker(self).reconcile_pass()
+
+    def _run_worker(self, worker: Worker, run: Coroutine[Any, Any, WorkReport]) -> WorkReport:
+        """Run on the private loop, where async channels keep their sessions."""
+        future = asyncio.run_coroutine_threadsafe(run, self.bridge.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            self.bridge.loop.call_soon_threadsafe(worker.stop)
+            future.result()
+            raise
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -221,8 +234,8 @@ class Ledger:
 
     def close(self) -> None:
         """Release connections, threads and channel resources."""
-        for spec in self.channels.values():
-            closer = getattr(getattr(spec.send, "__self__", None), "close", None)
+        for resource in self._channel_resources():
+            closer = getattr(resource, "close", None)
             if callable(closer):
                 closer()
         self.bridge.close()
@@ -231,6 +244,24 @@ class Ledger:
                 pool.shutdown(wait=True)
         self._db = self._calls = None
         self.store.close()
+
+    async def aclose_channels(self) -> None:
+        """Close what async channels opened on the running loop (e.g. HTTP sessions);
+        call it before an event loop of yours that ran `awork`/`asubmit` ends."""
+        for resource in self._channel_resources():
+            closer = getattr(resource, "aclose", None)
+            if callable(closer):
+                await closer()
+
+    def _channel_resources(self) -> list[object]:
+        """Objects whose bound methods are channels or verifies (an HttpChannel, say)."""
+        found: list[object] = []
+        for spec in self.channels.values():
+            for fn in (spec.send, spec.verify):
+                owner = getattr(fn, "__self__", None)
+                if owner is not None and all(owner is not seen for seen in found):
+                    found.append(owner)
+        return found
 
     def __enter__(self) -> Ledger:
         return self
@@ -268,14 +299,6 @@ class Ledger:
             ordering_key=ordering_key,
             supersedes=supersedes,
         )
-
-    def _same_payload(self, new: NewSubmission, sub: Submission) -> None:
-        if encode_payload(sub.payload, 2**62) != new.payload_json:
-            raise KeyReused(
-                f"{sub.channel}:{sub.key} is already recorded (id {sub.id}) with a different "
-                "payload; a key names one intended call (resend a corrected payload with "
-                "`denpyo resolve --resend`)"
-            )
 
     def _checked(self, new: NewSubmission, sub: Submission) -> Submission:
         """Turn the row a submit ended with into a return or the matching error."""

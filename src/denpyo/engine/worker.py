@@ -123,7 +123,9 @@ class Worker:
                     claimed = 0
                 if claimed and len(self.tasks) < self.concurrency:
                     continue
-                if not self.tasks and not claimed and until_idle:
+                # Idle only if no call is running and none finished while we claimed
+                # (a settle committed after our claim's snapshot may have made a row due).
+                if until_idle and not claimed and not self.tasks and not self.wakeup.is_set():
                     break
                 await self._wait()
         finally:

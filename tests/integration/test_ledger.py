@@ -1,0 +1,507 @@
+"""The ledger's contract (SPEC §4-§6, §10), on every backend, each test on a fresh database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import denpyo
+from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Status, Submission, Unknown
+
+NOW = Backoff(initial=0.0, maximum=0.0)  # retries due at once, for tests
+
+
+class Script:
+    """A channel whose behaviour per call is scripted; it counts its calls."""
+
+    def __init__(self, *steps: Callable[[Submission], Any]) -> None:
+        self.steps = list(steps)
+        self.calls: list[Submission] = []
+
+    def __call__(self, sub: Submission) -> Any:
+        self.calls.append(sub)
+        step = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
+        return step(sub)
+
+
+def ok(sub: Submission) -> str:
+    return f"remote-{sub.key}"
+
+
+def fail(exc: BaseException) -> Callable[[Submission], Any]:
+    def raise_(sub: Submission) -> Any:
+        raise exc
+
+    return raise_
+
+
+SQL = Callable[[str], list[tuple[Any, ...]]]
+
+
+@pytest.fixture
+def sql(backend: str, db_url: str) -> SQL:
+    """Ask the database directly, on a connection of its own, as a user would."""
+
+    def run(query: str) -> list[tuple[Any, ...]]:
+        conn = driver_connection(backend, db_url)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(query)
+            found = [tuple(row) for row in cursor.fetchall()]
+            conn.commit()
+            return found
+        finally:
+            conn.close()
+
+    return run
+
+
+# -- schema -----------------------------------------------------------------------------
+
+
+def test_migrate_twice_is_harmless(empty_url: str) -> None:
+    with denpyo.Ledger(empty_url) as ledger:
+        assert ledger.migrate() == [1]
+        assert ledger.migrate() == []
+        assert ledger.store.schema_version() == 1
+
+
+def test_operations_before_migrate_say_so(empty_url: str) -> None:
+    with denpyo.Ledger(empty_url) as ledger:
+        ledger.channel("c")(ok)
+        with pytest.raises(denpyo.SchemaError, match="denpyo migrate"):
+            ledger.submit("c", "k", {})
+
+
+def test_status_check_constraint(ledger: denpyo.Ledger, sql: SQL) -> None:
+    ledger.channel("c")(ok)
+    sub = ledger.enqueue("c", "k", {})
+    with pytest.raises(Exception, match=r"(?i)check|constraint"):
+        sql(f"UPDATE denpyo_submissions SET status = 'sent' WHERE id = {sub.id}")
+    assert ledger.get("c", "k").status is Status.REQUESTING  # type: ignore[union-attr]
+
+
+# -- submit --------------------------------------------------------------------------
+
+
+def test_submit_records_calls_and_settles(ledger: denpyo.Ledger) -> None:
+    channel = Script(ok)
+    ledger.channel("invoice-email")(channel)
+    sub = ledger.submit("invoice-email", "order:42", {"to": "a@example.com"})
+    assert sub.status is Status.SYNCED and sub.remote_id == "remote-order:42"
+    assert sub.attempts == 1 and sub.synced_at is not None and sub.locked_by is None
+    assert channel.calls[0].status is Status.REQUESTING  # recorded before the call
+    kinds = [(e.kind, e.from_status, e.to_status) for e in ledger.events(sub.id)]
+    assert kinds == [
+        ("created", None, Status.REQUESTING),
+        ("attempt", Status.REQUESTING, Status.REQUESTING),
+        ("settle", Status.REQUESTING, Status.SYNCED),
+    ]
+
+
+def test_row_is_committed_before_the_call(ledger: denpyo.Ledger, db_url: str) -> None:
+    seen: list[Submission | None] = []
+
+    def look_from_another_connection(sub: Submission) -> str:
+        with denpyo.Ledger(db_url) as other:
+            seen.append(other.get("c", sub.key))
+        return "r"
+
+    ledger.channel("c")(look_from_another_connection)
+    ledger.submit("c", "k", {})
+    assert seen[0] is not None and seen[0].status is Status.REQUESTING and seen[0].in_flight
+
+
+def test_same_key_never_calls_twice_once_synced_or_rejected(ledger: denpyo.Ledger) -> None:
+    channel = Script(ok)
+    ledger.channel("c")(channel)
+    first = ledger.submit("c", "k", {"n": 1})
+    again = ledger.submit("c", "k", {"n": 1})
+    assert again.id == first.id and len(channel.calls) == 1
+
+    refusing = Script(fail(denpyo.Rejected("unknown customer")))
+    ledger.channel("r")(refusing)
+    with pytest.raises(denpyo.SubmissionRejected) as refused:
+        ledger.submit("r", "k", {})
+    assert refused.value.submission.status is Status.REJECTED
+    assert refused.value.submission.error_kind is ErrorKind.REJECTED
+    assert "unknown customer" in (refused.value.submission.last_error or "")
+    with pytest.raises(denpyo.SubmissionRejected):
+        ledger.submit("r", "k", {})
+    assert len(refusing.calls) == 1
+
+
+def test_failed_row_is_retried_under_the_same_idempotency_key(ledger: denpyo.Ledger) -> None:
+    channel = Script(fail(denpyo.Transient("HTTP 503")), ok)
+    ledger.channel("c", backoff=NOW)(channel)
+    with pytest.raises(denpyo.SubmissionFailed) as failed:
+        ledger.submit("c", "k", {})
+    assert failed.value.submission.error_kind is ErrorKind.TRANSIENT
+    assert failed.value.submission.next_attempt_at is not None
+    sub = ledger.submit("c", "k", {})
+    assert sub.status is Status.SYNCED and sub.attempts == 2
+    assert channel.calls[0].idempotency_key == channel.calls[1].idempotency_key
+
+
+def test_idempotency_keys_are_unique_and_header_safe(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    keys = {ledger.enqueue("c", f"k{i}", {}).idempotency_key for i in range(50)}
+    assert len(keys) == 50
+    assert all(k.isascii() and k.replace("-", "").isalnum() for k in keys)
+
+
+def test_same_key_with_another_payload_is_refused(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    ledger.submit("c", "k", {"amount": 10})
+    with pytest.raises(denpyo.KeyReused):
+        ledger.submit("c", "k", {"amount": 11})
+    with pytest.raises(denpyo.KeyReused):
+        ledger.enqueue("c", "k", {"amount": 11})
+
+
+def test_classification(ledger: denpyo.Ledger) -> None:
+    ledger.channel("timeout")(Script(fail(TimeoutError("read timed out"))))
+    with pytest.raises(denpyo.SubmissionInDoubt) as doubt:
+        ledger.submit("timeout", "k", {})
+    sub = doubt.value.submission
+    assert (sub.status, sub.error_kind, sub.in_doubt) == (Status.FAILED, ErrorKind.AMBIGUOUS, True)
+    assert "read timed out" in (sub.last_error or "")
+
+    def classify(exc: BaseException) -> denpyo.Outcome | None:
+        if isinstance(exc, TimeoutError):
+            return denpyo.Outcome(denpyo.OutcomeKind.TRANSIENT, error="connect timeout")
+        return None
+
+    ledger.channel("custom", classify=classify)(Script(fail(TimeoutError())))
+    with pytest.raises(denpyo.SubmissionFailed) as failed:
+        ledger.submit("custom", "k", {})
+    assert failed.value.submission.error_kind is ErrorKind.TRANSIENT
+    assert failed.value.submission.last_error == "connect timeout"
+
+
+def test_timeout_after_acceptance_is_verified_not_resent(ledger: denpyo.Ledger) -> None:
+    delivered: dict[str, str] = {}
+
+    def accepts_then_times_out(sub: Submission) -> str:
+        delivered[sub.idempotency_key] = "remote-1"
+        raise TimeoutError("no reply within 10s")
+
+    def lookup(sub: Submission) -> denpyo.Verdict:
+        found = delivered.get(sub.idempotency_key)
+        return Delivered(found) if found else NotDelivered()
+
+    channel = Script(accepts_then_times_out)
+    ledger.channel("c", verify=lookup, backoff=NOW)(channel)
+    with pytest.raises(denpyo.SubmissionInDoubt):
+        ledger.submit("c", "k", {})
+    ledger.work(until_idle=True, poll_interval=0.01)
+    sub = ledger.get("c", "k")
+    assert sub is not None and sub.status is Status.SYNCED and sub.remote_id == "remote-1"
+    assert len(channel.calls) == 1
+    assert [e.kind for e in ledger.events(sub.id)][-1] == "verify"
+
+
+def test_async_channels_from_sync_and_sync_channels_from_async(ledger: denpyo.Ledger) -> None:
+    async def async_send(sub: Submission) -> str:
+        await asyncio.sleep(0)
+        return "a"
+
+    ledger.channel("async")(async_send)
+    ledger.channel("sync")(ok)
+    assert ledger.submit("async", "k", {}).remote_id == "a"
+
+    async def main() -> tuple[Submission, Submission]:
+        return (
+            await ledger.asubmit("sync", "k", {}),
+            await ledger.asubmit("async", "k2", {}),
+        )
+
+    from_sync, from_async = asyncio.run(main())
+    assert from_sync.remote_id == "remote-k" and from_async.remote_id == "a"
+
+
+# -- bad input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("channel", "key", "payload", "error"),
+    [
+        ("nope", "k", {}, denpyo.UnknownChannel),
+        ("c", "k", {"when": object()}, denpyo.PayloadNotJSON),
+        ("c", "k", {"blob": "x" * (1024 * 1024)}, denpyo.PayloadTooLarge),
+        ("c", "k" * 256, {}, denpyo.InvalidKey),
+        ("c", "", {}, denpyo.InvalidKey),
+    ],
+)
+def test_bad_input_writes_nothing(
+    ledger: denpyo.Ledger, sql: SQL, channel: str, key: str, payload: Any, error: type[Exception]
+) -> None:
+    calls = Script(ok)
+    ledger.channel("c")(calls)
+    with pytest.raises(error):
+        ledger.submit(channel, key, payload)
+    with pytest.raises(error):
+        ledger.enqueue(channel, key, payload)
+    assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(0,)] and calls.calls == []
+
+
+def test_disallowed_move_raises_and_writes_nothing(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    sub = ledger.submit("c", "k", {})
+    with pytest.raises(denpyo.TransitionNotAllowed):
+        ledger.store.move([denpyo.domain.moves.Move(sub.id, Status.SYNCED, Status.FAILED, "x")])
+    assert ledger.get("c", "k") == sub
+
+
+def test_compare_and_set_loses_when_the_row_moved(ledger: denpyo.Ledger) -> None:
+    from denpyo.domain.moves import Move
+
+    ledger.channel("c")(ok)
+    sub = ledger.enqueue("c", "k", {})
+    [claimed] = ledger.store.claim("c", worker="w1", limit=5, lease=60)
+    assert claimed.locked_by == "w1" and claimed.attempts == 1
+    assert ledger.store.claim("c", worker="w2", limit=5, lease=60) == []
+    wrong_holder = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w2", expect_locked_by="w2")
+    wrong_status = Move(sub.id, Status.FAILED, Status.SYNCED, "w1", expect_locked_by="w1")
+    assert ledger.store.move([wrong_holder, wrong_status]) == [None, None]
+    right = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w1", expect_locked_by="w1", event="x")
+    [moved] = ledger.store.move([right])
+    assert moved is not None and moved.status is Status.SYNCED
+    assert ledger.store.move([right]) == [None]  # a second settle of the same row loses
+
+
+# -- enqueue in the caller's transaction ---------------------------------------------------
+
+
+def driver_connection(backend: str, db_url: str) -> Any:
+    if backend == "sqlite":
+        import sqlite3
+
+        return sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    if backend == "postgresql":
+        import psycopg
+
+        return psycopg.connect(db_url)
+    import pymysql
+    from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
+
+    return pymysql.connect(**connect_args(db_url))
+
+
+def test_enqueue_joins_a_driver_transaction(
+    ledger: denpyo.Ledger, backend: str, db_url: str
+) -> None:
+    ledger.channel("c")(ok)
+    conn = driver_connection(backend, db_url)
+    try:
+        ledger.enqueue("c", "rolled-back", {}, conn=conn)
+        conn.rollback()
+        ledger.enqueue("c", "committed", {}, conn=conn)
+        conn.commit()
+    finally:
+        conn.close()
+    assert ledger.get("c", "rolled-back") is None
+    assert ledger.get("c", "committed") is not None
+
+
+def _sqlalchemy_url(backend: str, db_url: str) -> str:
+    return {
+        "sqlite": db_url,
+        "postgresql": db_url.replace("postgresql://", "postgresql+psycopg://"),
+        "mysql": db_url.replace("mysql://", "mysql+pymysql://"),
+    }[backend]
+
+
+def test_enqueue_joins_a_sqlalchemy_connection_and_session(
+    ledger: denpyo.Ledger, backend: str, db_url: str
+) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    ledger.channel("c")(ok)
+    engine = sqlalchemy.create_engine(_sqlalchemy_url(backend, db_url))
+    try:
+        with engine.connect() as conn:
+            with conn.begin() as tx:
+                ledger.enqueue("c", "conn-rolled-back", {}, conn=conn)
+                tx.rollback()
+            with conn.begin():
+                ledger.enqueue("c", "conn-committed", {}, conn=conn)
+        with Session(engine) as session:
+            ledger.enqueue("c", "session-rolled-back", {}, conn=session)
+            session.rollback()
+            ledger.enqueue("c", "session-committed", {}, conn=session)
+            session.commit()
+    finally:
+        engine.dispose()
+    assert ledger.get("c", "conn-rolled-back") is None
+    assert ledger.get("c", "session-rolled-back") is None
+    assert ledger.get("c", "conn-committed") is not None
+    assert ledger.get("c", "session-committed") is not None
+
+
+def test_enqueue_refuses_a_connection_of_another_database(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    with pytest.raises(denpyo.ConfigurationError, match="conn must be"):
+        ledger.enqueue("c", "k", {}, conn=object())
+
+
+# -- work and reconcile --------------------------------------------------------------------
+
+
+def test_work_sends_enqueued_rows_and_retries_due_failures(ledger: denpyo.Ledger) -> None:
+    flaky = Script(fail(denpyo.Transient("503")), ok)
+    ledger.channel("c", backoff=NOW)(flaky)
+    for i in range(5):
+        ledger.enqueue("c", f"k{i}", {"i": i})
+    report = ledger.work(until_idle=True, poll_interval=0.01)
+    assert report.outcomes["synced"] == 5 and report.outcomes["failed"] == 1
+    statuses = {ledger.get("c", f"k{i}").status for i in range(5)}  # type: ignore[union-attr]
+    assert statuses == {Status.SYNCED}
+
+
+def test_exhausted_attempts_stay_failed_with_an_alert(ledger: denpyo.Ledger) -> None:
+    alerts: list[denpyo.Alert] = []
+    ledger.on_alert(alerts.append)
+    always = Script(fail(denpyo.Transient("HTTP 503")))
+    ledger.channel("c", backoff=NOW, max_attempts=3)(always)
+    ledger.enqueue("c", "k", {})
+    ledger.work(until_idle=True, poll_interval=0.01)
+    sub = ledger.get("c", "k")
+    assert sub is not None and sub.status is Status.FAILED and sub.attempts == 3
+    assert sub.next_attempt_at is None and sub.is_exhausted
+    assert len(always.calls) == 3
+    assert [a.reason for a in alerts] == ["exhausted"] and alerts[0].submission.id == sub.id
+    assert "c:k" in str(alerts[0])
+
+
+def test_in_doubt_without_verify_is_never_resent(ledger: denpyo.Ledger) -> None:
+    alerts: list[denpyo.Alert] = []
+    ledger.on_alert(alerts.append)
+    channel = Script(fail(ConnectionResetError("dropped mid-reply")))
+    ledger.channel("c", backoff=NOW)(channel)
+    ledger.enqueue("c", "k", {})
+    for _ in range(3):
+        ledger.work(until_idle=True, poll_interval=0.01)
+        ledger.reconcile()
+    sub = ledger.get("c", "k")
+    assert sub is not None and sub.in_doubt and sub.next_attempt_at is None
+    assert len(channel.calls) == 1
+    assert [a.reason for a in alerts] == ["in_doubt"]
+
+
+def test_idempotent_channel_resends_in_doubt_rows(ledger: denpyo.Ledger) -> None:
+    channel = Script(fail(ConnectionResetError("dropped")), ok)
+    ledger.channel("c", idempotent=True, backoff=NOW)(channel)
+    ledger.enqueue("c", "k", {})
+    ledger.work(until_idle=True, poll_interval=0.01)
+    sub = ledger.get("c", "k")
+    assert sub is not None and sub.status is Status.SYNCED and len(channel.calls) == 2
+    assert channel.calls[0].idempotency_key == channel.calls[1].idempotency_key
+
+
+def _expire_lease(ledger: denpyo.Ledger, sub: Submission) -> None:
+    """What a crash leaves: `requesting`, held by a sender that is gone, lease run out."""
+    from denpyo.domain.moves import Move
+
+    [moved] = ledger.store.move(
+        [Move(sub.id, Status.REQUESTING, Status.REQUESTING, "dead", expect_locked_by=sub.locked_by,
+              locked_by=sub.locked_by, lease=0, retry_in=0, keep_error=True)]
+    )  # fmt: skip
+    assert moved is not None and moved.in_doubt
+
+
+@pytest.mark.parametrize(
+    ("verdict", "status", "calls"),
+    [
+        (Delivered("remote-x"), Status.SYNCED, 0),
+        (NotDelivered(), Status.SYNCED, 1),
+        (Unknown("lookup said 503"), Status.REQUESTING, 0),
+    ],
+)
+def test_reconcile_settles_expired_leases_by_verdict(
+    ledger: denpyo.Ledger, verdict: denpyo.Verdict, status: Status, calls: int
+) -> None:
+    alerts: list[denpyo.Alert] = []
+    ledger.on_alert(alerts.append)
+    channel = Script(ok)
+    ledger.channel("c", verify=lambda sub: verdict)(channel)
+    ledger.enqueue("c", "k", {})
+    [held] = ledger.store.claim("c", worker="crashed-worker", limit=1, lease=60)
+    _expire_lease(ledger, held)
+    report = ledger.reconcile()
+    assert report.reconciled == 1
+    sub = ledger.get("c", "k")
+    assert sub is not None and sub.status is status and len(channel.calls) == calls
+    if isinstance(verdict, Unknown):
+        assert sub.in_doubt and sub.next_attempt_at is not None
+        assert [a.reason for a in alerts] == ["in_doubt"] and "503" in alerts[0].message
+    if isinstance(verdict, Delivered):
+        assert sub.remote_id == "remote-x"
+
+
+def test_live_leases_are_left_alone(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c", verify=lambda sub: NotDelivered())(ok)
+    ledger.enqueue("c", "k", {})
+    ledger.store.claim("c", worker="busy-worker", limit=1, lease=60)
+    assert ledger.reconcile().reconciled == 0
+    assert ledger.work(until_idle=True, poll_interval=0.01).attempted == 0
+
+
+def test_ordering_key_sends_one_at_a_time_in_order(ledger: denpyo.Ledger) -> None:
+    order: list[str] = []
+
+    async def record(sub: Submission) -> str:
+        order.append(sub.key)
+        await asyncio.sleep(0.01)
+        return "r"
+
+    ledger.channel("c")(record)
+    for i in range(6):
+        ledger.enqueue("c", f"a{i}", {}, ordering_key="customer:a")
+    claimed = ledger.store.claim("c", worker="w", limit=10, lease=60)
+    assert [s.key for s in claimed] == ["a0"]  # followers wait for their head
+    ledger.store.move(
+        [denpyo.domain.moves.Move(claimed[0].id, Status.REQUESTING, Status.REQUESTING, "w",
+                                  expect_locked_by="w", attempt_delta=-1, retry_in=0)]
+    )  # fmt: skip
+    ledger.work(until_idle=True, poll_interval=0.01)
+    assert order == [f"a{i}" for i in range(6)]
+
+
+def test_honest_counts_after_a_mixed_run(ledger: denpyo.Ledger, sql: SQL) -> None:
+    """COUNT(*) WHERE status = 'synced' equals what the provider accepted."""
+    accepted: Counter[str] = Counter()
+
+    def provider(sub: Submission) -> str:
+        n = int(sub.key.split(":")[1])
+        if n % 7 == 0:
+            raise denpyo.Rejected("invalid address")
+        if n % 3 == 0 and sub.attempts == 1:
+            raise denpyo.Transient("HTTP 503")
+        if n % 5 == 0 and sub.attempts == 1:
+            accepted[sub.idempotency_key] += 1
+            raise TimeoutError("accepted, then the reply was lost")
+        accepted[sub.idempotency_key] += 1
+        return f"r{n}"
+
+    def lookup(sub: Submission) -> denpyo.Verdict:
+        return Delivered() if accepted[sub.idempotency_key] else NotDelivered()
+
+    ledger.channel("email", verify=lookup, backoff=NOW)(provider)
+    for n in range(1, 101):
+        ledger.enqueue("email", f"order:{n}", {"n": n})
+    ledger.work(until_idle=True, poll_interval=0.01)
+    synced = sql("SELECT COUNT(*) FROM denpyo_submissions WHERE status = 'synced'")
+    rejected = sql("SELECT COUNT(*) FROM denpyo_submissions WHERE status = 'rejected'")
+    assert synced[0][0] == len(accepted) == 100 - 14
+    assert rejected[0][0] == 14
+    assert max(accepted.values()) == 1  # no double effect
+    pending = sql(
+        "SELECT COUNT(*) FROM denpyo_submissions WHERE status IN ('failed', 'requesting')"
+    )
+    assert pending[0][0] == 0

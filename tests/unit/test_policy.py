@@ -1,0 +1,96 @@
+import random
+
+import pytest
+
+from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Rejected, Status, Transient, Unknown
+from denpyo.domain.policy import (
+    Next,
+    Outcome,
+    OutcomeKind,
+    RetryPolicy,
+    classify_exception,
+    decide_in_doubt,
+    settle,
+)
+
+NO_JITTER = Backoff(initial=2.0, maximum=100.0, jitter=0.0)
+
+
+def test_classification_of_exceptions() -> None:
+    assert classify_exception(Rejected("no such address")).kind is OutcomeKind.REJECTED
+    transient = classify_exception(Transient("HTTP 503", retry_after=7))
+    assert transient.kind is OutcomeKind.TRANSIENT and transient.retry_after == 7
+    for exc in (TimeoutError(), ConnectionResetError("reset"), KeyError("bug")):
+        outcome = classify_exception(exc)
+        assert outcome.kind is OutcomeKind.AMBIGUOUS
+        assert outcome.error  # the text is kept, never empty
+    assert classify_exception(TimeoutError()).error == "TimeoutError"
+
+
+def test_backoff_grows_exponentially_and_caps() -> None:
+    delays = [NO_JITTER.delay(n) for n in range(1, 9)]
+    assert delays == [2, 4, 8, 16, 32, 64, 100, 100]
+
+
+def test_backoff_jitter_stays_within_range() -> None:
+    backoff = Backoff(initial=10, maximum=10, jitter=0.5)
+    rng = random.Random(1)
+    draws = [backoff.delay(1, rng=rng) for _ in range(200)]
+    assert all(5 <= d <= 10 for d in draws)
+    assert len(set(draws)) > 100
+
+
+def test_retry_after_wins_within_maximum() -> None:
+    assert NO_JITTER.delay(1, retry_after=30) == 30
+    assert NO_JITTER.delay(1, retry_after=10_000) == 100
+
+
+@pytest.mark.parametrize("bad", [dict(initial=-1), dict(initial=5, maximum=1), dict(jitter=2)])
+def test_backoff_rejects_nonsense(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        Backoff(**bad)
+
+
+def policy(**kw: object) -> RetryPolicy:
+    return RetryPolicy(**{"max_attempts": 3, "backoff": NO_JITTER, **kw})  # type: ignore[arg-type]
+
+
+def test_settle_synced_and_rejected() -> None:
+    done = settle(1, Outcome(OutcomeKind.SYNCED, remote_id="r"), policy())
+    assert (done.status, done.remote_id, done.alert) == (Status.SYNCED, "r", None)
+    refused = settle(1, Outcome(OutcomeKind.REJECTED, error="bad"), policy())
+    assert refused.status is Status.REJECTED and refused.error_kind is ErrorKind.REJECTED
+    assert refused.alert is not None and refused.alert.reason == "rejected"
+    assert refused.retry_in is None
+
+
+def test_settle_transient_retries_then_exhausts() -> None:
+    first = settle(1, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
+    assert (first.status, first.retry_in, first.alert) == (Status.FAILED, 2.0, None)
+    last = settle(3, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
+    assert last.retry_in is None and last.alert is not None and last.alert.reason == "exhausted"
+
+
+def test_settle_ambiguous_depends_on_verify_and_idempotency() -> None:
+    timeout = Outcome(OutcomeKind.AMBIGUOUS, error="TimeoutError")
+    verified = settle(1, timeout, policy(can_verify=True))
+    assert verified.error_kind is ErrorKind.AMBIGUOUS and verified.retry_in == 2.0
+    assert verified.alert is None
+    # still verified after the last attempt: verify may find it arrived
+    assert settle(3, timeout, policy(can_verify=True)).retry_in == 8.0
+    assert settle(1, timeout, policy(idempotent=True)).retry_in == 2.0
+    exhausted = settle(3, timeout, policy(idempotent=True))
+    assert exhausted.retry_in is None and exhausted.alert and exhausted.alert.reason == "exhausted"
+    held = settle(1, timeout, policy())
+    assert held.retry_in is None and held.alert and held.alert.reason == "in_doubt"
+
+
+def test_decide_in_doubt() -> None:
+    assert decide_in_doubt(1, Delivered("r"), policy()).next is Next.MARK_SYNCED
+    assert decide_in_doubt(1, NotDelivered(), policy()).next is Next.RESEND
+    assert decide_in_doubt(3, NotDelivered(), policy()).next is Next.GIVE_UP
+    unknown = decide_in_doubt(1, Unknown("503"), policy())
+    assert unknown.next is Next.RECHECK and unknown.retry_in and unknown.alert
+    assert decide_in_doubt(1, None, policy()).next is Next.HOLD
+    assert decide_in_doubt(1, None, policy(idempotent=True)).next is Next.RESEND
+    assert decide_in_doubt(3, None, policy(idempotent=True)).next is Next.GIVE_UP

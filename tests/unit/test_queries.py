@@ -1,0 +1,38 @@
+"""Every database defines the same named queries and the same migrations."""
+
+import pytest
+
+from denpyo.store.queries import DIALECTS, ddl, load_migrations, load_queries, split_statements
+
+
+def test_every_dialect_defines_the_same_query_names() -> None:
+    names = {dialect: set(load_queries(dialect)) for dialect in DIALECTS if _present(dialect)}
+    reference = names["sqlite"]
+    for dialect, defined in names.items():
+        assert defined == reference, (dialect, defined ^ reference)
+
+
+def test_migrations_carry_the_same_numbers() -> None:
+    numbers = {d: [v for v, _ in load_migrations(d)] for d in DIALECTS if load_migrations(d)}
+    assert len(set(map(tuple, numbers.values()))) == 1, numbers
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_ddl_has_every_table_and_the_status_check(dialect: str) -> None:
+    text = ddl(dialect)
+    for needle in ("denpyo_submissions", "denpyo_events", "denpyo_schema_version",
+                   "'requesting', 'synced', 'failed', 'rejected'"):  # fmt: skip
+        assert needle in text
+
+
+def test_split_statements_drops_comments() -> None:
+    script = "-- a comment; with a semicolon\nCREATE TABLE a (x int);\n\n-- only\nSELECT 1;\n"
+    assert split_statements(script) == ["CREATE TABLE a (x int)", "SELECT 1"]
+
+
+def _present(dialect: str) -> bool:
+    try:
+        load_queries(dialect)
+    except FileNotFoundError:
+        return False
+    return True
