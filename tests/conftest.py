@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.util import find_spec
+from typing import Any
 
 import psycopg
 import pytest
@@ -62,6 +63,7 @@ def _fresh_postgres(template: str | None) -> Iterator[str]:
 
 def _fresh_mysql(migrated: bool) -> Iterator[str]:
     import pymysql
+
     from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
 
     name = f"denpyo_t_{uuid.uuid4().hex[:12]}"
@@ -82,6 +84,12 @@ def _fresh_mysql(migrated: bool) -> Iterator[str]:
             admin.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
         finally:
             admin.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database, for what only PostgreSQL does."""
+    yield from _fresh_postgres(postgres_template)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -126,3 +134,37 @@ def ledger(db_url: str) -> Iterator[denpyo.Ledger]:
 def provider() -> Iterator[FakeProvider]:
     with FakeProvider() as provider:
         yield provider
+
+
+def driver_connection(backend: str, db_url: str) -> Any:
+    if backend == "sqlite":
+        import sqlite3
+
+        return sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    if backend == "postgresql":
+        import psycopg
+
+        return psycopg.connect(db_url)
+    import pymysql
+
+    from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
+
+    return pymysql.connect(**connect_args(db_url))
+
+
+@pytest.fixture
+def sql(backend: str, db_url: str) -> Callable[[str], list[tuple[Any, ...]]]:
+    """Ask the database directly, on a connection of its own, as a user would."""
+
+    def run(query: str) -> list[tuple[Any, ...]]:
+        conn = driver_connection(backend, db_url)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(query)
+            found = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            conn.commit()
+            return found
+        finally:
+            conn.close()
+
+    return run

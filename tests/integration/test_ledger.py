@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import denpyo
+from conftest import driver_connection
 from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Status, Submission, Unknown
 
 NOW = Backoff(initial=0.0, maximum=0.0)  # retries due at once, for tests
@@ -40,24 +41,6 @@ def fail(exc: BaseException) -> Callable[[Submission], Any]:
 
 
 SQL = Callable[[str], list[tuple[Any, ...]]]
-
-
-@pytest.fixture
-def sql(backend: str, db_url: str) -> SQL:
-    """Ask the database directly, on a connection of its own, as a user would."""
-
-    def run(query: str) -> list[tuple[Any, ...]]:
-        conn = driver_connection(backend, db_url)
-        try:
-            cursor = conn.cursor()
-            cursor.execute(query)
-            found = [tuple(row) for row in cursor.fetchall()]
-            conn.commit()
-            return found
-        finally:
-            conn.close()
-
-    return run
 
 
 # -- schema -----------------------------------------------------------------------------
@@ -275,21 +258,6 @@ def test_compare_and_set_loses_when_the_row_moved(ledger: denpyo.Ledger) -> None
 
 
 # -- enqueue in the caller's transaction ---------------------------------------------------
-
-
-def driver_connection(backend: str, db_url: str) -> Any:
-    if backend == "sqlite":
-        import sqlite3
-
-        return sqlite3.connect(db_url.removeprefix("sqlite:///"))
-    if backend == "postgresql":
-        import psycopg
-
-        return psycopg.connect(db_url)
-    import pymysql
-    from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]
-
-    return pymysql.connect(**connect_args(db_url))
 
 
 def test_enqueue_joins_a_driver_transaction(

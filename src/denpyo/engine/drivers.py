@@ -16,7 +16,7 @@ from denpyo.domain.policy import describe
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Unknown, Verdict
 from denpyo.engine.bridge import LoopThread
-from denpyo.engine.channel import checked_verdict
+from denpyo.engine.channel import ChannelSpec, checked_verdict
 from denpyo.engine.flows import Call, CallResult, Check, Effect, Settle, StoreOp
 from denpyo.store import Store
 
@@ -92,6 +92,7 @@ class AsyncDriver:
         self.db = db
         self.calls = calls
         self.settle_hook = settle_hook
+        self.on_call: Callable[[int], None] | None = None  # told a row's call has begun
 
     async def run(self, flow: Generator[Effect, Any, T]) -> T:
         value: Any = None
@@ -111,6 +112,15 @@ class AsyncDriver:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.db, lambda: fn(*args, **kwargs))
 
+    def _began(self, row_id: int) -> None:
+        if self.on_call is not None:
+            self.on_call(row_id)
+
+    def _sync_call(self, spec: ChannelSpec, sub: Submission) -> Any:
+        """A sync channel in a pool thread; it has begun only once a thread runs it."""
+        self._began(sub.id)
+        return spec.send(sub)
+
     async def perform(self, effect: Effect) -> Any:
         if isinstance(effect, StoreOp):
             return await self.in_db(effect.fn, *effect.args, **effect.kwargs)
@@ -124,9 +134,10 @@ class AsyncDriver:
         if isinstance(effect, Call):
             try:
                 if spec.send_is_async:
+                    self._began(sub.id)
                     value: Any = await spec.send(sub)  # type: ignore[misc]
                 else:
-                    value = await loop.run_in_executor(self.calls, spec.send, sub)
+                    value = await loop.run_in_executor(self.calls, self._sync_call, spec, sub)
             except Exception as exc:
                 return CallResult(error=exc, duration_ms=_elapsed_ms(started))
             return CallResult(value=value, duration_ms=_elapsed_ms(started))

@@ -28,6 +28,7 @@ from denpyo.engine.flows import Flows
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
     ConfigurationError,
+    InvalidInput,
     SubmissionFailed,
     SubmissionInDoubt,
     SubmissionRejected,
@@ -222,6 +223,19 @@ class Ledger:
             self.bridge.loop.call_soon_threadsafe(worker.stop)
             future.result()
             raise
+
+    def prune(self, *, older_than: float, batch_size: int = 1000) -> int:
+        """Delete settled rows (and their events) created more than `older_than` seconds
+        ago, in batches of `batch_size` so that no transaction holds locks for long.
+        Rows still open, in doubt, or waiting for a person are never pruned."""
+        if older_than < 0 or batch_size < 1:
+            raise InvalidInput("older_than must be >= 0 seconds and batch_size >= 1")
+        total = 0
+        while True:
+            deleted = self.store.prune(older_than, batch_size)
+            total += deleted
+            if deleted < batch_size:
+                return total
 
     # -- plumbing ---------------------------------------------------------------------
 

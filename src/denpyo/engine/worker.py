@@ -1,9 +1,17 @@
 """The worker: claim due rows in batches, call many at once, settle in groups.
 
 One asyncio loop. Per channel it claims as many ready rows as it has room for
-(`concurrency`, and the channel's own limit), then in-doubt rows for the
-reconciler. Calls run as tasks; their settles are grouped into one commit by
-`SettleBatcher`, and no flow goes on before its own settle is committed.
+(`concurrency`, the channel's own `concurrency`, its rate limit), then in-doubt
+rows for the reconciler. Calls run as tasks; their settles are grouped into one
+commit by `SettleBatcher`, and no flow goes on before its own settle commits.
+
+While a call runs, a heartbeat renews the lease of every row this worker
+holds, so a long call is never mistaken for a dead sender; a row's lease runs
+out only when its worker is gone (or stalled longer than the lease). Recovery
+needs no table of workers: each row carries its own holder and lease.
+
+A crash anywhere leaves rows `requesting` with a lease that runs out; the
+reconciler (any worker) then verifies them.
 """
 
 from __future__ import annotations
@@ -12,61 +20,21 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.moves import Move
+from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
-from denpyo.engine.drivers import AsyncDriver
+from denpyo.engine.batching import SettleBatcher
+from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Flows
+from denpyo.engine.pacing import TokenBucket
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
 
 log = logging.getLogger("denpyo.worker")
-
-
-class SettleBatcher:
-    """Group the settles of concurrent calls into one transaction.
-
-    A flow awaits its own moves; while one commit runs, the next ones queue and
-    go together in the following commit. Nothing is reported settled before the
-    transaction holding it has committed.
-    """
-
-    def __init__(self, driver: AsyncDriver) -> None:
-        self.driver = driver
-        self.pending: list[tuple[Sequence[Move], asyncio.Future[list[Submission | None]]]] = []
-        self.flushing = False
-
-    async def __call__(self, moves: Sequence[Move]) -> list[Submission | None]:
-        future: asyncio.Future[list[Submission | None]] = asyncio.get_running_loop().create_future()
-        self.pending.append((moves, future))
-        if not self.flushing:
-            self.flushing = True
-            asyncio.get_running_loop().create_task(self._flush())
-        return await future
-
-    async def _flush(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, []
-                moves = [move for group, _ in batch for move in group]
-                try:
-                    results = await self.driver.in_db(self.driver.store.move, moves)
-                except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                start = 0
-                for group, future in batch:
-                    if not future.done():
-                        future.set_result(results[start : start + len(group)])
-                    start += len(group)
-        finally:
-            self.flushing = False
 
 
 @dataclass
@@ -77,6 +45,7 @@ class WorkReport:
     reconciled: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     errors: int = 0
+    released: int = 0
 
 
 class Worker:
@@ -88,29 +57,47 @@ class Worker:
         *,
         concurrency: int = 16,
         poll_interval: float = 1.0,
+        grace: float = 30.0,
         actor: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if poll_interval <= 0 or grace < 0:
+            raise ValueError("poll_interval must be positive and grace not negative")
         self.ledger = ledger
         self.concurrency = concurrency
         self.poll_interval = poll_interval
+        self.grace = grace
         self.flows = Flows(ledger.store, ledger.alerts, actor or ledger.new_actor("worker"))
         self.driver = ledger.async_driver()
-        self.driver.settle_hook = SettleBatcher(self.driver)
+        self.batcher = SettleBatcher(self.driver)
+        self.started_calls: set[int] = set()  # rows whose call has begun (added from threads too)
+        self.driver.settle_hook = self._settle
+        self.driver.on_call = self.started_calls.add
         self.running: Counter[str] = Counter()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[asyncio.Task[None], int] = {}
+        self.holds: dict[int, tuple[str, float]] = {}  # row id -> (holder token, lease)
+        self.buckets = {
+            spec.name: TokenBucket(spec.rate_limit)
+            for spec in ledger.channels.values()
+            if spec.rate_limit is not None
+        }
         self.report = WorkReport()
         self.stopping = asyncio.Event()
         self.wakeup = asyncio.Event()
         self.kinds: tuple[bool, ...] = (False, True)  # claim ready rows, then in-doubt rows
+        self.throttled = False  # a rate limit held back the last claim round
 
     def stop(self) -> None:
-        """Stop claiming; calls in flight finish and settle."""
+        """Stop claiming; calls in flight get `grace` seconds to finish and settle."""
         self.stopping.set()
         self.wakeup.set()
 
     async def run(self, *, until_idle: bool = False) -> WorkReport:
+        helpers = [
+            asyncio.create_task(self._heartbeat()),
+            asyncio.create_task(self._listen()),
+        ]
         try:
             while not self.stopping.is_set():
                 self.wakeup.clear()  # before claiming, so no completion is missed
@@ -125,12 +112,15 @@ class Worker:
                     continue
                 # Idle only if no call is running and none finished while we claimed
                 # (a settle committed after our claim's snapshot may have made a row due).
-                if until_idle and not claimed and not self.tasks and not self.wakeup.is_set():
+                idle = not (claimed or self.tasks or self.throttled or self.wakeup.is_set())
+                if until_idle and idle:
                     break
                 await self._wait()
         finally:
-            if self.tasks:
-                await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self._drain()
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
         return self.report
 
     async def reconcile_pass(self) -> WorkReport:
@@ -138,56 +128,143 @@ class Worker:
         self.kinds = (True,)
         return await self.run(until_idle=True)
 
+    # -- claiming ---------------------------------------------------------------------
+
     async def _claim_round(self) -> int:
         claimed = 0
+        self.throttled = False
         for spec in list(self.ledger.channels.values()):
             for in_doubt in self.kinds:
-                room = min(
-                    self.concurrency - len(self.tasks),
-                    (spec.concurrency or self.concurrency) - self.running[spec.name],
-                )
+                room = self._room(spec)
                 if room <= 0 or self.stopping.is_set():
                     break
+                token = self.flows.hold()
                 rows = await self.driver.in_db(
                     self.ledger.store.claim,
                     spec.name,
-                    worker=self.flows.hold(),
+                    worker=token,
                     limit=room,
                     lease=spec.lease,
                     in_doubt=in_doubt,
                 )
+                if spec.name in self.buckets:
+                    self.buckets[spec.name].take(len(rows))
                 for sub in rows:
-                    flow = (
-                        self.flows.settle_in_doubt(spec, sub)
-                        if in_doubt
-                        else self.flows.attempt(spec, sub)
-                    )
-                    self._spawn(spec.name, flow, in_doubt)
+                    self.holds[sub.id] = (token, spec.lease)
+                    self._spawn(spec, sub, in_doubt)
                 claimed += len(rows)
         return claimed
 
-    def _spawn(self, channel: str, flow: object, in_doubt: bool) -> None:
-        self.running[channel] += 1
+    def _room(self, spec: ChannelSpec) -> int:
+        room = min(
+            self.concurrency - len(self.tasks),
+            (spec.concurrency or self.concurrency) - self.running[spec.name],
+        )
+        bucket = self.buckets.get(spec.name)
+        if bucket is None or room <= 0:
+            return room
+        allowed = bucket.available()
+        self.throttled |= allowed == 0  # rows may be due: not idle, only paced
+        return min(room, allowed)
+
+    def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
+        self.running[spec.name] += 1
         if in_doubt:
             self.report.reconciled += 1
+            flow = self.flows.settle_in_doubt(spec, sub)
         else:
             self.report.attempted += 1
+            flow = self.flows.attempt(spec, sub)
 
         async def run() -> None:
             try:
-                sub: Submission = await self.driver.run(flow)  # type: ignore[arg-type]
-                self.report.outcomes[sub.status.value] += 1
+                settled: Submission = await self.driver.run(flow)
+                self.report.outcomes[settled.status.value] += 1
             except Exception:
                 self.report.errors += 1
-                log.exception("a %s flow failed; its row is recovered when its lease ends", channel)
+                log.exception(
+                    "a %s flow failed; its row is recovered when its lease ends", spec.name
+                )
             finally:
-                self.running[channel] -= 1
+                self.running[spec.name] -= 1
+                self.holds.pop(sub.id, None)
+                self.started_calls.discard(sub.id)
                 self.wakeup.set()
 
         task = asyncio.get_running_loop().create_task(run())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[task] = sub.id
+        task.add_done_callback(self.tasks.pop)
+
+    async def _settle(self, moves: Any) -> list[Submission | None]:
+        """Group-commit the moves, and keep track of which rows this worker still holds."""
+        results = await self.batcher(moves)
+        for sub in results:
+            if sub is None:
+                continue
+            if sub.status is Status.REQUESTING and sub.locked_by and not sub.in_doubt:
+                spec = self.ledger.channels.get(sub.channel)
+                self.holds[sub.id] = (sub.locked_by, spec.lease if spec else 60.0)
+            else:
+                self.holds.pop(sub.id, None)
+        return results
 
     async def _wait(self) -> None:
+        timeout = self.poll_interval
+        for bucket in self.buckets.values():
+            timeout = min(timeout, max(bucket.wait_time(), 0.01))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wakeup.wait(), timeout=self.poll_interval)
+            await asyncio.wait_for(self.wakeup.wait(), timeout=timeout)
+
+    # -- background: leases and wake-ups ----------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of held rows every third of the shortest lease."""
+        while True:
+            leases = [spec.lease for spec in self.ledger.channels.values()] or [60.0]
+            await asyncio.sleep(min(leases) / 3)
+            holds = [(row_id, token, lease) for row_id, (token, lease) in self.holds.items()]
+            if not holds:
+                continue
+            try:
+                await self.driver.in_db(self.ledger.store.renew, holds)
+            except Exception:
+                log.exception("lease renewal failed; retrying at the next beat")
+
+    async def _listen(self) -> None:
+        """Wake on the database's notifications (PostgreSQL), instead of only polling."""
+        served = set(self.ledger.channels)
+
+        def wake(channel: str) -> None:
+            if channel in served:
+                self.wakeup.set()
+
+        await self.ledger.store.listen(wake)
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let calls in flight finish for `grace` seconds; then cancel them and give
+        back the rows whose call had not started (those that had are left to run
+        out their lease and be verified: they may have arrived)."""
+        if not self.tasks:
+            return
+        _, pending = await asyncio.wait(list(self.tasks), timeout=self.grace)
+        if not pending:
+            return
+        unstarted = {
+            row_id: self.holds[row_id]
+            for row_id in (self.tasks.get(task) for task in pending)
+            if row_id is not None and row_id in self.holds and row_id not in self.started_calls
+        }
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        releases = [
+            Move(row_id, Status.REQUESTING, Status.REQUESTING, token, expect_locked_by=token,
+                 event="released", attempt_delta=-1, retry_in=0, keep_error=True,
+                 detail="worker stopped before the call started")
+            for row_id, (token, _) in unstarted.items()
+        ]  # fmt: skip
+        if releases:
+            done = await self.driver.in_db(self.ledger.store.move, releases)
+            self.report.released += sum(1 for sub in done if sub is not None)

@@ -7,7 +7,9 @@ the caller's transaction commits, so workers wake without polling.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +20,8 @@ from psycopg_pool import ConnectionPool
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store.base import Row, Store, Tx
+
+log = logging.getLogger("denpyo.store")
 
 
 class PostgresTx(Tx):
@@ -59,6 +63,7 @@ class PostgresStore(Store):
                     min_size=1,
                     max_size=self.max_connections,
                     kwargs={"row_factory": dict_row},
+                    check=ConnectionPool.check_connection,  # drop connections a restart broke
                     connection_class=psycopg.Connection[dict[str, Any]],
                     open=False,
                 )
@@ -82,6 +87,19 @@ class PostgresStore(Store):
             return
         with _wrapped(), self.pool.connection() as own, own.transaction(), own.cursor() as cur:
             yield PostgresTx(self, cur)
+
+    async def listen(self, wake: Callable[[str], None]) -> None:
+        """LISTEN on its own connection; reconnect after the server went away."""
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute("LISTEN denpyo")
+                    async for note in conn.notifies():
+                        wake(note.payload)
+            except psycopg.Error as exc:
+                log.info("LISTEN connection lost (%s); reconnecting in 1s", exc)
+                await asyncio.sleep(1.0)
 
     def close(self) -> None:
         if self._pool is not None:
