@@ -473,3 +473,21 @@ def test_honest_counts_after_a_mixed_run(ledger: denpyo.Ledger, sql: SQL) -> Non
         "SELECT COUNT(*) FROM denpyo_submissions WHERE status IN ('failed', 'requesting')"
     )
     assert pending[0][0] == 0
+
+
+def test_two_processes_migrating_at_once(empty_url: str) -> None:
+    import subprocess
+    import sys
+
+    script = "import sys, denpyo; print(denpyo.Ledger(sys.argv[1]).migrate())"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, empty_url], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outputs = sorted(child.communicate(timeout=120)[0].strip() for child in children)
+    assert [child.returncode for child in children] == [0, 0, 0]
+    assert outputs == ["[1]", "[]", "[]"]  # exactly one applied it
+    with denpyo.Ledger(empty_url) as ledger:
+        assert ledger.store.schema_version() == 1
