@@ -28,7 +28,7 @@ BACKENDS = ["sqlite", "postgresql"]
 if find_spec("denpyo.store.mysql") is not None:
     BACKENDS.append("mysql")
 
-_TEMPLATE = "denpyo_test_template"
+_TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
 
 
 def _with_database(url: str, name: str) -> str:

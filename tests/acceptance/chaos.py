@@ -130,6 +130,8 @@ def run_chaos(
         ledger.close()
         provider.terminate()
         provider.wait()
+        if provider.stdout is not None:
+            provider.stdout.close()
     figures.seconds = time.monotonic() - started
     return figures
 

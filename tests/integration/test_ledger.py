@@ -491,3 +491,20 @@ def test_two_processes_migrating_at_once(empty_url: str) -> None:
     assert outputs == ["[1]", "[]", "[]"]  # exactly one applied it
     with denpyo.Ledger(empty_url) as ledger:
         assert ledger.store.schema_version() == 1
+
+
+def test_enqueue_many(ledger: denpyo.Ledger, sql: SQL) -> None:
+    ledger.channel("c")(ok)
+    assert ledger.enqueue_many("c", [(f"k{i}", {"i": i}) for i in range(500)]) == 500
+    assert ledger.enqueue_many("c", [("k1", {"i": 1}), ("k500", {"i": 500}, "group")]) == 1
+    with pytest.raises(denpyo.KeyReused):
+        ledger.enqueue_many("c", [("k501", {}), ("k2", {"i": "changed"})])
+    assert ledger.get("c", "k501") is None  # all or nothing
+    with pytest.raises(denpyo.InvalidKey):
+        ledger.enqueue_many("c", [("ok", {}), ("", {})])
+    with pytest.raises(denpyo.InvalidInput, match="twice"):
+        ledger.enqueue_many("c", [("dup", {}), ("dup", {})])
+    assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(501,)]
+    assert sql("SELECT COUNT(*) FROM denpyo_events WHERE kind = 'created'") == [(501,)]
+    assert ledger.get("c", "k500").ordering_key == "group"  # type: ignore[union-attr]
+    assert ledger.work(until_idle=True, poll_interval=0.01).outcomes["synced"] == 501

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from denpyo.domain.backoff import Backoff
@@ -51,7 +52,7 @@ class ChannelSpec:
             raise ValueError(f"channel {self.name!r}: rate_limit must be positive calls/second")
         RetryPolicy(self.max_attempts)  # validates max_attempts
 
-    @property
+    @cached_property
     def policy(self) -> RetryPolicy:
         return RetryPolicy(
             max_attempts=self.max_attempts,
@@ -60,11 +61,11 @@ class ChannelSpec:
             idempotent=self.idempotent,
         )
 
-    @property
+    @cached_property
     def send_is_async(self) -> bool:
         return _is_async(self.send)
 
-    @property
+    @cached_property
     def verify_is_async(self) -> bool:
         return self.verify is not None and _is_async(self.verify)
 

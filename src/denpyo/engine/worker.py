@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +85,8 @@ class Worker:
         self.report = WorkReport()
         self.stopping = asyncio.Event()
         self.wakeup = asyncio.Event()
-        self.kinds: tuple[bool, ...] = (False, True)  # claim ready rows, then in-doubt rows
+        self.sends = True  # claim ready rows (off for a reconcile pass)
+        self.ready: defaultdict[str, deque[Submission]] = defaultdict(deque)  # claimed, not started
         self.throttled = False  # a rate limit held back the last claim round
 
     def stop(self) -> None:
@@ -98,22 +99,30 @@ class Worker:
             asyncio.create_task(self._heartbeat()),
             asyncio.create_task(self._listen()),
         ]
+        loop = asyncio.get_running_loop()
+        doubt_checked = float("-inf")
         try:
             while not self.stopping.is_set():
                 self.wakeup.clear()  # before claiming, so no completion is missed
+                claimed = 0
                 try:
-                    claimed = await self._claim_round()
+                    if self.sends:
+                        claimed += await self._fill()
+                    # In-doubt rows are rare: look for them once per poll, not per call.
+                    if until_idle or loop.time() - doubt_checked >= self.poll_interval:
+                        doubt_checked = loop.time()
+                        claimed += await self._claim_in_doubt()
                 except Exception:
                     if until_idle:
                         raise
                     log.exception("claim failed; retrying in %.1fs", self.poll_interval)
-                    claimed = 0
-                if claimed and len(self.tasks) < self.concurrency:
+                self._dispatch()
+                if claimed and self._has_room():
                     continue
-                # Idle only if no call is running and none finished while we claimed
-                # (a settle committed after our claim's snapshot may have made a row due).
-                idle = not (claimed or self.tasks or self.throttled or self.wakeup.is_set())
-                if until_idle and idle:
+                # Idle only if nothing is running or waiting, and no call finished while
+                # we claimed (a settle committed after our snapshot may have made a row due).
+                busy = claimed or self.tasks or self.throttled or self.wakeup.is_set()
+                if until_idle and not busy and not any(self.ready.values()):
                     break
                 await self._wait()
         finally:
@@ -125,47 +134,75 @@ class Worker:
 
     async def reconcile_pass(self) -> WorkReport:
         """Verify and settle every in-doubt row that is due, then return."""
-        self.kinds = (True,)
+        self.sends = False
         return await self.run(until_idle=True)
 
     # -- claiming ---------------------------------------------------------------------
+    #
+    # Ready rows are claimed ahead, up to twice what may run at once, so that a call
+    # never waits for a claim's round trip; a claim is made only when it can take a
+    # worthwhile batch. Claimed rows that have not started are held (their leases
+    # renewed) and released on shutdown.
 
-    async def _claim_round(self) -> int:
+    def _cap(self, spec: ChannelSpec) -> int:
+        return min(spec.concurrency or self.concurrency, self.concurrency)
+
+    async def _fill(self) -> int:
         claimed = 0
         self.throttled = False
         for spec in list(self.ledger.channels.values()):
-            for in_doubt in self.kinds:
-                room = self._room(spec)
-                if room <= 0 or self.stopping.is_set():
-                    break
-                token = self.flows.hold()
-                rows = await self.driver.in_db(
-                    self.ledger.store.claim,
-                    spec.name,
-                    worker=token,
-                    limit=room,
-                    lease=spec.lease,
-                    in_doubt=in_doubt,
-                )
-                if spec.name in self.buckets:
-                    self.buckets[spec.name].take(len(rows))
-                for sub in rows:
-                    self.holds[sub.id] = (token, spec.lease)
-                    self._spawn(spec, sub, in_doubt)
-                claimed += len(rows)
+            cap = self._cap(spec)
+            queued = self.running[spec.name] + len(self.ready[spec.name])
+            want = 2 * cap - queued
+            bucket = self.buckets.get(spec.name)
+            if bucket is not None:
+                allowed = bucket.available()
+                self.throttled |= allowed == 0 and want > 0  # paced, not idle
+                want = min(want, allowed)
+            if want <= 0 or (queued and want < max(1, cap // 2)) or self.stopping.is_set():
+                continue
+            rows = await self._claim(spec, want, in_doubt=False)
+            if bucket is not None:
+                bucket.take(len(rows))
+            self.ready[spec.name].extend(rows)
+            claimed += len(rows)
         return claimed
 
-    def _room(self, spec: ChannelSpec) -> int:
-        room = min(
-            self.concurrency - len(self.tasks),
-            (spec.concurrency or self.concurrency) - self.running[spec.name],
+    async def _claim_in_doubt(self) -> int:
+        claimed = 0
+        for spec in list(self.ledger.channels.values()):
+            room = self._cap(spec) - self.running[spec.name]
+            if room <= 0 or self.stopping.is_set():
+                continue
+            for sub in await self._claim(spec, room, in_doubt=True):
+                self._spawn(spec, sub, in_doubt=True)
+                claimed += 1
+        return claimed
+
+    async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
+        token = self.flows.hold()
+        rows: list[Submission] = await self.driver.in_db(
+            self.ledger.store.claim,
+            spec.name,
+            worker=token,
+            limit=limit,
+            lease=spec.lease,
+            in_doubt=in_doubt,
         )
-        bucket = self.buckets.get(spec.name)
-        if bucket is None or room <= 0:
-            return room
-        allowed = bucket.available()
-        self.throttled |= allowed == 0  # rows may be due: not idle, only paced
-        return min(room, allowed)
+        for sub in rows:
+            self.holds[sub.id] = (token, spec.lease)
+        return rows
+
+    def _dispatch(self) -> None:
+        """Start claimed calls while there is room."""
+        for spec in self.ledger.channels.values():
+            waiting = self.ready[spec.name]
+            cap = self._cap(spec)
+            while waiting and self.running[spec.name] < cap and len(self.tasks) < self.concurrency:
+                self._spawn(spec, waiting.popleft(), in_doubt=False)
+
+    def _has_room(self) -> bool:
+        return len(self.tasks) < self.concurrency
 
     def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
         self.running[spec.name] += 1
@@ -243,9 +280,12 @@ class Worker:
     # -- shutdown -----------------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        """Let calls in flight finish for `grace` seconds; then cancel them and give
-        back the rows whose call had not started (those that had are left to run
-        out their lease and be verified: they may have arrived)."""
+        """Give back claimed rows not started; let calls in flight finish for `grace`
+        seconds; then cancel them and give back those whose call had not begun (those
+        that had are left to run out their lease and be verified: they may have arrived)."""
+        waiting = [sub.id for queue in self.ready.values() for sub in queue]
+        self.ready.clear()
+        await self._release({row_id: self.holds.pop(row_id) for row_id in waiting})
         if not self.tasks:
             return
         _, pending = await asyncio.wait(list(self.tasks), timeout=self.grace)
@@ -259,11 +299,14 @@ class Worker:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        await self._release(unstarted)
+
+    async def _release(self, holds: dict[int, tuple[str, float]]) -> None:
         releases = [
             Move(row_id, Status.REQUESTING, Status.REQUESTING, token, expect_locked_by=token,
                  event="released", attempt_delta=-1, retry_in=0, keep_error=True,
                  detail="worker stopped before the call started")
-            for row_id, (token, _) in unstarted.items()
+            for row_id, (token, _) in holds.items()
         ]  # fmt: skip
         if releases:
             done = await self.driver.in_db(self.ledger.store.move, releases)

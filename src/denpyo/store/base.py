@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import SchemaError
+from denpyo.errors import InvalidInput, LeaseLost, SchemaError
 from denpyo.store.queries import load_migrations, load_queries
 
 Row = Mapping[str, Any]
@@ -140,32 +141,56 @@ class Store(ABC):
         started (inline submit); without, it waits for a worker (enqueue).
         Returns (row, created).
         """
-        params = {
-            "channel": new.channel,
-            "key": new.key,
-            "idempotency_key": new.idempotency_key,
-            "payload": new.payload_json,
-            "ordering_key": new.ordering_key,
-            "supersedes": new.supersedes,
-            "attempts": 1 if lease else 0,
-            "locked_by": actor if lease else None,
-            "lease": _seconds(lease),
-        }
         with self.transaction(conn) as tx:
-            row = tx.fetch_one("submission_insert", params)
+            row = self._record(tx, _insert_params(new, actor, lease), actor)
             if row is None:
                 existing = tx.fetch_one(
                     "submission_get_by_key", {"channel": new.channel, "key": new.key}
                 )
                 assert existing is not None, "a conflicting row must exist"
                 return self.to_submission(existing), False
-            sub = self.to_submission(row)
-            self._event(tx, sub.id, "created", None, Status.REQUESTING, 0, actor)
-            if lease:
-                self._event(tx, sub.id, "attempt", Status.REQUESTING, Status.REQUESTING, 1, actor)
-            elif self.notifies:
-                tx.execute("submission_notify", {"channel": new.channel})
-            return sub, True
+            return self.to_submission(row), True
+
+    def insert_many(
+        self,
+        news: Sequence[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any = None,
+    ) -> int:
+        """Record many submissions for the workers in one transaction; returns how
+        many were new. `check(new, existing)` sees each key that was already
+        recorded; if it raises, the transaction rolls back and nothing is written."""
+        with self.transaction(conn) as tx:
+            created = self._record_many(tx, news, actor)
+            if created < len(news):
+                for new in news:
+                    row = tx.fetch_one(
+                        "submission_get_by_key", {"channel": new.channel, "key": new.key}
+                    )
+                    if row is not None and row["idempotency_key"] != new.idempotency_key:
+                        check(new, self.to_submission(row))
+            return created
+
+    def _record_many(self, tx: Tx, news: Sequence[NewSubmission], actor: str) -> int:
+        return sum(
+            self._record(tx, _insert_params(new, actor, None), actor) is not None for new in news
+        )
+
+    def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
+        """Insert the row and its `created` (and first `attempt`) events; wake the
+        workers for a row they must send. None when the channel and key exist."""
+        row = tx.fetch_one("submission_insert", params)
+        if row is None:
+            return None
+        row_id = int(row["id"])
+        self._event(tx, row_id, "created", None, Status.REQUESTING, 0, actor)
+        if params["lease"]:
+            self._event(tx, row_id, "attempt", Status.REQUESTING, Status.REQUESTING, 1, actor)
+        elif self.notifies:
+            tx.execute("submission_notify", {"channel": params["channel"]})
+        return row
 
     def get(self, submission_id: int) -> Submission | None:
         with self.transaction() as tx:
@@ -216,12 +241,45 @@ class Store(ABC):
             rows = tx.fetch_all("event_list", {"submission_id": submission_id})
         return [self.to_event(row) for row in rows]
 
+    def renew(self, holds: Sequence[tuple[int, str, float]]) -> int:
+        """Extend the leases of rows still held by their holders: [(id, holder, lease)].
+        Returns how many were still held (a row taken by someone else is not renewed).
+
+        One short transaction per row: a renewal then holds one row lock and never
+        waits while holding another, so it cannot deadlock with a batch of settles
+        that locks the same rows in another order.
+        """
+        renewed = 0
+        for row_id, holder, lease in sorted(holds):
+            with self.transaction() as tx:
+                row = tx.fetch_one(
+                    "submission_renew",
+                    {"id": row_id, "locked_by": holder, "lease": _seconds(lease)},
+                )
+            renewed += row is not None
+        return renewed
+
+    def prune(self, older_than: float, batch_size: int = 1000) -> int:
+        """Delete one batch of settled rows (and their events) created more than
+        `older_than` seconds ago: `synced`, and `rejected` or exhausted `failed` rows
+        a person has resolved. Small batches keep each transaction short."""
+        with self.transaction() as tx:
+            rows = tx.fetch_all(
+                "submission_prune", {"older_than": _seconds(older_than), "limit": batch_size}
+            )
+        return len(rows)
+
+    async def listen(self, wake: Callable[[str], None]) -> None:
+        """Call `wake(channel)` whenever a row is enqueued, until cancelled.
+        Stores without notifications return at once, and workers poll."""
+        return
+
     # -- shared pieces ------------------------------------------------------------------
 
     def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         results: list[Submission | None] = []
         for move in moves:
-            row = tx.fetch_one("submission_move", _move_params(move))
+            row = tx.fetch_one("submission_move", move_params(move))
             if row is None:
                 results.append(None)
                 continue
@@ -308,13 +366,134 @@ class Store(ABC):
             duration_ms=row["duration_ms"],
         )
 
+    # -- operator queries (CLI, dashboard; see engine/operator.py) ------------------------
+
+    def list_submissions(self, flt: Filter) -> list[Submission]:
+        """Rows matching `flt`, newest first. Every value is a bound parameter."""
+        statuses = [status.value for status in flt.statuses]
+        padded = (statuses * 4)[:4] if statuses else [None] * 4
+        params: dict[str, Any] = {
+            "all_statuses": not statuses,
+            **{f"status{i}": value for i, value in enumerate(padded)},
+            "channel": flt.channel,
+            "since": flt.since.isoformat() if flt.since else None,
+            "until": flt.until.isoformat() if flt.until else None,
+            "key_prefix": flt.key_prefix,
+            "in_doubt": _flag(flt.in_doubt),
+            "needs_attention": _flag(flt.needs_attention),
+            "resolved": _flag(flt.resolved),
+            "limit": flt.limit,
+        }
+        with self.transaction() as tx:
+            rows = tx.fetch_all("submission_list", params)
+        return [self.to_submission(row) for row in rows]
+
+    def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
+        """(channel, status, rows) for every pair that has rows."""
+        with self.transaction() as tx:
+            rows = tx.fetch_all("submission_count_by_status", {"channel": channel})
+        return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
+
+    def count_attention(self, channel: str | None = None) -> dict[str, Any]:
+        """Counts of rows a person may need to see, the oldest pending row's creation
+        time and the database clock (keys as in `submission_count_attention`)."""
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_count_attention", {"channel": channel})
+        assert row is not None
+        counts: dict[str, Any] = {
+            name: int(row[name] or 0)
+            for name in (
+                "in_doubt",
+                "exhausted",
+                "rejected_open",
+                "needs_attention",
+                "pending",
+                "resolved",
+            )
+        }
+        counts["oldest_pending"] = self.parse_time(row["oldest_pending"])
+        counts["now"] = self.parse_time(row["now"])
+        return counts
+
+    def count_in_doubt_due(self, channel: str) -> int:
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
+        return int(row["n"]) if row else 0
+
+    def find_superseding(self, submission_id: int) -> Submission | None:
+        """The submission that resends `submission_id`, if there is one."""
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
+        return self.to_submission(row) if row else None
+
+    def insert_resend(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        detail: str,
+        replace: Callable[[Submission], Move],
+    ) -> tuple[Submission, Submission]:
+        """Record `new` (a resend, waiting for a worker) and apply `replace(new_row)` to
+        the row it replaces, in one transaction: a crash leaves both or neither.
+
+        Raises `LeaseLost` (nothing written) when the old row moved meanwhile, and
+        `InvalidInput` when the new channel and key exist already. Returns (new, old).
+        """
+        params = {
+            "channel": new.channel,
+            "key": new.key,
+            "idempotency_key": new.idempotency_key,
+            "payload": new.payload_json,
+            "ordering_key": new.ordering_key,
+            "supersedes": new.supersedes,
+            "attempts": 0,
+            "locked_by": None,
+            "lease": None,
+        }
+        with self.transaction() as tx:
+            row = tx.fetch_one("submission_insert", params)
+            if row is None:
+                raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
+            created = self.to_submission(row)
+            self._event(tx, created.id, "created", None, Status.REQUESTING, 0, actor, detail)
+            move = replace(created)
+            [old] = self._apply(tx, [move])
+            if old is None:  # raising here rolls the new row back as well
+                raise LeaseLost(
+                    f"submission {move.submission_id} moved while the resend was being "
+                    "recorded; nothing was written: look again"
+                )
+            if self.notifies:
+                tx.execute("submission_notify", {"channel": new.channel})
+            return created, old
+
+
+def _insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[str, Any]:
+    return {
+        "channel": new.channel,
+        "key": new.key,
+        "idempotency_key": new.idempotency_key,
+        "payload": new.payload_json,
+        "ordering_key": new.ordering_key,
+        "supersedes": new.supersedes,
+        "attempts": 1 if lease else 0,
+        "locked_by": actor if lease else None,
+        "lease": _seconds(lease),
+    }
+
 
 def _seconds(value: float | None) -> float | None:
     """Durations go to SQL rounded to milliseconds (SQLite reads them as text)."""
     return None if value is None else round(max(value, 0.0), 3)
 
 
-def _move_params(move: Move) -> dict[str, Any]:
+def _flag(value: bool | None) -> int | None:
+    """An optional yes/no filter as SQL sees it: 1, 0, or NULL for "either"."""
+    return None if value is None else int(value)
+
+
+def move_params(move: Move) -> dict[str, Any]:
     return {
         "id": move.submission_id,
         "from_status": move.from_status.value,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,10 +18,19 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from denpyo.domain.moves import Move
+from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
-from denpyo.store.base import Row, Store, Tx
+from denpyo.store.base import NewSubmission, Row, Store, Tx, move_params
 
 log = logging.getLogger("denpyo.store")
+
+
+_BATCH_COLUMNS = (
+    "ord", "id", "from_status", "to_status", "expect_locked_by", "locked_by", "lease",
+    "attempt_delta", "retry_in", "remote_id", "keep_error", "error_kind", "last_error",
+    "resolution", "event", "actor", "detail", "duration_ms",
+)  # fmt: skip
 
 
 class PostgresTx(Tx):
@@ -42,6 +51,17 @@ class PostgresTx(Tx):
 
     def script(self, sql: str) -> None:
         self.cursor.execute(sql.encode())
+
+
+EXTRA_QUERIES = frozenset(
+    {
+        "submission_record",
+        "submission_record_many",
+        "submission_claim_ready",
+        "submission_move_batch",
+    }
+)
+"""Queries only PostgreSQL has: one statement where the others run several."""
 
 
 class PostgresStore(Store):
@@ -87,6 +107,55 @@ class PostgresStore(Store):
             return
         with _wrapped(), self.pool.connection() as own, own.transaction(), own.cursor() as cur:
             yield PostgresTx(self, cur)
+
+    def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
+        return tx.fetch_one("submission_record", {**params, "actor": actor})
+
+    def _record_many(self, tx: Tx, news: Sequence[NewSubmission], actor: str) -> int:
+        if not news:
+            return 0
+        if len({new.channel for new in news}) > 1:
+            return super()._record_many(tx, news, actor)
+        params = {
+            "channel": news[0].channel,
+            "actor": actor,
+            "key": [new.key for new in news],
+            "idempotency_key": [new.idempotency_key for new in news],
+            "payload": [new.payload_json for new in news],
+            "ordering_key": [new.ordering_key for new in news],
+        }
+        row = tx.fetch_one("submission_record_many", params)
+        return int(row["created"]) if row else 0
+
+    def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        if in_doubt:
+            return super().claim(channel, worker=worker, limit=limit, lease=lease, in_doubt=True)
+        params = {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
+        with self.transaction() as tx:
+            return [
+                self.to_submission(row) for row in tx.fetch_all("submission_claim_ready", params)
+            ]
+
+    def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
+        """All moves in one statement. A row named twice falls back to one at a time,
+        since one UPDATE cannot apply two moves to the same row in order."""
+        if not moves or len({move.submission_id for move in moves}) < len(moves):
+            return super()._apply(tx, moves)
+        columns: dict[str, list[Any]] = {name: [] for name in _BATCH_COLUMNS}
+        for ordinal, move in enumerate(moves):
+            values = move_params(move)
+            values.update(
+                ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
+                duration_ms=move.duration_ms,
+            )  # fmt: skip
+            for name, column in columns.items():
+                column.append(values[name])
+        results: list[Submission | None] = [None] * len(moves)
+        for row in tx.fetch_all("submission_move_batch", columns):
+            results[int(row["ord"])] = self.to_submission(row)
+        return results
 
     async def listen(self, wake: Callable[[str], None]) -> None:
         """LISTEN on its own connection; reconnect after the server went away."""

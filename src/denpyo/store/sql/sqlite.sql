@@ -105,3 +105,92 @@ VALUES (:submission_id, :kind, :from_status, :to_status, :attempt, :actor, :deta
 
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
+
+-- submission_list: submissions matching an operator's filter, newest first
+-- Operator queries (CLI, dashboard) from here on. Each optional filter is
+-- written as (param IS NULL OR condition): every value stays a bound parameter.
+-- Not yet indexed for ten million rows: the counts and filters scan the table.
+SELECT *,
+    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions
+WHERE (:all_statuses OR status IN (:status0, :status1, :status2, :status3))
+  AND (:channel IS NULL OR channel = :channel)
+  AND (:since IS NULL OR created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
+  AND (:until IS NULL OR created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
+  AND (:key_prefix IS NULL OR substr(key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:in_doubt IS NULL OR :in_doubt = CASE
+        WHEN (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END)
+  AND (:needs_attention IS NULL OR :needs_attention = CASE
+        WHEN resolution IS NULL
+         AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
+              OR status = 'rejected') THEN 1 ELSE 0 END)
+  AND (:resolved IS NULL OR :resolved = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- submission_count_by_status: how many rows each channel has in each status
+SELECT channel, status, COUNT(*) AS n
+FROM denpyo_submissions
+WHERE (:channel IS NULL OR channel = :channel)
+GROUP BY channel, status
+ORDER BY channel, status;
+
+-- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
+SELECT
+    COALESCE(SUM(CASE
+        WHEN (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END), 0) AS in_doubt,
+    COALESCE(SUM(CASE
+        WHEN status = 'failed' AND next_attempt_at IS NULL AND resolution IS NULL
+         AND COALESCE(error_kind, '') <> 'ambiguous' THEN 1 ELSE 0 END), 0) AS exhausted,
+    COALESCE(SUM(CASE
+        WHEN status = 'rejected' AND resolution IS NULL THEN 1 ELSE 0 END), 0) AS rejected_open,
+    COALESCE(SUM(CASE
+        WHEN resolution IS NULL
+         AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
+              OR status = 'rejected') THEN 1 ELSE 0 END), 0) AS needs_attention,
+    COALESCE(SUM(CASE
+        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
+        THEN 1 ELSE 0 END), 0) AS pending,
+    MIN(CASE
+        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
+        THEN created_at END) AS oldest_pending,
+    SUM(CASE WHEN resolution IS NOT NULL THEN 1 ELSE 0 END) AS resolved,
+    strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
+FROM denpyo_submissions
+WHERE status <> 'synced' AND (:channel IS NULL OR channel = :channel);
+
+-- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
+SELECT COUNT(*) AS n FROM denpyo_submissions
+WHERE channel = :channel
+  AND next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+       OR (status = 'failed' AND error_kind = 'ambiguous'));
+
+-- submission_find_superseding: the resend that replaced a submission, if any
+SELECT *,
+    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE supersedes = :id ORDER BY id LIMIT 1;
+
+-- submission_renew: extend the lease of a row its holder still holds
+UPDATE denpyo_submissions SET
+    locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
+    next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds')
+WHERE id = :id AND locked_by = :locked_by AND status IN ('requesting', 'failed')
+RETURNING id;
+
+-- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
+DELETE FROM denpyo_submissions WHERE id IN (
+    SELECT id FROM denpyo_submissions
+    WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than || ' seconds')
+      AND (status = 'synced'
+           OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
+               AND next_attempt_at IS NULL))
+    ORDER BY created_at
+    LIMIT :limit)
+RETURNING id;

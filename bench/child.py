@@ -1,0 +1,564 @@
+"""One benchmark step, run by `run.py` as its own process.
+
+    python bench/child.py '{"scenario": "dispatch", "peer": "denpyo", ...}'
+
+The last line on stdout is ``BENCH-RESULT {json}``. The parent measures the
+process's peak RSS and CPU time itself (``os.wait4``), so nothing else in the
+machine's run shares this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Ctx, job_payload, new_session, pg_conninfo, post_job
+from peers import PEERS
+
+MARK = "BENCH-RESULT "
+
+
+def _peer(name: str) -> Any:
+    return importlib.import_module(PEERS[name])
+
+
+def _ctx(spec: dict[str, Any]) -> Ctx:
+    return Ctx(spec.get("db_url", ""), spec.get("provider_url", ""), spec.get("options", {}))
+
+
+def _provider_stats(url: str) -> dict[str, int]:
+    from denpyo.testing import FakeProviderClient
+
+    return FakeProviderClient(url).stats().to_dict()
+
+
+# -- peers: setup, enqueue, dispatch --------------------------------------------------
+
+
+async def run_setup(spec: dict[str, Any]) -> dict[str, Any]:
+    peer = _peer(spec["peer"])
+    await peer.setup(_ctx(spec))
+    return {"peer": peer.NAME}
+
+
+async def run_enqueue(spec: dict[str, Any]) -> dict[str, Any]:
+    peer, ctx, n = _peer(spec["peer"]), _ctx(spec), int(spec["n"])
+    if spec.get("setup", False):
+        await peer.setup(ctx)
+    started = time.perf_counter()
+    api = await peer.enqueue(ctx, n, bulk=bool(spec.get("bulk", False)))
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "rate": n / seconds, "api": api}
+
+
+async def run_dispatch(spec: dict[str, Any]) -> dict[str, Any]:
+    peer, ctx = _peer(spec["peer"]), _ctx(spec)
+    n, concurrency = int(spec["n"]), int(spec["concurrency"])
+    profiler = _profiler(spec)
+    started = time.perf_counter()
+    extras = await peer.dispatch(ctx, n, concurrency)
+    seconds = time.perf_counter() - started
+    _profiler_stop(profiler, spec)
+    done = await peer.done(ctx)
+    stats = _provider_stats(ctx.provider_url)
+    ok = done == n and stats["accepted"] == n and stats["duplicates"] == 0
+    return {
+        "seconds": seconds,
+        "rate": n / seconds,
+        "done": done,
+        "provider": stats,
+        "ok": ok,
+        "extras": extras,
+    }
+
+
+def _profiler(spec: dict[str, Any]) -> Any:
+    if spec.get("profile") != "pyinstrument":
+        return None
+    from pyinstrument import Profiler
+
+    profiler = Profiler(async_mode="enabled", interval=0.0005)
+    profiler.start()
+    return profiler
+
+
+def _profiler_stop(profiler: Any, spec: dict[str, Any]) -> None:
+    if profiler is None:
+        return
+    profiler.stop()
+    Path(spec["profile_out"]).write_text(profiler.output_text(unicode=False, show_all=False))
+
+
+# -- inline: submit() against the bare call and a hand-written INSERT/call/UPDATE ------
+
+
+def _sync_clients(url: str) -> dict[str, Callable[[str, Any], str]]:
+    """Each available synchronous HTTP client, as `post(key, payload) -> id`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path
+    clients: dict[str, Callable[[str, Any], str]] = {}
+
+    def headers(key: str) -> dict[str, str]:
+        return {"Idempotency-Key": key, "Content-Type": "application/json"}
+
+    def body(payload: Any) -> bytes:
+        return json.dumps(payload, separators=(",", ":")).encode()
+
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+
+    def stdlib_post(key: str, payload: Any) -> str:
+        conn.request("POST", path, body=body(payload), headers=headers(key))
+        response = conn.getresponse()
+        raw = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"HTTP {response.status}")
+        return str(json.loads(raw)["id"])
+
+    clients["http.client"] = stdlib_post
+    try:
+        import urllib3
+
+        pool = urllib3.HTTPConnectionPool(host, port, maxsize=4, timeout=10.0)
+
+        def urllib3_post(key: str, payload: Any) -> str:
+            response = pool.request("POST", path, body=body(payload), headers=headers(key))
+            if response.status >= 300:
+                raise RuntimeError(f"HTTP {response.status}")
+            return str(json.loads(response.data)["id"])
+
+        clients["urllib3"] = urllib3_post
+    except ImportError:
+        pass
+    try:
+        import requests
+
+        session = requests.Session()
+
+        def requests_post(key: str, payload: Any) -> str:
+            response = session.post(url, data=body(payload), headers=headers(key), timeout=10)
+            response.raise_for_status()
+            return str(response.json()["id"])
+
+        clients["requests"] = requests_post
+    except ImportError:
+        pass
+    try:
+        import httpx
+
+        client = httpx.Client(timeout=10.0)
+
+        def httpx_post(key: str, payload: Any) -> str:
+            response = client.post(url, content=body(payload), headers=headers(key))
+            response.raise_for_status()
+            return str(response.json()["id"])
+
+        clients["httpx"] = httpx_post
+    except ImportError:
+        pass
+    return clients
+
+
+async def run_httpclients(spec: dict[str, Any]) -> dict[str, Any]:
+    """Sequential POSTs with each synchronous client; the fastest serves `inline`."""
+    ctx, n, rounds = _ctx(spec), int(spec["n"]), int(spec.get("rounds", 3))
+    clients = _sync_clients(ctx.send_url)
+    rates: dict[str, list[float]] = {name: [] for name in clients}
+    for r in range(rounds):
+        for name, post in clients.items():
+            for i in range(20):  # warm the connection
+                post(f"warm:{name}:{r}:{i}", job_payload(i))
+            started = time.perf_counter()
+            for i in range(n):
+                post(f"hc:{name}:{r}:{i}", job_payload(i))
+            rates[name].append(n / (time.perf_counter() - started))
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    return {"rates": rates, "median": medians, "fastest": max(medians, key=medians.__getitem__)}
+
+
+INLINE_PG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS inline_calls (
+    id bigserial PRIMARY KEY, key text NOT NULL UNIQUE, payload jsonb NOT NULL,
+    status text NOT NULL, remote_id text, created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now())
+"""
+INLINE_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS inline_calls (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, payload TEXT NOT NULL,
+    status TEXT NOT NULL, remote_id TEXT, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)
+"""
+
+
+def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], None], Any]:
+    """INSERT (commit), call, UPDATE (commit): the same durability as denpyo's store
+    (SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE; PostgreSQL: default commit)."""
+    if db_url.startswith("sqlite"):
+        import sqlite3
+
+        from denpyo.store import sqlite_path  # type: ignore[attr-defined]
+
+        conn = sqlite3.connect(sqlite_path(db_url), isolation_level=None, timeout=30)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(INLINE_SQLITE_SCHEMA)
+
+        def sqlite_one(key: str, payload: Any, call: Callable[[], str]) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            row_id = conn.execute(
+                "INSERT INTO inline_calls (key, payload, status) VALUES (?, ?, 'requesting')"
+                " RETURNING id",
+                (key, json.dumps(payload)),
+            ).fetchone()[0]
+            conn.execute("COMMIT")
+            remote_id = call()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "UPDATE inline_calls SET status = 'synced', remote_id = ?,"
+                " updated_at = CURRENT_TIMESTAMP WHERE id = ?",
+                (remote_id, row_id),
+            )
+            conn.execute("COMMIT")
+
+        return sqlite_one, conn
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    pg = psycopg.connect(pg_conninfo(db_url))
+    pg.execute(INLINE_PG_SCHEMA)
+    pg.commit()
+
+    def pg_one(key: str, payload: Any, call: Callable[[], str]) -> None:
+        cur = pg.execute(
+            "INSERT INTO inline_calls (key, payload, status) VALUES (%s, %s, 'requesting')"
+            " RETURNING id",
+            (key, Jsonb(payload)),
+        )
+        row_id = cur.fetchone()[0]  # type: ignore[index]
+        pg.commit()
+        remote_id = call()
+        pg.execute(
+            "UPDATE inline_calls SET status = 'synced', remote_id = %s, updated_at = now()"
+            " WHERE id = %s",
+            (remote_id, row_id),
+        )
+        pg.commit()
+
+    return pg_one, pg
+
+
+async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
+    """Per-call time of: the bare call; INSERT/call/UPDATE by hand; `ledger.submit`.
+    The same synchronous HTTP client in all three, modes interleaved per round."""
+    import denpyo
+
+    ctx, n, rounds = _ctx(spec), int(spec["n"]), int(spec.get("rounds", 3))
+    client = spec.get("client", "http.client")
+    post = _sync_clients(ctx.send_url)[client]
+    ledger = denpyo.Ledger(ctx.db_url)
+    ledger.migrate()
+
+    def send(sub: denpyo.Submission) -> str:
+        return post(sub.idempotency_key, sub.payload)
+
+    ledger.add_channel("inline", send)
+    one, conn = _handwritten(ctx.db_url)
+    timings: dict[str, list[float]] = {"bare": [], "handwritten": [], "submit": []}
+    for r in range(rounds):
+        for i in range(20):  # warm up connections, caches and the query plans
+            post(f"warm:{r}:{i}", job_payload(i))
+            one(f"warm:{r}:{i}", job_payload(i), lambda: "x")
+            ledger.submit("inline", f"warm:{r}:{i}", job_payload(i))
+        for mode in timings:
+            started = time.perf_counter()
+            for i in range(n):
+                key, payload = f"{mode}:{r}:{i}", job_payload(i)
+                if mode == "bare":
+                    post(key, payload)
+                elif mode == "handwritten":
+                    one(key, payload, lambda k=key, p=payload: post(k, p))
+                else:
+                    ledger.submit("inline", key, payload)
+            timings[mode].append((time.perf_counter() - started) / n * 1e6)
+    conn.close()
+    ledger.close()
+    return {"client": client, "us_per_call": timings}
+
+
+# -- recovery: reconcile in-doubt rows against the provider's lookup ------------------
+
+
+async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
+    import psycopg
+    from peers.denpyo_peer import ledger_for
+
+    import denpyo
+
+    ctx, n, concurrency = _ctx(spec), int(spec["n"]), int(spec.get("concurrency", 16))
+    with denpyo.Ledger(ctx.db_url) as admin:
+        admin.migrate()
+    with psycopg.connect(pg_conninfo(ctx.db_url), autocommit=True) as conn:
+        conn.execute(
+            """
+            INSERT INTO denpyo_submissions (channel, key, idempotency_key, payload, status,
+                attempts, locked_by, locked_until, next_attempt_at)
+            SELECT 'bench', 'doubt:' || i, gen_random_uuid()::text,
+                   jsonb_build_object('order', i), 'requesting', 1, 'worker:crashed/1',
+                   now() - interval '1 minute', now() - interval '1 minute'
+            FROM generate_series(1, %s) AS i
+            """,
+            (n,),
+        )
+        rows = conn.execute("SELECT idempotency_key, payload FROM denpyo_submissions").fetchall()
+    keys = [key for key, _ in rows]
+    # The calls arrived before the crash: the provider has every one of them.
+    async with new_session() as session:
+        await _bounded([post_job(session, ctx.send_url, key, payload) for key, payload in rows], 64)
+
+        async def lookup(key: str) -> None:
+            async with session.get(ctx.lookup_url.replace("{idempotency_key}", key)) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"lookup answered {resp.status}")
+
+        started = time.perf_counter()
+        await _bounded([lookup(key) for key in keys], concurrency)
+        lookup_seconds = time.perf_counter() - started
+    before = _provider_stats(ctx.provider_url)
+    ledger, channel = ledger_for(ctx)
+    started = time.perf_counter()
+    report = await ledger.areconcile()
+    seconds = time.perf_counter() - started
+    await channel.aclose()
+    ledger.close()
+    after = _provider_stats(ctx.provider_url)
+    with psycopg.connect(pg_conninfo(ctx.db_url)) as conn:
+        synced = conn.execute(
+            "SELECT count(*) FROM denpyo_submissions WHERE status = 'synced'"
+            " AND remote_id IS NOT NULL"
+        ).fetchone()[0]  # type: ignore[index]
+    return {
+        "seconds": seconds,
+        "rate": n / seconds,
+        "lookup_rate": n / lookup_seconds,
+        "synced": synced,
+        "reconciled": report.reconciled,
+        "lookups_by_reconcile": after["lookups"] - before["lookups"],
+        "resends": after["requests"] - before["requests"],
+        "ok": synced == n and after["requests"] == before["requests"],
+    }
+
+
+async def _bounded(coros: list[Any], limit: int) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> None:
+        async with semaphore:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+# -- scale: claim and status with 10^5 .. 10^7 rows --------------------------------------
+
+FILL = """
+INSERT INTO denpyo_submissions (channel, key, idempotency_key, payload, status, attempts,
+    remote_id, error_kind, last_error, created_at, updated_at, synced_at)
+SELECT 'bench', 'old:' || i, 'old-' || i, jsonb_build_object('order', i),
+       CASE WHEN i %% 100 = 0 THEN 'rejected' WHEN i %% 100 = 1 THEN 'failed' ELSE 'synced' END,
+       1,
+       CASE WHEN i %% 100 > 1 THEN 'msg_' || i END,
+       CASE WHEN i %% 100 = 0 THEN 'rejected' WHEN i %% 100 = 1 THEN 'transient' END,
+       CASE WHEN i %% 100 < 2 THEN 'HTTP 422' END,
+       t.ts, t.ts, CASE WHEN i %% 100 > 1 THEN t.ts END
+FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS i,
+     LATERAL (SELECT now() - (i %% 31536000) * interval '1 second' AS ts) AS t
+"""
+
+LIVE = """
+INSERT INTO denpyo_submissions (channel, key, idempotency_key, payload, status, attempts,
+    next_attempt_at)
+SELECT 'bench', 'live:' || %(level)s || ':' || i, gen_random_uuid()::text,
+       jsonb_build_object('order', i), 'requesting', 0, now() - interval '1 second'
+FROM generate_series(1, %(n)s) AS i
+"""
+
+SETTLE_LIVE = """
+UPDATE denpyo_submissions SET status = 'synced', locked_by = NULL, locked_until = NULL,
+    next_attempt_at = NULL, synced_at = now(), remote_id = 'msg_live'
+WHERE key LIKE 'live:%%' AND status = 'requesting'
+"""
+
+STATUS_SQL = [
+    "SELECT channel, status, count(*) FROM denpyo_submissions GROUP BY channel, status",
+    "SELECT count(*) FROM denpyo_submissions WHERE (status = 'requesting'"
+    " AND locked_until <= now()) OR (status = 'failed' AND error_kind = 'ambiguous')",
+    "SELECT min(created_at) FROM denpyo_submissions WHERE status IN ('requesting', 'failed')",
+]
+
+
+def _status_fn(ledger: Any) -> tuple[str, Callable[[], Any]]:
+    """denpyo's own status when it has one; otherwise the SQL a status command runs."""
+    try:
+        operator = importlib.import_module("denpyo.engine.operator")
+        status = operator.status
+    except (ImportError, AttributeError):
+        status = None
+    if status is not None:
+        for call in (lambda: status(ledger), lambda: status(ledger.store)):
+            try:
+                call()
+                return "denpyo.engine.operator.status", call
+            except TypeError:
+                continue
+
+    def sql_status() -> None:
+        with ledger.store.transaction() as tx:
+            for query in STATUS_SQL:
+                tx.cursor.execute(query)
+                tx.cursor.fetchall()
+
+    return "SQL (no status API yet): " + "; ".join(STATUS_SQL), sql_status
+
+
+async def run_scale(spec: dict[str, Any]) -> dict[str, Any]:
+    import psycopg
+
+    import denpyo
+
+    ctx, levels = _ctx(spec), [int(x) for x in spec["levels"]]
+    live, claims = int(spec.get("live", 2000)), int(spec.get("claims", 40))
+    ledger = denpyo.Ledger(ctx.db_url)
+    ledger.migrate()
+    queries = ledger.store.queries
+    claim_query = "submission_claim_ready" if "submission_claim_ready" in queries else None
+    claim_sql = queries[claim_query or "submission_find_ready"]
+    out: list[dict[str, Any]] = []
+    filled = 0
+    conn = psycopg.connect(pg_conninfo(ctx.db_url), autocommit=True)
+    try:
+        for level in levels:
+            fill_started = time.perf_counter()
+            chunk = 1_000_000
+            for lo in range(filled + 1, level + 1, chunk):
+                conn.execute(FILL, {"lo": lo, "hi": min(lo + chunk - 1, level)})
+                print(f"scale: {min(lo + chunk - 1, level):,} rows", file=sys.stderr, flush=True)
+            filled = level
+            conn.execute("VACUUM (ANALYZE) denpyo_submissions")
+            fill_seconds = time.perf_counter() - fill_started
+            conn.execute(LIVE, {"level": level, "n": live})
+            conn.execute("ANALYZE denpyo_submissions")
+            claim_ms = []
+            for c in range(claims):
+                started = time.perf_counter()
+                got = ledger.store.claim("bench", worker=f"bench/{level}/{c}", limit=16, lease=60)
+                claim_ms.append((time.perf_counter() - started) * 1000)
+                assert len(got) == 16, f"claimed {len(got)} rows, expected 16"
+            # The claim statement itself, rolled back: EXPLAIN ANALYZE runs it.
+            params = {"channel": "bench", "limit": 16, "worker": "explain/1", "lease": 60.0}
+            plan: list[Any] = []
+            with contextlib.suppress(psycopg.Rollback), conn.transaction():
+                plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params).fetchall()
+                raise psycopg.Rollback()
+            status_name, status = _status_fn(ledger)
+            status_ms = []
+            for _ in range(5):
+                started = time.perf_counter()
+                status()
+                status_ms.append((time.perf_counter() - started) * 1000)
+            status_plans = []
+            for query in STATUS_SQL:
+                rows = conn.execute("EXPLAIN (ANALYZE) " + query).fetchall()
+                status_plans.append("\n".join(r[0] for r in rows))
+            size = conn.execute("SELECT pg_total_relation_size('denpyo_submissions')").fetchone()[0]  # type: ignore[index]
+            conn.execute(SETTLE_LIVE)
+            out.append(
+                {
+                    "rows": level,
+                    "fill_seconds": fill_seconds,
+                    "claim_ms": claim_ms,
+                    "claim_plan": "\n".join(r[0] for r in plan),
+                    "claim_query": claim_query or "submission_find_ready",
+                    "status": status_name,
+                    "status_ms": status_ms,
+                    "status_plans": status_plans,
+                    "table_bytes": size,
+                }
+            )
+    finally:
+        conn.close()
+        ledger.close()
+    return {"levels": out}
+
+
+# -- probes ----------------------------------------------------------------------------
+
+
+async def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Which versions this interpreter has, and whether each peer imports."""
+    from importlib import metadata
+
+    versions: dict[str, str] = {}
+    for dist in spec.get("packages", []):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = ""
+    peers: dict[str, str] = {}
+    for name in spec.get("peers", []):
+        try:
+            _peer(name)
+            peers[name] = ""
+        except Exception as exc:
+            peers[name] = f"{type(exc).__name__}: {exc}"
+    stores: dict[str, str] = {}
+    for dialect in ("sqlite", "postgresql", "mysql"):
+        try:
+            importlib.import_module(f"denpyo.store.{dialect}")
+            stores[dialect] = ""
+        except Exception as exc:
+            stores[dialect] = f"{type(exc).__name__}: {exc}"
+    return {
+        "python": sys.version.split()[0],
+        "versions": versions,
+        "peers": peers,
+        "stores": stores,
+        "pid": os.getpid(),
+    }
+
+
+SCENARIOS = {
+    "setup": run_setup,
+    "enqueue": run_enqueue,
+    "dispatch": run_dispatch,
+    "httpclients": run_httpclients,
+    "inline": run_inline,
+    "recovery": run_recovery,
+    "scale": run_scale,
+    "probe": run_probe,
+}
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    result = asyncio.run(SCENARIOS[spec["scenario"]](spec))
+    print(MARK + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

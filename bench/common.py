@@ -1,0 +1,67 @@
+"""What every benchmark child shares: the context, the job, and the one HTTP call.
+
+Every peer makes exactly the same call with exactly the same client: a JSON
+POST of the job's payload to the loopback provider's ``/send`` with an
+``Idempotency-Key`` header, through one shared ``aiohttp.ClientSession``, and
+reads the provider's id from the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+CONNECTION_LIMIT = 100
+
+
+@dataclass
+class Ctx:
+    """What a scenario child is told by `run.py`."""
+
+    db_url: str  # postgresql://… (or sqlite:///…, mysql://… for denpyo's other stores)
+    provider_url: str  # http://127.0.0.1:PORT
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def send_url(self) -> str:
+        return f"{self.provider_url}/send"
+
+    @property
+    def lookup_url(self) -> str:
+        return f"{self.provider_url}/lookup/{{idempotency_key}}"
+
+
+def job_payload(i: int) -> dict[str, Any]:
+    """The payload of job i: a small JSON object, like an e-mail request."""
+    return {"to": f"customer{i}@example.com", "template": "invoice", "order": i}
+
+
+def new_session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT),
+        timeout=aiohttp.ClientTimeout(total=10.0),
+    )
+
+
+async def post_job(session: aiohttp.ClientSession, url: str, key: str, payload: Any) -> str:
+    """The one call every peer makes; raises on anything but a 2xx."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+    async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
+        raw = await response.read()
+        if not 200 <= response.status < 300:
+            raise RuntimeError(f"provider answered HTTP {response.status}: {raw[:200]!r}")
+    return str(json.loads(raw)["id"])
+
+
+def pg_conninfo(url: str) -> str:
+    """A libpq URL (psycopg takes `postgresql://`, not SQLAlchemy's `+psycopg`)."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0", "false")

@@ -1,0 +1,129 @@
+"""denpyo: the ledger, through its public API only.
+
+The channel is `denpyo.channels.http.HttpChannel` (aiohttp, one session per
+event loop), registered with its lookup as `verify`. Enqueue is
+`Ledger.enqueue` (one transaction each; there is no bulk enqueue API yet, so
+"bulk" is `Ledger.enqueue_many` where the ledger has it, otherwise a loop of
+`enqueue(conn=...)` inside one caller transaction). Dispatch is
+`Ledger.awork(until_idle=True, concurrency=C, poll_interval=0.05)`;
+a job is done when its row is `synced`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common import Ctx, job_payload
+
+import denpyo
+from denpyo.channels.http import HttpChannel
+
+NAME = "denpyo"
+DURABLE = True
+CHANNEL = "bench"
+
+
+def ledger_for(ctx: Ctx) -> tuple[denpyo.Ledger, HttpChannel]:
+    ledger = denpyo.Ledger(ctx.db_url)
+    channel = HttpChannel(ctx.send_url, lookup_url=ctx.lookup_url)
+    ledger.add_channel(CHANNEL, channel.send, verify=channel.verify)
+    return ledger, channel
+
+
+async def setup(ctx: Ctx) -> None:
+    with denpyo.Ledger(ctx.db_url) as ledger:
+        ledger.migrate()
+
+
+def _caller_connection(ledger: denpyo.Ledger) -> Any:
+    """A connection of the application's own, of the ledger's database."""
+    url = ledger.url
+    if ledger.store.dialect == "postgresql":
+        import psycopg
+
+        return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1))
+    if ledger.store.dialect == "sqlite":
+        import sqlite3
+
+        from denpyo.store import sqlite_path  # type: ignore[attr-defined]
+
+        return sqlite3.connect(sqlite_path(url), timeout=30)
+    raise NotImplementedError(f"no caller connection for {ledger.store.dialect}")
+
+
+async def enqueue(ctx: Ctx, n: int, bulk: bool = False) -> str:
+    """`mode` option: "own" (default: the ledger's own transaction per row),
+    "conn" (one caller transaction per row), or bulk (see the module doc)."""
+    start = int(ctx.options.get("start", 0))
+    mode = ctx.options.get("enqueue_mode", "own")
+    ledger, _ = ledger_for(ctx)
+    try:
+        jobs = ((f"job:{i}", job_payload(i)) for i in range(start, start + n))
+        many = getattr(ledger, "enqueue_many", None)
+        if bulk and many is not None:
+            many(CHANNEL, list(jobs))
+            return "Ledger.enqueue_many (one transaction)"
+        if bulk or mode == "conn":
+            conn = _caller_connection(ledger)
+            try:
+                for key, payload in jobs:
+                    ledger.enqueue(CHANNEL, key, payload, conn=conn)
+                    if not bulk:
+                        conn.commit()
+                conn.commit()
+            finally:
+                conn.close()
+            if bulk:
+                return "no bulk API: Ledger.enqueue(conn=...) in a loop, one transaction"
+            return "Ledger.enqueue(conn=...), one caller transaction each"
+        for key, payload in jobs:
+            ledger.enqueue(CHANNEL, key, payload)
+        return "Ledger.enqueue, its own transaction each"
+    finally:
+        ledger.close()
+
+
+async def dispatch(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]:
+    ledger, channel = ledger_for(ctx)
+    try:
+        report = await ledger.awork(until_idle=True, concurrency=concurrency, poll_interval=0.05)
+        await channel.aclose()
+    finally:
+        ledger.close()
+    return {
+        "attempted": report.attempted,
+        "outcomes": dict(report.outcomes),
+        "errors": report.errors,
+    }
+
+
+async def done(ctx: Ctx) -> int:
+    return _count_synced(ctx)
+
+
+def _count_synced(ctx: Ctx) -> int:
+    sql = "SELECT count(*) AS n FROM denpyo_submissions WHERE status = 'synced'"
+    if ctx.db_url.startswith("sqlite"):
+        import sqlite3
+
+        from denpyo.store import sqlite_path  # type: ignore[attr-defined]
+
+        with sqlite3.connect(sqlite_path(ctx.db_url)) as conn:
+            return int(conn.execute(sql).fetchone()[0])
+    if ctx.db_url.startswith(("mysql", "mariadb")):
+        import pymysql
+
+        from denpyo.store.mysql import connect_args  # type: ignore[import-not-found]
+
+        conn = pymysql.connect(**connect_args(ctx.db_url))
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return int(cur.fetchone()[0])
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(ctx.db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        row = conn.execute(sql).fetchone()
+    return int(row[0]) if row else 0

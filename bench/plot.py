@@ -1,0 +1,84 @@
+"""The dispatch plot: jobs/s per peer and configuration, median with min–max bars.
+
+Run by `report.py` with the peers' interpreter (matplotlib lives there, not in
+the project's venv): ``python bench/plot.py results.json docs/benchmarks.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+ORDER = ["denpyo", "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos"]
+LABELS = {
+    "denpyo": "denpyo",
+    "fire_and_forget": "fire-and-forget",
+    "outbox": "hand-written outbox",
+    "pgqueuer": "PgQueuer",
+    "procrastinate": "Procrastinate",
+    "dbos": "DBOS",
+}
+
+
+def main(source: str, target: str) -> None:
+    results = json.loads(Path(source).read_text())
+    rows = [r for r in results["dispatch"] if "error" not in r and r.get("rate")]
+    configs = sorted({(r["latency_ms"], r["concurrency"]) for r in rows})
+    peers = [p for p in ORDER if any(r["peer"] == p for r in rows)]
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    width = 0.8 / max(len(peers), 1)
+    for i, peer in enumerate(peers):
+        medians, lows, highs = [], [], []
+        for config in configs:
+            rates = [
+                r["rate"]
+                for r in rows
+                if r["peer"] == peer and (r["latency_ms"], r["concurrency"]) == config
+            ]
+            m = statistics.median(rates) if rates else 0.0
+            medians.append(m)
+            lows.append(m - min(rates) if rates else 0.0)
+            highs.append(max(rates) - m if rates else 0.0)
+        xs = [x + (i - (len(peers) - 1) / 2) * width for x in range(len(configs))]
+        bars = ax.bar(
+            xs,
+            medians,
+            width,
+            yerr=[lows, highs],
+            capsize=3,
+            label=LABELS[peer],
+            edgecolor="black" if peer == "denpyo" else None,
+            linewidth=1.5 if peer == "denpyo" else 0,
+        )
+        for bar, value in zip(bars, medians, strict=True):
+            ax.annotate(
+                f"{value:,.0f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90,
+                xytext=(0, 3),
+                textcoords="offset points",
+            )
+    ax.set_xticks(range(len(configs)))
+    ax.set_xticklabels([f"{lat:g} ms provider latency\n{c} in flight" for lat, c in configs])
+    ax.set_ylabel("jobs/s (median, min–max)")
+    n = rows[0]["n"] if rows else 0
+    ax.set_title(f"Dispatch throughput, one worker, {n:,} jobs, PostgreSQL (higher is better)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8, ncols=3, loc="upper right")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(target)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

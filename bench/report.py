@@ -1,0 +1,732 @@
+"""Render a run's results (bench/results/*/results.json) as docs/benchmarks.md and a plot.
+
+Every number in the report comes from the results file of one run; ratios are
+taken per repeat (denpyo and the peer in the same round) and their median shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+LABELS = {
+    "fire_and_forget": "fire-and-forget (no DB)",
+    "outbox": "hand-written outbox",
+    "pgqueuer": "PgQueuer",
+    "procrastinate": "Procrastinate",
+    "dbos": "DBOS",
+    "denpyo": "**denpyo**",
+}
+ORDER = ["denpyo", "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos"]
+DURABLE_PEERS = ["outbox", "pgqueuer", "procrastinate", "dbos"]
+
+
+# -- metadata ---------------------------------------------------------------------------
+
+
+def machine_meta(pg_version: str, probe: dict[str, Any], args: Any, sizes: Any) -> dict[str, Any]:
+    mem_kb = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "src"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "postgresql": pg_version,
+        "python": probe.get("python"),
+        "versions": probe.get("versions", {}),
+        "commit": commit + (" (src/ has uncommitted changes)" if dirty else ""),
+        "quick": bool(args.quick),
+        "sizes": {k: v for k, v in vars(sizes).items()},
+    }
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def med(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def fmt_rate(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def spread(values: list[float], fmt: Any = fmt_rate) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return fmt(values[0])
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def ok_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if "error" not in r and r.get("rate")]
+
+
+def paired_ratio(
+    rows: list[dict[str, Any]], a: str, b: str, key: tuple[Any, ...], fields: tuple[str, ...]
+) -> float | None:
+    """Median over repeats of rate(a)/rate(b), each pair from the same repeat."""
+    by: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
+    for r in ok_rows(rows):
+        if tuple(r[f] for f in fields) == key:
+            by[(r["repeat"],)][r["peer"]] = r["rate"]
+    ratios = [v[a] / v[b] for v in by.values() if a in v and b in v]
+    return med(ratios)
+
+
+def configs(rows: list[dict[str, Any]]) -> list[tuple[float, int]]:
+    return sorted({(r["latency_ms"], r["concurrency"]) for r in rows})
+
+
+# -- sections -------------------------------------------------------------------------------
+
+
+def section_dispatch(results: dict[str, Any]) -> list[str]:
+    rows = results.get("dispatch", [])
+    if not rows:
+        return []
+    cfgs = configs(rows)
+    header = ["peer"] + [f"{lat:g} ms, {c} in flight" for lat, c in cfgs]
+    peers = [p for p in ORDER if any(r["peer"] == p for r in rows)]
+    body, rss, cpu, ratio_rows = [], [], [], []
+    for peer in peers:
+        line, rss_line, cpu_line = [LABELS[peer]], [LABELS[peer]], [LABELS[peer]]
+        for lat, c in cfgs:
+            mine = [
+                r
+                for r in rows
+                if r["peer"] == peer and (r["latency_ms"], r["concurrency"]) == (lat, c)
+            ]
+            good = ok_rows(mine)
+            bad = [r for r in mine if "error" in r or not r.get("ok", True)]
+            cell = spread([r["rate"] for r in good])
+            if bad:
+                cell += f" ⚠ {len(bad)} run(s) failed or miscounted"
+            line.append(cell)
+            rss_line.append(spread([r["maxrss_kb"] / 1024 for r in mine], lambda v: f"{v:,.0f}"))
+            cpu_line.append(_cpu_cell(good))
+        body.append(line)
+        rss.append(rss_line)
+        cpu.append(cpu_line)
+    for peer in peers:
+        if peer == "denpyo":
+            continue
+        line = [f"denpyo ÷ {LABELS[peer]}"]
+        for lat, c in cfgs:
+            line.append(
+                fmt_ratio(
+                    paired_ratio(rows, "denpyo", peer, (lat, c), ("latency_ms", "concurrency"))
+                )
+            )
+        ratio_rows.append(line)
+    sizes = {p: sorted({r["n"] for r in rows if r["peer"] == p}) for p in peers}
+    n = max(max(v) for v in sizes.values())
+    smaller = [f"{LABELS[p]} {v[0]:,}" for p, v in sizes.items() if v and v[0] != n]
+    out = [
+        "## 1. Dispatch throughput (PostgreSQL)",
+        "",
+        (
+            f"**Smaller runs for the slowest peers** (to fit the time at hand; throughput is "
+            f"steady-state, the rate is comparable): {', '.join(smaller)} jobs.\n\n"
+            if smaller
+            else ""
+        )
+        + f"{n:,} jobs enqueued beforehand, one transaction each as an application would "
+        "(not timed; copied per run with `CREATE DATABASE … TEMPLATE`), then one worker "
+        "process is started and timed until every job is recorded as done in the database; "
+        "each job is one JSON POST to the loopback provider with an idempotency key, "
+        "through one shared aiohttp session "
+        "(the same call and client for every peer). Jobs/s, median of the repeats with "
+        "(min–max). After each run the harness checks that the database counts N done jobs "
+        "and that the provider accepted exactly N distinct keys.",
+        "",
+        table(header, body),
+        "",
+        "Ratios, denpyo ÷ peer (median of per-repeat ratios, each pair from the same round):",
+        "",
+        table(["ratio", *header[1:]], ratio_rows),
+        "",
+        "Peak RSS of the worker process (MiB, `ru_maxrss` of the child):",
+        "",
+        table(header, rss),
+        "",
+        "CPU during the timed run (median; worker = the worker process's own CPU time ÷ wall "
+        "time, in cores; provider = the fake provider process; machine = all of the machine's "
+        "busy time ÷ wall, out of 2 cores: PostgreSQL is most of the rest):",
+        "",
+        table(header, cpu),
+        "",
+    ]
+    return out
+
+
+def _cpu_cell(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "–"
+    worker = med(r["child_cpu_s"] / r["wall_s"] for r in rows)
+    provider = med(r["provider_cpu_s"] / r["seconds"] for r in rows)
+    machine = med(r["machine_busy_s"] / r["wall_s"] for r in rows)
+    return f"worker {worker:.2f}, provider {provider:.2f}, machine {machine:.2f}"
+
+
+def section_provider(results: dict[str, Any]) -> list[str]:
+    rows = [r for r in ok_rows(results.get("dispatch", [])) if r["peer"] == "fire_and_forget"]
+    if not rows:
+        return []
+    lines = []
+    for lat, c in configs(rows):
+        mine = [r for r in rows if (r["latency_ms"], r["concurrency"]) == (lat, c)]
+        rate = med(r["rate"] for r in mine)
+        cpu = med(r["provider_cpu_s"] / r["seconds"] for r in mine)
+        verdict = (
+            "**the provider is the bottleneck here** (≥ 0.9 of a core)"
+            if cpu is not None and cpu >= 0.9
+            else "not saturated"
+        )
+        lines.append([f"{lat:g} ms, {c} in flight", fmt_rate(rate), f"{cpu:.2f}", verdict])
+    return [
+        "### Is the provider the bottleneck?",
+        "",
+        "The fake provider is one Python process (aiohttp) on the same 2 cores. Its own ceiling "
+        "is what fire-and-forget reaches; its CPU use (in cores, while the fire-and-forget "
+        "run lasted) tells whether it was saturated:",
+        "",
+        table(["config", "fire-and-forget jobs/s", "provider CPU (cores)", "verdict"], lines),
+        "",
+    ]
+
+
+def section_backends(results: dict[str, Any]) -> list[str]:
+    rows = list(results.get("backends", []))
+    if not rows:
+        return []
+    if not any(r.get("backend") == "postgresql" for r in rows):
+        rows += [r for r in results.get("dispatch", []) if r["peer"] == "denpyo"]
+    cfgs = configs([r for r in rows if "latency_ms" in r])
+    header = ["denpyo on"] + [f"{lat:g} ms, {c} in flight" for lat, c in cfgs]
+    body = []
+    for backend in ("postgresql", "sqlite", "mysql"):
+        mine = [r for r in rows if r.get("backend") == backend]
+        if not mine:
+            continue
+        line = [backend]
+        for lat, c in cfgs:
+            cell_rows = [r for r in mine if (r.get("latency_ms"), r.get("concurrency")) == (lat, c)]
+            good = ok_rows(cell_rows)
+            cell = spread([r["rate"] for r in good])
+            if len(good) < len(cell_rows):
+                cell += " ⚠ failures"
+            if good:
+                cell += (
+                    f"; {spread([r['maxrss_kb'] / 1024 for r in good], lambda v: f'{v:,.0f}')} MiB"
+                )
+            line.append(cell)
+        body.append(line)
+    errors = [f"- {r['backend']}: {r['error'][:300]}" for r in rows if "error" in r]
+    return [
+        "## 6. The same dispatch on SQLite and MariaDB",
+        "",
+        "denpyo alone, the same jobs and worker settings as section 1, on each store "
+        "(the PostgreSQL row is denpyo's from section 1 unless this section ran it again). "
+        "Jobs/s median (min–max); peak RSS.",
+        "",
+        table(header, body),
+        "",
+        *errors,
+        "",
+    ]
+
+
+def section_inline(results: dict[str, Any]) -> list[str]:
+    inline = results.get("inline")
+    if not inline:
+        return []
+    clients = inline.get("httpclients", {})
+    lines = [
+        "## 2. Inline overhead: `submit()`",
+        "",
+    ]
+    if "median" in clients:
+        lines += [
+            "Synchronous HTTP clients, sequential POSTs to the provider (requests/s, median): "
+            + ", ".join(
+                f"{k} {fmt_rate(v)}"
+                for k, v in sorted(clients["median"].items(), key=lambda kv: -kv[1])
+            )
+            + f". The fastest, **{clients['fastest']}**, is used for all three columns below.",
+            "",
+        ]
+    body = []
+    for run in inline.get("runs", []):
+        if "error" in run:
+            body.append([run["backend"], run["error"][:200], "", "", "", ""])
+            continue
+        us = run["us_per_call"]
+        ratio = med(s / h for s, h in zip(us["submit"], us["handwritten"], strict=True))
+        body.append(
+            [
+                run["backend"],
+                spread(us["bare"], _us),
+                spread(us["handwritten"], _us),
+                spread(us["submit"], _us),
+                fmt_ratio(ratio),
+                fmt_ratio(med(s / b for s, b in zip(us["submit"], us["bare"], strict=True))),
+            ]
+        )
+    lines += [
+        "Microseconds per call, sequential, one caller thread, provider at 0 ms. "
+        "*bare*: the HTTP call alone; *hand-written*: INSERT and commit, call, UPDATE and "
+        "commit (the same durability settings as denpyo's store: SQLite WAL with "
+        "`synchronous=FULL`); *submit*: `ledger.submit()` with a synchronous channel making "
+        "the same call. Median of the rounds (min–max).",
+        "",
+        table(
+            [
+                "database",
+                "bare call",
+                "hand-written",
+                "submit()",
+                "submit ÷ hand-written",
+                "submit ÷ bare",
+            ],
+            body,
+        ),
+        "",
+    ]
+    return lines
+
+
+def _us(value: float) -> str:
+    return f"{value:,.0f} µs"
+
+
+ENQUEUE_LABELS = {
+    ("outbox", "single"): "hand-written INSERT, one per transaction",
+    ("outbox", "bulk"): "hand-written INSERT, `executemany` in one transaction",
+    ("denpyo", "single"): "**denpyo** `enqueue()` (its own transaction each)",
+    (
+        "denpyo",
+        "single (caller's transaction)",
+    ): "**denpyo** `enqueue(conn=…)`, one caller transaction each",
+    (
+        "denpyo",
+        "bulk",
+    ): "**denpyo** bulk: no bulk API; `enqueue(conn=…)` in a loop, one transaction",
+    ("pgqueuer", "single"): "PgQueuer `enqueue()` one at a time",
+    ("pgqueuer", "bulk"): "PgQueuer `enqueue()` with lists (5,000 per call)",
+    ("procrastinate", "single"): "Procrastinate `defer_async()`",
+    ("procrastinate", "bulk"): "Procrastinate `batch_defer_async()` (1,000 per call)",
+    ("dbos", "single"): "DBOS `DBOSClient.enqueue()` (no bulk API)",
+}
+
+
+def section_enqueue(results: dict[str, Any]) -> list[str]:
+    rows = results.get("enqueue", [])
+    if not rows:
+        return []
+    body = []
+    keys = sorted({(r["peer"], r["mode"]) for r in rows}, key=lambda k: (ORDER.index(k[0]), k[1]))
+    for peer, mode in keys:
+        mine = [r for r in rows if (r["peer"], r["mode"]) == (peer, mode)]
+        good = ok_rows(mine)
+        label = ENQUEUE_LABELS.get((peer, mode), f"{peer} {mode}")
+        apis = {r["api"] for r in good if r.get("api")}
+        if peer == "denpyo" and len(apis) == 1:
+            label = f"**denpyo** {mode}: `{apis.pop()}`"
+        cell = spread([r["rate"] for r in good])
+        if len(good) < len(mine):
+            cell += " ⚠ " + next(r["error"][:150] for r in mine if "error" in r)
+        body.append(
+            [label, cell, spread([r["maxrss_kb"] / 1024 for r in mine], lambda v: f"{v:,.0f}")]
+        )
+    n = rows[0]["n"]
+    return [
+        "## 3. Enqueue",
+        "",
+        f"{n:,} jobs into a fresh PostgreSQL database, one process, rows/s (median, min–max).",
+        "",
+        table(["how", "rows/s", "peak RSS MiB"], body),
+        "",
+    ]
+
+
+def section_recovery(results: dict[str, Any]) -> list[str]:
+    rows = results.get("recovery", [])
+    if not rows:
+        return []
+    good = ok_rows(rows)
+    body = [
+        [
+            "provider lookups alone (aiohttp, 16 in flight)",
+            spread([r["lookup_rate"] for r in good]),
+        ],
+        [
+            "**denpyo** `reconcile()` (worker default: 16 in flight)",
+            spread([r["rate"] for r in good]),
+        ],
+        ["ratio reconcile ÷ lookups", fmt_ratio(med(r["rate"] / r["lookup_rate"] for r in good))],
+    ]
+    checks = [
+        f"- repeat {r['repeat']}: "
+        + ("ok" if r.get("ok") else "⚠ check failed")
+        + (
+            f" ({r.get('synced')} synced, {r.get('resends')} resends,"
+            f" {r.get('lookups_by_reconcile')} lookups)"
+            if "synced" in r
+            else f" ({r.get('error', '')[:200]})"
+        )
+        for r in rows
+    ]
+    return [
+        "## 4. Recovery: reconciling in-doubt rows",
+        "",
+        f"{rows[0]['n']:,} rows left `requesting` with an expired lease (a crashed worker); the "
+        "provider had accepted every one of them. `reconcile()` asks the lookup endpoint for "
+        "each and settles it `synced` with the provider's id. Rows/s (median, min–max), beside "
+        "the provider's own lookup rate measured in the same process just before.",
+        "",
+        table(["", "rows/s"], body),
+        "",
+        *checks,
+        "",
+    ]
+
+
+def section_scale(results: dict[str, Any]) -> list[str]:
+    scale = results.get("scale")
+    if not scale:
+        return []
+    if "error" in scale:
+        return ["## 5. Scale", "", f"Failed: {scale['error'][:1000]}", ""]
+    levels = scale["levels"]
+    body = []
+    for level in levels:
+        body.append(
+            [
+                f"{level['rows']:,}",
+                f"{level['table_bytes'] / 2**20:,.0f} MiB",
+                spread(level["claim_ms"], lambda v: f"{v:.2f} ms"),
+                spread(level["status_ms"], lambda v: f"{v:,.1f} ms"),
+                "index" if "Index" in level["claim_plan"] else "**seq scan**",
+                _status_plan_kind(level["status_plans"]),
+            ]
+        )
+    first, last = levels[0], levels[-1]
+    claim_ratio = med(last["claim_ms"]) / med(first["claim_ms"])
+    status_ratio = med(last["status_ms"]) / med(first["status_ms"])
+    out = [
+        "## 5. Scale: claim and status with a big table",
+        "",
+        "The table is filled with settled rows (98 % synced, 1 % rejected, 1 % failed with no "
+        "next attempt, created over a year) by `INSERT … SELECT generate_series`, then "
+        "`VACUUM (ANALYZE)`; 2,000 ready rows are added at each size. *claim*: "
+        "`ledger.store.claim(limit=16)` (the worker's claim of ready rows, with their "
+        "events, in one transaction), 40 times. *status*: "
+        f"{scale['levels'][0]['status']}; 5 times. Median (min–max).",
+        "",
+        table(["rows", "table + indexes", "claim", "status", "claim plan", "status plans"], body),
+        "",
+        f"From {first['rows']:,} to {last['rows']:,} rows: claim × {claim_ratio:.2f}, "
+        f"status × {status_ratio:.2f}.",
+        "",
+        f"Claim query plan at {last['rows']:,} rows (`EXPLAIN (ANALYZE, BUFFERS)` of "
+        f"`{last.get('claim_query', 'submission_find_ready')}`, rolled back):",
+        "",
+        "```",
+        last["claim_plan"],
+        "```",
+        "",
+        f"Plans of the SQL that status needs (counts by channel and status, in-doubt "
+        f"count, oldest pending) at {last['rows']:,} rows:",
+        "",
+        "```",
+        "\n\n".join(last["status_plans"]),
+        "```",
+        "",
+    ]
+    return out
+
+
+def _status_plan_kind(plans: list[str]) -> str:
+    kinds = []
+    for plan in plans:
+        kinds.append("seq scan" if "Seq Scan" in plan else "index")
+    return ", ".join(kinds)
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+def targets(results: dict[str, Any]) -> list[list[str]]:
+    out: list[list[str]] = []
+    rows = results.get("dispatch", [])
+
+    def verdict(value: float | None, goal: float, higher: bool = True) -> str:
+        if value is None:
+            return "not measured"
+        met = value >= goal if higher else value <= goal
+        return "**met**" if met else "**not met**"
+
+    for lat, c in configs(rows):
+        key = (lat, c)
+        fields = ("latency_ms", "concurrency")
+        vs_ff = paired_ratio(rows, "denpyo", "fire_and_forget", key, fields)
+        if lat == 0:
+            best: tuple[str, float] | None = None
+            for peer in DURABLE_PEERS:
+                rate = med(
+                    r["rate"]
+                    for r in ok_rows(rows)
+                    if r["peer"] == peer and (r["latency_ms"], r["concurrency"]) == key
+                )
+                if rate is not None and (best is None or rate > best[1]):
+                    best = (peer, rate)
+            vs_best = paired_ratio(rows, "denpyo", best[0], key, fields) if best else None
+            out.append(
+                [
+                    f"dispatch at 0 ms, {c} in flight ≥ 2× the best durable peer"
+                    + (f" ({LABELS[best[0]]})" if best else ""),
+                    fmt_ratio(vs_best),
+                    verdict(vs_best, 2.0),
+                ]
+            )
+            out.append(
+                [
+                    f"dispatch at 0 ms, {c} in flight ≥ 0.75× fire-and-forget",
+                    fmt_ratio(vs_ff),
+                    verdict(vs_ff, 0.75),
+                ]
+            )
+        else:
+            out.append(
+                [
+                    f"dispatch at {lat:g} ms, {c} in flight ≥ 0.95× fire-and-forget",
+                    fmt_ratio(vs_ff),
+                    verdict(vs_ff, 0.95),
+                ]
+            )
+    for run in (results.get("inline") or {}).get("runs", []):
+        if "error" in run:
+            continue
+        us = run["us_per_call"]
+        ratio = med(s / h for s, h in zip(us["submit"], us["handwritten"], strict=True))
+        out.append(
+            [
+                f"submit() ≤ 1.2× hand-written INSERT/call/UPDATE ({run['backend']})",
+                fmt_ratio(ratio),
+                verdict(ratio, 1.2, higher=False),
+            ]
+        )
+    enq = results.get("enqueue", [])
+    if enq:
+
+        def rate(peer: str, mode: str) -> float | None:
+            return med(r["rate"] for r in ok_rows(enq) if (r["peer"], r["mode"]) == (peer, mode))
+
+        hand = rate("outbox", "single")
+        for mode in ("single", "single (caller's transaction)"):
+            mine = rate("denpyo", mode)
+            ratio = mine / hand if mine and hand else None
+            out.append(
+                [
+                    f"single enqueue ({mode}) ≥ hand-written INSERT",
+                    fmt_ratio(ratio),
+                    verdict(ratio, 1.0),
+                ]
+            )
+        bulk = rate("denpyo", "bulk")
+        out.append(
+            [
+                "bulk enqueue ≥ 50,000 rows/s on PostgreSQL",
+                f"{fmt_rate(bulk)} rows/s" if bulk else "–",
+                verdict(bulk, 50_000),
+            ]
+        )
+    rec = ok_rows(results.get("recovery", []))
+    if rec:
+        ratio = med(r["rate"] / r["lookup_rate"] for r in rec)
+        out.append(
+            ["reconcile ≥ 0.8× the provider's lookup rate", fmt_ratio(ratio), verdict(ratio, 0.8)]
+        )
+    scale = results.get("scale") or {}
+    if scale.get("levels"):
+        first, last = scale["levels"][0], scale["levels"][-1]
+        for what in ("claim", "status"):
+            ratio = med(last[f"{what}_ms"]) / med(first[f"{what}_ms"])
+            out.append(
+                [
+                    f"{what} flat within 2× from {first['rows']:,} to {last['rows']:,} rows",
+                    f"× {ratio:.2f}",
+                    verdict(ratio, 2.0, higher=False),
+                ]
+            )
+    return out
+
+
+# -- the document -----------------------------------------------------------------------------
+
+
+def render(results: dict[str, Any], plot_name: str | None) -> str:
+    meta = results.get("meta", {})
+    versions = meta.get("versions", {})
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `bench/run.py` from one run; do not edit by hand (run it again). "
+        "Numbers are from a shared 2-core machine on which other work (test suites) may have "
+        "run at the same time: read them as this machine's, with the spread shown.",
+        "",
+    ]
+    if meta.get("quick"):
+        lines += [
+            "**This is a `--quick` smoke run with tiny sizes: the numbers mean nothing.**",
+            "",
+        ]
+    lines += [
+        "## How it was run",
+        "",
+        "```",
+        meta.get("command", "python bench/run.py"),
+        "```",
+        "",
+        "`make bench` runs `.venv/bin/python bench/run.py`. It creates `bench/.venv-peers` "
+        "(the peers and matplotlib, never in the project's venv), starts PostgreSQL if needed "
+        "and one fake provider process (`python -m denpyo.testing`) per latency, and runs each "
+        "measurement in its own process on a fresh database (`CREATE DATABASE … TEMPLATE` of a "
+        "prefilled one for dispatch). Raw results and each process's log: "
+        "`bench/results/<date>/` (not committed). `--quick` is the smoke version that the "
+        "test suite runs; `--only dispatch,inline,enqueue,recovery,scale,backends` picks parts.",
+        "",
+        "## Machine and versions",
+        "",
+        table(
+            ["", ""],
+            [
+                ["date", str(meta.get("date", "?"))],
+                ["cores (nproc)", str(meta.get("nproc", "?"))],
+                ["CPU", str(meta.get("cpu", "?"))],
+                ["memory", f"{meta.get('memory_gib', '?')} GiB"],
+                ["kernel", str(meta.get("kernel", "?"))],
+                ["PostgreSQL", str(meta.get("postgresql", "?"))],
+                ["MariaDB", str(meta.get("mariadb", "?"))],
+                ["Python", str(meta.get("python", "?"))],
+                ["denpyo commit", str(meta.get("commit", "?"))],
+                ["run took", f"{meta.get('seconds', 0) / 60:.1f} min"],
+            ]
+            + [[name, version or "not installed"] for name, version in versions.items()],
+        ),
+        "",
+    ]
+    unavailable = results.get("unavailable", {})
+    if unavailable:
+        lines += ["## Not run", ""] + [f"- **{k}**: {v}" for k, v in unavailable.items()] + [""]
+    if plot_name:
+        lines += [f"![dispatch throughput]({plot_name})", ""]
+    lines += section_dispatch(results)
+    lines += section_provider(results)
+    lines += section_inline(results)
+    lines += section_enqueue(results)
+    lines += section_recovery(results)
+    lines += section_scale(results)
+    lines += section_backends(results)
+    goal_rows = targets(results)
+    if goal_rows:
+        lines += [
+            "## Targets (issue 5)",
+            "",
+            "Ratios from this run (per-repeat pairs, median).",
+            "",
+            table(["target", "measured", ""], goal_rows),
+            "",
+        ]
+    notes = results.get("notes", [])
+    lines += [
+        "## Notes on the method",
+        "",
+        "- Every peer makes the same call with the same client: `bench/common.py:post_job` "
+        "(aiohttp, one `ClientSession`, connection limit 100); denpyo uses its own "
+        "`HttpChannel`, which is the same aiohttp call plus classification.",
+        "- Peer settings: PgQueuer drain mode, `max_concurrent_tasks` = in flight, "
+        "`batch_size` = half of it (it requires max ≥ 2 × batch); Procrastinate "
+        "`run_worker_async(concurrency=C, wait=False)`; DBOS queue with "
+        "`worker_concurrency=C` and a 50 ms polling interval (1 s by default), one step per "
+        "workflow, jobs enqueued with `DBOSClient`; the hand-written outbox claims with "
+        "`FOR UPDATE SKIP LOCKED` as many rows as it has room for and writes one UPDATE per "
+        "job through a pool of 4 connections; denpyo `awork(until_idle=True, concurrency=C, "
+        "poll_interval=0.05)`.",
+        "- Done means: outbox `status = 'sent'`; PgQueuer `pgqueuer_log.status = "
+        "'successful'`; Procrastinate `status = 'succeeded'`; DBOS workflow `SUCCESS`; denpyo "
+        "`status = 'synced'`. The timed span ends when the worker returns (drain or idle), "
+        "for DBOS when a 100 ms poll sees all N workflows done.",
+        "- Peak RSS is `ru_maxrss` from `wait4` on the worker's own process (one per run).",
+        *[f"- {note}" for note in notes],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(results: dict[str, Any], out: Path, plot: Path, *, python: str) -> None:
+    """Write the markdown, and the plot with `python` when it has matplotlib."""
+    plot_name: str | None = None
+    if results.get("dispatch"):
+        data = out.parent / f".{out.stem}-plot.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data.write_text(json.dumps(results, default=str))
+        done = subprocess.run(
+            [python, str(BENCH / "plot.py"), str(data), str(plot)], capture_output=True, text=True
+        )
+        data.unlink(missing_ok=True)
+        if done.returncode == 0:
+            plot_name = os.path.relpath(plot, out.parent)
+        else:
+            results.setdefault("notes", []).append(
+                "No plot: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+            )
+    out.write_text(render(results, plot_name))
+
+
+if __name__ == "__main__":
+    source = json.loads(Path(sys.argv[1]).read_text())
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "docs" / "benchmarks.md"
+    write(source, target, target.with_suffix(".png"), python=sys.executable)

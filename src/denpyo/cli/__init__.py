@@ -1,0 +1,9 @@
+"""The `denpyo` command line: for the people on call. Each command is a thin call
+into `denpyo.engine.operator` (or the Ledger), with tables for people and
+`--json` for scripts. Exit codes: 0 fine, 1 needs attention (`--check`), 2 usage
+or input error."""
+
+from denpyo.cli import actions, commands, demo  # noqa: F401 - registers the commands
+from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, main
+
+__all__ = ["EXIT_ATTENTION", "EXIT_INPUT", "EXIT_OK", "main"]

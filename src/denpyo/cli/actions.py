@@ -1,0 +1,264 @@
+"""Commands that act: retry, resolve, reconcile, worker."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from denpyo.cli import render
+from denpyo.cli.app import Env, fail, json_option, main, pass_env
+from denpyo.cli.commands import filter_options
+from denpyo.engine import operator as op
+from denpyo.errors import InvalidInput
+
+by_option = click.option(
+    "--by", metavar="NAME", help="Who is acting, for the history; default: your login name."
+)
+note_option = click.option("--note", metavar="TEXT", help="Why: kept in the history.")
+
+
+@main.command()
+@click.argument("refs", nargs=-1, metavar="[ID|CHANNEL:KEY]...")
+@filter_options
+@click.option("--all", "all_failed", is_flag=True, help="Every failed row (no other filter).")
+@click.option(
+    "--limit", type=int, default=1000, show_default=True, help="At most this many, with a filter."
+)
+@click.option(
+    "--force-in-doubt",
+    is_flag=True,
+    help="Also resend rows in doubt (the call may have arrived!); needs --note.",
+)
+@note_option
+@by_option
+@click.option("--dry-run", is_flag=True, help="Show what would be retried; change nothing.")
+@json_option
+@pass_env
+def retry(
+    env: Env,
+    refs: tuple[str, ...],
+    channel: str | None,
+    since: str | None,
+    until: str | None,
+    key_prefix: str | None,
+    all_failed: bool,
+    limit: int,
+    force_in_doubt: bool,
+    note: str | None,
+    by: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Make failed rows due now; a worker sends them again under the same key.
+
+    Name the rows, or select them with a filter (--all for every failed row).
+    Rows in doubt are refused unless --force-in-doubt with a --note: check the
+    provider first, or use `resolve --mark-synced`.
+
+    \b
+    Example: denpyo retry 41 42 --note "provider outage over"
+    Example: denpyo retry --channel invoice-email --since 2h --dry-run
+    """
+    filtering = any(v is not None for v in (channel, since, until, key_prefix)) or all_failed
+    if refs and filtering:
+        fail("name the submissions to retry or give a filter, not both")
+    if not refs and not filtering:
+        fail("name the submissions to retry, or select them (--channel, --since, ... or --all)")
+    flt = None
+    if not refs:
+        flt = op.make_filter(
+            env.ledger,
+            since=since,
+            until=until,
+            channel=channel,
+            key_prefix=key_prefix,
+            limit=limit,
+        )
+    result = op.retry(
+        env.ledger,
+        refs=refs,
+        flt=flt,
+        force_in_doubt=force_in_doubt,
+        note=note,
+        by=by,
+        dry_run=dry_run,
+    )
+    if as_json:
+        render.emit_json(result.to_json())
+    else:
+        render.show_retry(result)
+
+
+@main.command()
+@click.argument("ref", metavar="ID|CHANNEL:KEY")
+@click.option("--abandon", "action", flag_value="abandon", help="Give up on it (note required).")
+@click.option(
+    "--resend",
+    "action",
+    flag_value="resend",
+    help="Replace it by a new, linked submission (same payload unless --payload).",
+)
+@click.option(
+    "--mark-synced",
+    "action",
+    flag_value="mark_synced",
+    help="You checked the provider by hand and it arrived (needs --remote-id).",
+)
+@note_option
+@click.option("--remote-id", metavar="ID", help="With --mark-synced: the provider's id.")
+@click.option(
+    "--payload",
+    metavar="JSON|@FILE",
+    help="With --resend: a corrected payload, as JSON text or @file.json.",
+)
+@click.option("--force-in-doubt", is_flag=True, help="With --resend: allow a row in doubt.")
+@by_option
+@json_option
+@pass_env
+def resolve(
+    env: Env,
+    ref: str,
+    action: str | None,
+    note: str | None,
+    remote_id: str | None,
+    payload: str | None,
+    force_in_doubt: bool,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    """A person's decision on one row, written to its history with --note and who.
+
+    --abandon keeps a failed or rejected row as it is and stops all retries;
+    --resend creates a new submission linked through `supersedes`;
+    --mark-synced records a call you found at the provider.
+
+    \b
+    Example: denpyo resolve 42 --abandon --note "customer cancelled the order"
+    Example: denpyo resolve 42 --resend --payload '{"to": "fixed@example.com"}' --note "typo"
+    Example: denpyo resolve 42 --mark-synced --remote-id msg_8f2c --note "in the console"
+    """
+    if action is None:
+        fail("choose one of --abandon, --resend or --mark-synced")
+    if action != "mark_synced" and remote_id is not None:
+        fail("--remote-id goes with --mark-synced")
+    if action != "resend" and (payload is not None or force_in_doubt):
+        fail("--payload and --force-in-doubt go with --resend")
+    ledger = env.ledger
+    if action == "abandon":
+        done = op.resolve_abandon(ledger, ref, note=note or "", by=by)
+    elif action == "mark_synced":
+        done = op.resolve_mark_synced(
+            ledger, ref, remote_id=remote_id or "", note=note or "", by=by
+        )
+    else:
+        body = op.SAME_PAYLOAD if payload is None else read_payload(payload)
+        done = op.resolve_resend(
+            ledger, ref, note=note or "", payload=body, force_in_doubt=force_in_doubt, by=by
+        )
+    if as_json:
+        render.emit_json(done.to_json())
+    else:
+        render.show_resolution(done)
+
+
+def read_payload(text: str) -> Any:
+    source = "--payload"
+    if text.startswith("@"):
+        source = text[1:]
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"cannot read the payload file {source!r}: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
+
+
+@main.command()
+@json_option
+@pass_env
+def reconcile(env: Env, as_json: bool) -> None:
+    """One pass over the rows in doubt: ask the provider (verify), then settle,
+    resend (never arrived) or hold for a person. Needs --app (the channels).
+
+    Example: denpyo --app myapp.ledger:ledger reconcile
+    """
+    _log_to_stderr(logging.WARNING)
+    ledger = env.ledger
+    op.require_channels(ledger, "reconcile")  # before the progress bar draws anything
+    if as_json:
+        summary = op.reconcile(ledger)
+        render.emit_json(summary.to_json())
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = (TextColumn("reconciling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=render.err, transient=True) as bar:
+        task = bar.add_task("reconcile", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        summary = op.reconcile(ledger, progress)
+    render.show_reconcile(summary)
+
+
+@main.command()
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Calls in flight at once, over all channels.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for due rows when idle.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGINT/SIGTERM, seconds the calls in flight get to finish.",
+)
+@pass_env
+def worker(env: Env, concurrency: int, poll_interval: float, grace: float) -> None:
+    """Send, retry and reconcile until SIGINT or SIGTERM; then stop claiming, give
+    back rows not yet started, let the calls in flight finish (up to --grace
+    seconds), and exit 0. Needs --app (the channels).
+
+    Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
+    """
+    _log_to_stderr(logging.INFO)
+    ledger = env.ledger
+    op.require_channels(ledger, "the worker")
+    names = ", ".join(sorted(ledger.channels)) or "none"
+    render.err.print(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
+    report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
+    render.err.print(
+        f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
+        f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
+    )
+
+
+def _log_to_stderr(level: int) -> None:
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=render.err, show_path=False, rich_tracebacks=False)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)

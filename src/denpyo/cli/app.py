@@ -1,0 +1,149 @@
+"""The `denpyo` command group: where the ledger comes from, and how errors end."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from denpyo.engine.ledger import DEFAULT_URL, Ledger
+from denpyo.errors import ConfigurationError, DenpyoError
+
+EXIT_OK = 0
+EXIT_ATTENTION = 1
+EXIT_INPUT = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InputError(click.ClickException):
+    """Bad input or configuration: one line on stderr, exit 2, nothing written."""
+
+    exit_code = EXIT_INPUT
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Env:
+    """What every command shares: the ledger, opened on first use and closed at exit."""
+
+    def __init__(self, db: str | None, app: str | None) -> None:
+        self.db = db
+        self.app = app
+        self._ledger: Ledger | None = None
+
+    @property
+    def url(self) -> str:
+        return self.db or os.environ.get("DENPYO_DATABASE_URL") or DEFAULT_URL
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = load_app(self.app) if self.app else Ledger(self.url)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+
+def load_app(spec: str) -> Ledger:
+    """Import `module:attr` (a Ledger, or a function that returns one), as uvicorn
+    does: the working directory is importable."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"--app {spec!r}: expected module:attribute (myapp.ledger:ledger)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigurationError(f"--app {spec!r}: {module_name} has no {attr!r}") from None
+    if not isinstance(obj, Ledger) and callable(obj) and _takes_no_arguments(obj):
+        obj = obj()
+    if not isinstance(obj, Ledger):
+        raise ConfigurationError(
+            f"--app {spec!r} is a {type(obj).__name__}, not a denpyo.Ledger "
+            "(or a function returning one)"
+        )
+    return obj
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )
+
+
+class DenpyoGroup(click.Group):
+    """Turns every DenpyoError into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DenpyoError as exc:
+            raise InputError(str(exc)) from exc
+
+
+@click.group(cls=DenpyoGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    metavar="URL",
+    help="Database URL; else $DENPYO_DATABASE_URL, else sqlite:///denpyo.db.",
+)
+@click.option(
+    "--app",
+    metavar="MODULE:ATTR",
+    envvar="DENPYO_APP",
+    help="Import your Ledger (with its channels) from MODULE:ATTR; needed by reconcile "
+    "and worker. [env: DENPYO_APP]",
+)
+@click.version_option(package_name="denpyo")
+@click.pass_context
+def main(ctx: click.Context, db: str | None, app: str | None) -> None:
+    """denpyo: the record of every call your application makes to an outside API.
+
+    For the people on call: was it sent, what went wrong, and what to do about it.
+
+    \b
+    Exit codes:
+      0  fine
+      1  something needs attention (status --check, list --check)
+      2  usage or input error: one line on stderr, nothing written
+
+    Example: denpyo --db postgresql://app@db/app status
+    """
+    if db and app:
+        raise InputError("give --db or --app, not both (your Ledger names its own database)")
+    env = Env(db, app)
+    ctx.obj = env
+    ctx.call_on_close(env.close)
+
+
+def pass_env(fn: F) -> F:
+    return click.pass_obj(fn)  # type: ignore[return-value]
+
+
+def fail(message: str) -> NoReturn:
+    raise InputError(message)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)

@@ -1,0 +1,268 @@
+"""Output for people: rich tables, a colour per status, times relative to the
+database clock ("3 min ago"). Scripts use `--json` instead, which bypasses this."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Submission
+from denpyo.engine.operator import (
+    History,
+    ReconcileSummary,
+    Resolution,
+    RetryResult,
+    StatusReport,
+    label,
+)
+
+STATUS_STYLE = {
+    Status.REQUESTING: "cyan",
+    Status.SYNCED: "green",
+    Status.FAILED: "yellow",
+    Status.REJECTED: "red",
+}
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def emit_json(data: Any) -> None:
+    """Plain JSON on stdout: no markup, no colour, one document."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def ago(when: datetime | None, now: datetime) -> str:
+    """`when` relative to `now`: "just now", "42 s ago", "3 min ago", "in 2 h"."""
+    if when is None:
+        return "-"
+    seconds = (now - when).total_seconds()
+    future = seconds < 0
+    seconds = abs(seconds)
+    if seconds < 1:
+        return "just now"
+    if seconds < 60:
+        amount = f"{seconds:.0f} s"
+    elif seconds < 3600:
+        amount = f"{seconds / 60:.0f} min"
+    elif seconds < 86400 * 2:
+        amount = f"{seconds / 3600:.0f} h"
+    else:
+        amount = f"{seconds / 86400:.0f} days"
+    return f"in {amount}" if future else f"{amount} ago"
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (172800, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds / 86400:.0f} days"
+
+
+def status_text(sub: Submission) -> Text:
+    text = Text(sub.status.value, style=STATUS_STYLE[sub.status])
+    if sub.in_doubt:
+        text.append(" in doubt", style="bold magenta")
+    elif sub.in_flight:
+        text.append(" in flight", style="dim")
+    if sub.resolution:
+        text.append(" resolved", style="dim")
+    return text
+
+
+def short(text: str | None, width: int = 60) -> str:
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def show_status(report: StatusReport) -> None:
+    table = Table(title="Submissions by channel and status", title_justify="left")
+    table.add_column("channel")
+    for st in Status:
+        table.add_column(st.value, justify="right", style=STATUS_STYLE[st])
+    table.add_column("total", justify="right", style="bold")
+    for name, counts in sorted(report.channels.items()):
+        table.add_row(name, *(str(counts[s]) for s in Status), str(sum(counts.values())))
+    totals = report.totals
+    table.add_section()
+    table.add_row("all", *(str(totals[s]) for s in Status), str(sum(totals.values())))
+    out.print(table)
+    attention = "bold red" if report.needs_attention else "green"
+    out.print(
+        Text.assemble(
+            ("needs attention ", ""),
+            (str(report.needs_attention), attention),
+            f"   (in doubt {report.in_doubt}, exhausted {report.exhausted}, "
+            f"rejected {report.rejected_open}; resolved by a person {report.resolved})",
+        )
+    )
+    oldest = (
+        f", the oldest created {age(report.oldest_pending_age)} ago"
+        if report.oldest_pending
+        else ""
+    )
+    out.print(f"pending {report.pending}{oldest}")
+
+
+def show_list(subs: Sequence[Submission], now: datetime, limit: int) -> None:
+    if not subs:
+        out.print("no submissions match")
+        return
+    table = Table(show_lines=False)
+    for name, justify in (
+        ("id", "right"),
+        ("channel", "left"),
+        ("key", "left"),
+        ("status", "left"),
+        ("tries", "right"),
+        ("created", "left"),
+        ("updated", "left"),
+        ("last error / resolution", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for sub in subs:
+        note = sub.resolution or sub.last_error
+        table.add_row(
+            str(sub.id),
+            escape(sub.channel),
+            escape(sub.key),
+            status_text(sub),
+            str(sub.attempts),
+            ago(sub.created_at, now),
+            ago(sub.updated_at, now),
+            escape(short(note)),
+        )
+    out.print(table)
+    more = "; more may match (raise --limit)" if len(subs) >= limit else ""
+    out.print(f"{len(subs)} row{'s' if len(subs) != 1 else ''}{more}", style="dim")
+
+
+def show_history(found: History) -> None:
+    sub, now = found.submission, found.now
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("status", status_text(sub)),
+        ("channel:key", escape(f"{sub.channel}:{sub.key}")),
+        ("idempotency key", sub.idempotency_key),
+        ("attempts", str(sub.attempts)),
+        ("remote id", sub.remote_id or "-"),
+        ("created", f"{ago(sub.created_at, now)}  ({_stamp(sub.created_at)})"),
+        ("updated", f"{ago(sub.updated_at, now)}  ({_stamp(sub.updated_at)})"),
+    ]
+    if sub.synced_at:
+        rows.append(("synced", f"{ago(sub.synced_at, now)}  ({_stamp(sub.synced_at)})"))
+    if sub.next_attempt_at:
+        rows.append(("next step", ago(sub.next_attempt_at, now)))
+    if sub.locked_by:
+        rows.append(("held by", f"{sub.locked_by} until {ago(sub.locked_until, now)}"))
+    if sub.last_error:
+        rows.append(("last error", f"{escape(sub.last_error)} ({sub.error_kind})"))
+    if sub.resolution:
+        rows.append(("resolution", escape(sub.resolution)))
+    if sub.ordering_key:
+        rows.append(("ordering key", escape(sub.ordering_key)))
+    if sub.supersedes:
+        rows.append(("supersedes", f"#{sub.supersedes}"))
+    if found.superseded_by:
+        rows.append(("superseded by", label(found.superseded_by)))
+    for name, value in rows:
+        grid.add_row(name, value)
+    out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
+    out.print("payload: " + json.dumps(sub.payload, ensure_ascii=False), markup=False)
+    table = Table(title="history", title_justify="left")
+    for name in ("when", "event", "move", "try", "actor", "detail", "ms"):
+        table.add_column(
+            name,
+            justify="right" if name in ("try", "ms") else "left",
+            overflow="fold" if name in ("actor", "detail") else "ellipsis",
+            no_wrap=name == "when",
+        )
+    for event in found.events:
+        move = Text()
+        if event.from_status:
+            move.append(event.from_status.value, STATUS_STYLE[event.from_status])
+            move.append(" → ")
+        if event.to_status:
+            move.append(event.to_status.value, STATUS_STYLE[event.to_status])
+        table.add_row(
+            f"{event.at:%m-%d %H:%M:%S}  {ago(event.at, now)}",
+            event.kind,
+            move,
+            str(event.attempt),
+            escape(event.actor),
+            escape(short(event.detail, 80)),
+            "" if event.duration_ms is None else str(event.duration_ms),
+        )
+    out.print(table)
+
+
+def show_retry(result: RetryResult) -> None:
+    verb = "would retry" if result.dry_run else "retried"
+    if result.retried:
+        table = Table(title=f"{verb} {len(result.retried)}", title_justify="left")
+        for name in ("id", "channel:key", "status", "last error"):
+            table.add_column(name)
+        for sub in result.retried:
+            table.add_row(
+                str(sub.id),
+                escape(f"{sub.channel}:{sub.key}"),
+                status_text(sub),
+                escape(short(sub.last_error)),
+            )
+        out.print(table)
+    else:
+        out.print(f"nothing to retry ({verb} 0)")
+    for sub, reason in result.skipped:
+        out.print(f"skipped #{sub.id}: {escape(reason)}", style="yellow")
+
+
+def show_resolution(done: Resolution) -> None:
+    sub = done.submission
+    text = {
+        "abandon": f"{label(sub)} abandoned; it stays {sub.status.value}, nothing more is sent",
+        "mark_synced": f"{label(sub)} marked synced (remote id {sub.remote_id})",
+        "resend": f"{label(sub)} replaced",
+    }[done.action]
+    out.print(escape(text), style="green")
+    if done.created is not None:
+        new = label(done.created)
+        out.print(escape(f"new submission {new} waits for a worker (supersedes #{sub.id})"))
+    out.print(f"resolution: {escape(sub.resolution or '')}", style="dim")
+
+
+def show_reconcile(summary: ReconcileSummary) -> None:
+    table = Table(title="reconcile", title_justify="left", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    for name, value in (
+        ("in doubt and due when it began", summary.due),
+        ("checked", summary.checked),
+        ("synced (found at the provider, or resent)", summary.synced),
+        ("failed", summary.failed),
+        ("rejected", summary.rejected),
+        ("still requesting (recheck later, or a person)", summary.requesting),
+        ("errors", summary.errors),
+        ("in doubt now, all channels", summary.in_doubt_after),
+    ):
+        table.add_row(name, str(value))
+    out.print(table)
+
+
+def _stamp(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if when else "-"

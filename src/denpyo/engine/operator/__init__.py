@@ -1,0 +1,98 @@
+"""What the people on call do, as library calls: the CLI and the dashboard are thin
+layers over these functions. Nothing here prints.
+
+Every change is a `Move` (compare-and-set) applied by `Store.move`, so each one
+writes an event naming the person (``operator:<name>``: `by`, else the login
+name) with their note, and a row that moved meanwhile is left alone
+(`LeaseLost`, nothing written). Input is checked before anything is written; a
+refusal is an `InvalidInput` (unknown reference, missing note, "in doubt: not
+without force") or a `TransitionNotAllowed` (SPEC §4 forbids the move).
+
+What each action does, by the row it meets. A row being sent right now (a live
+lease) is never touched; a row a person resolved is not retried.
+
+- **retry** a ``failed`` row: it is due now, under the same idempotency key; its
+  error stays. An ambiguous (in-doubt) ``failed`` row only with
+  ``force_in_doubt`` and a note: its `error_kind` becomes ``transient``, so it
+  is resent instead of verified (a double effect if the first call arrived and
+  the provider ignores idempotency keys). An in-doubt ``requesting`` row (lease
+  run out), likewise forced: ``requesting → requesting`` with the lock cleared
+  and due now, which the claim query reads as "never attempted": a worker sends
+  it again. ``rejected`` and ``synced`` rows: `TransitionNotAllowed`.
+- **abandon** (note required): ``failed``/``rejected`` keep their status, get the
+  `resolution` and lose any next attempt (SPEC §4: a person's resolution keeps
+  the status). A ``requesting`` row not in flight becomes ``failed`` with no
+  next attempt: `error_kind` ``ambiguous`` if it was ever attempted (it may have
+  arrived, and stays counted in doubt, but no longer needs attention), else
+  ``transient`` ("never sent").
+- **resend** (note required, payload optional): a NEW submission, key
+  ``<key>~resend<n>``, a new idempotency key, ``supersedes`` = the old id, waiting
+  for a worker; the old row is resolved "resent as #<new id>" as by abandon.
+  Both in one transaction. In-doubt rows only with ``force_in_doubt``; a row
+  resent once is refused.
+- **mark synced** (remote id and note required): ``failed`` or an attempted,
+  not in-flight ``requesting`` row → ``synced`` with the provider's id. From
+  ``rejected`` SPEC §4 has no such move: `TransitionNotAllowed`.
+"""
+
+from denpyo.engine.operator._act import (
+    MAX_NOTE_LENGTH,
+    SAME_PAYLOAD,
+    Resolution,
+    RetryResult,
+    check_note,
+    resolve_abandon,
+    resolve_mark_synced,
+    resolve_resend,
+    retry,
+)
+from denpyo.engine.operator._read import (
+    History,
+    StatusReport,
+    SubmissionNotFound,
+    event_json,
+    find,
+    history,
+    label,
+    list_submissions,
+    make_filter,
+    operator_actor,
+    status,
+    submission_json,
+)
+from denpyo.engine.operator._run import (
+    Progress,
+    ReconcileSummary,
+    reconcile,
+    require_channels,
+    serve,
+)
+
+__all__ = [
+    "MAX_NOTE_LENGTH",
+    "SAME_PAYLOAD",
+    "History",
+    "Progress",
+    "ReconcileSummary",
+    "Resolution",
+    "RetryResult",
+    "StatusReport",
+    "SubmissionNotFound",
+    "check_note",
+    "event_json",
+    "find",
+    "history",
+    "label",
+    "list_submissions",
+    "make_filter",
+    "operator_actor",
+    "reconcile",
+    "require_channels",
+    "resolve_abandon",
+    "resolve_mark_synced",
+    "resolve_resend",
+    "retry",
+    "serve",
+    "status",
+    "submission_json",
+]

@@ -1,0 +1,347 @@
+"""A person's changes: retry, abandon, resend, mark synced. Each is a `Move`.
+
+The table of what each does to which row is in `denpyo.engine.operator`.
+Everything is checked before anything is written; each change is one
+compare-and-set with its event, so a crash leaves it applied or not at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from denpyo.domain.filters import Filter, resend_key
+from denpyo.domain.limits import check_key, encode_payload
+from denpyo.domain.moves import Move
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.submission import Submission
+from denpyo.engine.operator._read import (
+    find,
+    iso,
+    label,
+    list_submissions,
+    operator_actor,
+    submission_json,
+)
+from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
+from denpyo.store import NewSubmission
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
+
+MAX_NOTE_LENGTH = 2000
+
+
+class _Same:
+    def __repr__(self) -> str:
+        return "SAME_PAYLOAD"
+
+
+SAME_PAYLOAD: Any = _Same()
+"""`resolve_resend(payload=SAME_PAYLOAD)` (the default): resend the row's own payload."""
+
+
+# -- retry ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryResult:
+    """`retried`: the rows as they are after the retry (before it, on a dry run);
+    `skipped`: rows a filter found that cannot be retried, with the reason."""
+
+    dry_run: bool
+    retried: list[Submission] = field(default_factory=list)
+    skipped: list[tuple[Submission, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "retried": [submission_json(s) for s in self.retried],
+            "skipped": [{"submission": submission_json(s), "reason": r} for s, r in self.skipped],
+        }
+
+
+def retry(
+    ledger: Ledger,
+    *,
+    refs: Sequence[str | int] = (),
+    flt: Filter | None = None,
+    force_in_doubt: bool = False,
+    note: str | None = None,
+    by: str | None = None,
+    dry_run: bool = False,
+) -> RetryResult:
+    """Make `failed` rows due now, named by `refs` or selected by `flt` (not both).
+
+    Named rows are all checked before any is moved: one that cannot be retried
+    fails the whole call and nothing is written. Rows a filter finds that cannot
+    be retried are skipped and reported. In-doubt rows need `force_in_doubt` and
+    a note: they are sent again, which doubles the effect if the first call
+    arrived and the provider does not honour idempotency keys.
+    """
+    if bool(refs) == (flt is not None):
+        raise InvalidInput("name the submissions to retry (IDs) or give a filter, not both")
+    if force_in_doubt:
+        note = check_note(note, "--force-in-doubt")
+    elif note is not None:
+        note = check_note(note)
+    actor = operator_actor(by)
+    plan: list[tuple[Submission, Move]] = []
+    skipped: list[tuple[Submission, str]] = []
+    if refs:
+        subs = _unique(find(ledger, ref) for ref in refs)
+        plan = [(sub, _retry_move(sub, actor, note, force_in_doubt)) for sub in subs]
+    else:
+        assert flt is not None
+        for sub in list_submissions(ledger, _retry_filter(flt, force_in_doubt)):
+            try:
+                plan.append((sub, _retry_move(sub, actor, note, force_in_doubt)))
+            except (InvalidInput, TransitionNotAllowed) as exc:
+                skipped.append((sub, str(exc)))
+    if dry_run or not plan:
+        return RetryResult(dry_run, [sub for sub, _ in plan], skipped)
+    after = ledger.store.move([move for _, move in plan])
+    retried = []
+    for (sub, _), moved in zip(plan, after, strict=True):
+        if moved is None:
+            skipped.append((sub, f"{label(sub)} moved while being retried; look again"))
+        else:
+            retried.append(moved)
+    return RetryResult(False, retried, skipped)
+
+
+def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
+    allowed = (Status.FAILED, Status.REQUESTING) if force_in_doubt else (Status.FAILED,)
+    wrong = [s.value for s in flt.statuses if s not in allowed]
+    if wrong:
+        raise InvalidInput(
+            "retry takes failed rows (and requesting rows in doubt, with --force-in-doubt), "
+            f"not {', '.join(wrong)}"
+        )
+    return replace(
+        flt,
+        statuses=flt.statuses or allowed,
+        resolved=False,
+        in_doubt=None if force_in_doubt else False,
+    )
+
+
+def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> Move:
+    if sub.resolution is not None:
+        raise InvalidInput(f"{label(sub)} was resolved by a person ({sub.resolution}); not retried")
+    if sub.status is Status.FAILED:
+        if sub.in_doubt:
+            _forced(sub, force, "retry")
+            # Transient, so that the worker resends it instead of verifying it again.
+            return Move(
+                sub.id, Status.FAILED, Status.FAILED, actor, event="retry", retry_in=0,
+                error_kind=ErrorKind.TRANSIENT, last_error=sub.last_error,
+                detail=f"forced retry of an in-doubt row: {note}",
+            )  # fmt: skip
+        return Move(
+            sub.id, Status.FAILED, Status.FAILED, actor, event="retry", retry_in=0,
+            keep_error=True, detail=note or "retry requested",
+        )  # fmt: skip
+    if sub.status is Status.REQUESTING:
+        _not_in_flight(sub)
+        if not sub.in_doubt:
+            raise InvalidInput(f"{label(sub)} has not been sent yet; a worker will send it")
+        _forced(sub, force, "retry")
+        # lease=None clears the lock: to the claim query the row is then "requesting,
+        # never attempted", due now, and a worker sends it again under the same key.
+        # A crash after this commit leaves exactly that.
+        return Move(
+            sub.id, Status.REQUESTING, Status.REQUESTING, actor, event="retry", retry_in=0,
+            keep_error=True, detail=f"forced retry of an in-doubt row: {note}",
+        )  # fmt: skip
+    if sub.status is Status.REJECTED:
+        raise TransitionNotAllowed(
+            f"{label(sub)} was rejected by the provider; sending it unchanged cannot help: "
+            "resend it as a new submission (resolve --resend) or abandon it"
+        )
+    raise TransitionNotAllowed(f"{label(sub)} is synced: final, nothing to retry")
+
+
+# -- resolve ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A person's resolution: the row as it is after it, and the new row of a resend."""
+
+    action: str  # "abandon", "resend" or "mark_synced"
+    submission: Submission
+    created: Submission | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "submission": submission_json(self.submission),
+            "created": submission_json(self.created) if self.created else None,
+        }
+
+
+def resolve_abandon(
+    ledger: Ledger, ref: str | int, *, note: str, by: str | None = None
+) -> Resolution:
+    """Give up on a row with a note: it keeps (or takes) `failed`/`rejected`, and is
+    never attempted again by the engine."""
+    note = check_note(note)
+    sub = find(ledger, ref)
+    if sub.resolution is not None:
+        raise InvalidInput(f"{label(sub)} is already resolved: {sub.resolution}")
+    actor = operator_actor(by)
+    move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
+    return Resolution("abandon", _apply_one(ledger, move))
+
+
+def resolve_mark_synced(
+    ledger: Ledger, ref: str | int, *, remote_id: str, note: str, by: str | None = None
+) -> Resolution:
+    """Record that a person found the call at the provider, under `remote_id`."""
+    note = check_note(note)
+    remote_id = (remote_id or "").strip()
+    if not remote_id:
+        raise InvalidInput("the provider's id (--remote-id) is required to mark a row synced")
+    sub = find(ledger, ref)
+    if sub.status is Status.SYNCED:
+        raise TransitionNotAllowed(f"{label(sub)} is already synced (remote id {sub.remote_id})")
+    if sub.status is Status.REJECTED:
+        raise TransitionNotAllowed(
+            f"{label(sub)} was rejected by the provider: a submission cannot move from "
+            "rejected to synced; abandon it, or resend it as a new submission"
+        )
+    if sub.status is Status.REQUESTING:
+        _not_in_flight(sub)
+        if sub.attempts == 0:
+            raise InvalidInput(f"{label(sub)} was never sent, so it cannot have arrived")
+    actor = operator_actor(by)
+    move = Move(
+        sub.id, sub.status, Status.SYNCED, actor, event="mark_synced", remote_id=remote_id,
+        resolution=f"marked synced by {actor}: {note}", detail=f"remote id {remote_id}: {note}",
+    )  # fmt: skip
+    return Resolution("mark_synced", _apply_one(ledger, move))
+
+
+def resolve_resend(
+    ledger: Ledger,
+    ref: str | int,
+    *,
+    note: str,
+    payload: Any = SAME_PAYLOAD,
+    force_in_doubt: bool = False,
+    by: str | None = None,
+) -> Resolution:
+    """Replace a row by a new submission (optionally with a corrected payload) that a
+    worker sends; the old row is resolved "resent as #id". Both in one transaction.
+
+    Works without the channel registered on this ledger: the row waits for a
+    worker of the application that registers it.
+    """
+    note = check_note(note)
+    sub = find(ledger, ref)
+    if sub.status is Status.SYNCED:
+        raise TransitionNotAllowed(
+            f"{label(sub)} is synced: it arrived; a new call needs a new key (submit it)"
+        )
+    _not_in_flight(sub)
+    newer = ledger.store.find_superseding(sub.id)
+    if newer is not None:
+        raise InvalidInput(f"{label(sub)} was already resent as {label(newer)}")
+    if sub.in_doubt or (sub.status is Status.REQUESTING and sub.attempts > 0):
+        _forced(sub, force_in_doubt, "resend")
+    body = sub.payload if payload is SAME_PAYLOAD else payload
+    new = NewSubmission(
+        channel=sub.channel,
+        key=_free_resend_key(ledger, sub),
+        idempotency_key=str(uuid.uuid4()),
+        payload_json=encode_payload(body, ledger.max_payload_bytes),
+        ordering_key=sub.ordering_key,
+        supersedes=sub.id,
+    )
+    actor = operator_actor(by)
+
+    def replaced(created: Submission) -> Move:
+        return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
+
+    created, old = ledger.store.insert_resend(
+        new, actor=actor, detail=f"resend of {label(sub)} by {actor}: {note}", replace=replaced
+    )
+    return Resolution("resend", old, created)
+
+
+def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
+    """The move that ends all automatic work on a row and records the resolution."""
+    if sub.status in (Status.FAILED, Status.REJECTED):
+        return Move(
+            sub.id, sub.status, sub.status, actor, event=event, keep_error=True,
+            resolution=resolution, detail=note,
+        )  # fmt: skip
+    if sub.status is Status.REQUESTING:
+        _not_in_flight(sub)
+        attempted = sub.attempts > 0  # an attempt was made: it may have arrived
+        return Move(
+            sub.id, Status.REQUESTING, Status.FAILED, actor, event=event,
+            error_kind=ErrorKind.AMBIGUOUS if attempted else ErrorKind.TRANSIENT,
+            last_error=sub.last_error
+            or ("the outcome of the last attempt is unknown" if attempted else "never sent"),
+            resolution=resolution, detail=note,
+        )  # fmt: skip
+    raise TransitionNotAllowed(f"{label(sub)} is synced: final, nothing to {event}")
+
+
+def _free_resend_key(ledger: Ledger, sub: Submission) -> str:
+    for n in range(1, 1000):
+        key = check_key(resend_key(sub.key, n), "the resend's key")
+        if ledger.store.get_by_key(sub.channel, key) is None:
+            return key
+    raise InvalidInput(f"{label(sub)} has been resent too many times")
+
+
+# -- shared checks --------------------------------------------------------------------------
+
+
+def check_note(note: str | None, what: str = "this action") -> str:
+    """A person's note: required, trimmed, at most MAX_NOTE_LENGTH characters."""
+    text = (note or "").strip()
+    if not text:
+        raise InvalidInput(f"a note (--note) is required for {what}: say why, for the next person")
+    if len(text) > MAX_NOTE_LENGTH:
+        raise InvalidInput(f"the note is {len(text)} characters; the limit is {MAX_NOTE_LENGTH}")
+    return text
+
+
+def _not_in_flight(sub: Submission) -> None:
+    if sub.in_flight:
+        raise InvalidInput(
+            f"{label(sub)} is being sent right now by {sub.locked_by} (lease until "
+            f"{iso(sub.locked_until)}); wait for it to settle"
+        )
+
+
+def _forced(sub: Submission, force: bool, action: str) -> None:
+    if not force:
+        raise InvalidInput(
+            f"{label(sub)} is in doubt: the call may have arrived, and a {action} could "
+            "double it; check the provider, then mark it synced (resolve --mark-synced), or "
+            f"{action} with --force-in-doubt and a note"
+        )
+
+
+def _apply_one(ledger: Ledger, move: Move) -> Submission:
+    [after] = ledger.store.move([move])
+    if after is None:
+        raise LeaseLost(
+            f"submission {move.submission_id} moved while you were deciding; nothing was "
+            "written: look again (denpyo show)"
+        )
+    return after
+
+
+def _unique(subs: Iterable[Submission]) -> list[Submission]:
+    seen: dict[int, Submission] = {}
+    for sub in subs:
+        seen.setdefault(sub.id, sub)
+    return list(seen.values())

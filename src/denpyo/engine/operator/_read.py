@@ -1,0 +1,230 @@
+"""Reading for people: find a row, list rows, count them, show a row's history."""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from denpyo.domain.filters import Filter, parse_when
+from denpyo.domain.limits import check_channel_name
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Event, Submission
+from denpyo.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
+
+
+class SubmissionNotFound(InvalidInput):
+    """No submission has that id, or that channel and key."""
+
+
+def operator_actor(by: str | None = None) -> str:
+    """`operator:<by>`, or `operator:<login name>` when `by` is not given."""
+    name = (by or "").strip()
+    if not name:
+        try:
+            name = getpass.getuser()
+        except (KeyError, OSError):  # no login name in some containers
+            name = "unknown"
+    return f"operator:{name}"
+
+
+def label(sub: Submission) -> str:
+    return f"#{sub.id} ({sub.channel}:{sub.key})"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    """Counts for `denpyo status`, read with the database clock (`now`).
+
+    `in_doubt` counts every row in doubt (SPEC §3), resolved or not; `exhausted`
+    counts unresolved `failed` rows with no next attempt that are not in doubt;
+    `rejected_open` unresolved `rejected` rows; `needs_attention` the unresolved
+    rows among all three. `pending` counts rows the engine still has to move
+    (`requesting`, or `failed` with a next attempt); `oldest_pending` is the
+    creation time of the oldest of them.
+    """
+
+    channels: dict[str, dict[Status, int]]
+    in_doubt: int
+    exhausted: int
+    rejected_open: int
+    needs_attention: int
+    pending: int
+    resolved: int
+    oldest_pending: datetime | None
+    now: datetime
+
+    @property
+    def totals(self) -> dict[Status, int]:
+        return {s: sum(counts[s] for counts in self.channels.values()) for s in Status}
+
+    @property
+    def oldest_pending_age(self) -> float | None:
+        """Seconds since the oldest pending row was created, by the database clock."""
+        if self.oldest_pending is None:
+            return None
+        return max((self.now - self.oldest_pending).total_seconds(), 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "channels": {
+                name: {s.value: n for s, n in counts.items()}
+                for name, counts in self.channels.items()
+            },
+            "totals": {s.value: n for s, n in self.totals.items()},
+            "in_doubt": self.in_doubt,
+            "exhausted": self.exhausted,
+            "rejected_open": self.rejected_open,
+            "needs_attention": self.needs_attention,
+            "pending": self.pending,
+            "resolved": self.resolved,
+            "oldest_pending_at": iso(self.oldest_pending),
+            "oldest_pending_age_seconds": self.oldest_pending_age,
+            "now": iso(self.now),
+        }
+
+
+def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
+    """Counts by channel and status, and what needs a person (optionally one channel)."""
+    if channel is not None:
+        check_channel(channel)
+    channels: dict[str, dict[Status, int]] = {}
+    for name, st, n in ledger.store.count_by_status(channel):
+        channels.setdefault(name, dict.fromkeys(Status, 0))[st] = n
+    counts = ledger.store.count_attention(channel)
+    return StatusReport(channels=channels, **counts)
+
+
+def make_filter(
+    ledger: Ledger, *, since: str | None = None, until: str | None = None, **fields: Any
+) -> Filter:
+    """A `Filter` from what a person typed; relative times count back from the
+    database clock ("2h" means two hours before the database's now)."""
+    if since is None and until is None:
+        return Filter(**fields)
+    now = ledger.store.now()
+    return Filter(
+        since=None if since is None else parse_when(since, now),
+        until=None if until is None else parse_when(until, now),
+        **fields,
+    )
+
+
+def list_submissions(ledger: Ledger, flt: Filter) -> list[Submission]:
+    """Submissions matching `flt`, newest first, at most `flt.limit`."""
+    return ledger.store.list_submissions(flt)
+
+
+def find(ledger: Ledger, ref: str | int) -> Submission:
+    """A submission by id (``123`` or ``#123``) or by ``CHANNEL:KEY``.
+
+    Channels and keys may both contain ``:``; each split is tried, leftmost first.
+    """
+    text = str(ref).strip()
+    digits = text[1:] if text.startswith("#") else text
+    if digits.isdigit():
+        found = ledger.store.get(int(digits)) if len(digits) <= 18 else None
+        if found is None:
+            raise SubmissionNotFound(f"no submission with id {digits}")
+        return found
+    if ":" not in text:
+        raise InvalidInput(
+            f"{text!r} is neither an id (123) nor CHANNEL:KEY (invoice-email:order:42)"
+        )
+    start = 0
+    while (at := text.find(":", start)) != -1:
+        channel, key = text[:at], text[at + 1 :]
+        if channel and key:
+            found = ledger.store.get_by_key(channel, key)
+            if found is not None:
+                return found
+        start = at + 1
+    raise SubmissionNotFound(f"no submission {text!r} (read as CHANNEL:KEY)")
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A submission, its events oldest first, and the resend that replaced it, if any."""
+
+    submission: Submission
+    events: list[Event]
+    superseded_by: Submission | None
+    now: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "submission": submission_json(self.submission),
+            "events": [event_json(e) for e in self.events],
+            "superseded_by": self.superseded_by.id if self.superseded_by else None,
+            "now": iso(self.now),
+        }
+
+
+def history(ledger: Ledger, ref: str | int) -> History:
+    """`find(ref)` with its events and the resend that replaced it."""
+    sub = find(ledger, ref)
+    return History(
+        submission=sub,
+        events=ledger.store.events(sub.id),
+        superseded_by=ledger.store.find_superseding(sub.id),
+        now=ledger.store.now(),
+    )
+
+
+def check_channel(channel: str) -> None:
+    try:
+        check_channel_name(channel)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+# -- JSON for scripts -------------------------------------------------------------------------
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def submission_json(sub: Submission) -> dict[str, Any]:
+    """A submission as plain JSON values (times in ISO 8601, UTC)."""
+    return {
+        "id": sub.id,
+        "channel": sub.channel,
+        "key": sub.key,
+        "idempotency_key": sub.idempotency_key,
+        "payload": sub.payload,
+        "status": sub.status.value,
+        "attempts": sub.attempts,
+        "next_attempt_at": iso(sub.next_attempt_at),
+        "locked_by": sub.locked_by,
+        "locked_until": iso(sub.locked_until),
+        "remote_id": sub.remote_id,
+        "last_error": sub.last_error,
+        "error_kind": sub.error_kind.value if sub.error_kind else None,
+        "ordering_key": sub.ordering_key,
+        "created_at": iso(sub.created_at),
+        "updated_at": iso(sub.updated_at),
+        "synced_at": iso(sub.synced_at),
+        "resolution": sub.resolution,
+        "supersedes": sub.supersedes,
+        "in_doubt": sub.in_doubt,
+        "in_flight": sub.in_flight,
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "at": iso(event.at),
+        "kind": event.kind,
+        "from_status": event.from_status.value if event.from_status else None,
+        "to_status": event.to_status.value if event.to_status else None,
+        "attempt": event.attempt,
+        "actor": event.actor,
+        "detail": event.detail,
+        "duration_ms": event.duration_ms,
+    }

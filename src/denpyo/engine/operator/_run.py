@@ -1,0 +1,151 @@
+"""Running the engine for a person: one reconcile pass with progress, and the
+long-running worker that stops cleanly on SIGINT or SIGTERM.
+
+Both run the `Worker` on the ledger's private event loop (where async channels
+keep their sessions, closed by `Ledger.close`), while the calling thread waits,
+reports progress and receives signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from denpyo.engine.worker import Worker, WorkReport
+from denpyo.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
+
+Progress = Callable[[int, int], None]
+"""`progress(done, total)`, called from the waiting thread while a pass runs."""
+
+_TICK = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileSummary:
+    """What one reconcile pass did. `due`: in-doubt rows due when it began (on the
+    ledger's channels); `checked`: rows it took; then how they ended (`synced`:
+    verify found the call, or it was resent and accepted; `requesting`: still in
+    doubt, waiting for a recheck or a person); `in_doubt_after`: rows in doubt
+    after the pass, on every channel."""
+
+    due: int
+    checked: int
+    synced: int
+    failed: int
+    rejected: int
+    requesting: int
+    errors: int
+    in_doubt_after: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "due": self.due,
+            "checked": self.checked,
+            "synced": self.synced,
+            "failed": self.failed,
+            "rejected": self.rejected,
+            "requesting": self.requesting,
+            "errors": self.errors,
+            "in_doubt_after": self.in_doubt_after,
+        }
+
+
+def require_channels(ledger: Ledger, what: str) -> None:
+    """ConfigurationError unless the ledger has channels (loaded with --app)."""
+    if not ledger.channels:
+        raise ConfigurationError(
+            f"{what} needs the application's channels (the code that calls the provider): "
+            "load them with --app module:attr"
+        )
+
+
+def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSummary:
+    """One pass over the in-doubt rows that are due: verify, settle, resend or hold."""
+    require_channels(ledger, "reconcile")
+    due = sum(ledger.store.count_in_doubt_due(name) for name in ledger.channels)
+    worker = Worker(ledger, actor=ledger.new_actor("reconciler"))
+
+    def tick() -> None:
+        if progress is not None:
+            report = worker.report
+            done = sum(report.outcomes.values()) + report.errors
+            progress(done, max(due, report.reconciled))
+
+    report = _wait(ledger, worker, worker.reconcile_pass(), tick)
+    tick()
+    return ReconcileSummary(
+        due=due,
+        checked=report.reconciled,
+        synced=report.outcomes["synced"],
+        failed=report.outcomes["failed"],
+        rejected=report.outcomes["rejected"],
+        requesting=report.outcomes["requesting"],
+        errors=report.errors,
+        in_doubt_after=int(ledger.store.count_attention()["in_doubt"]),
+    )
+
+
+def serve(
+    ledger: Ledger,
+    *,
+    concurrency: int = 16,
+    poll_interval: float = 1.0,
+    grace: float = 30.0,
+    signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM),
+) -> WorkReport:
+    """Run the worker until one of `signals` arrives; then stop claiming, give back
+    the rows claimed but not started, let the calls in flight finish for `grace`
+    seconds, and return. Call from the main thread.
+
+    A call still running when the process dies anyway keeps its row `requesting`
+    under its lease; the lease runs out and the reconciler verifies it.
+    """
+    require_channels(ledger, "the worker")
+    if concurrency < 1:
+        raise ConfigurationError("concurrency must be at least 1")
+    if poll_interval <= 0:
+        raise ConfigurationError("the poll interval must be positive seconds")
+    if grace < 0:
+        raise ConfigurationError("the grace period must not be negative")
+    worker = Worker(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
+    loop = ledger.bridge.loop
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(worker.stop)
+
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        return _wait(ledger, worker, worker.run(), lambda: None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait(
+    ledger: Ledger,
+    worker: Worker,
+    run: Coroutine[Any, Any, WorkReport],
+    tick: Callable[[], None],
+) -> WorkReport:
+    """Run `run` on the ledger's loop; wake every tick (so signal handlers and
+    progress run in this thread) until it ends. Ctrl-C stops the worker cleanly."""
+    loop = ledger.bridge.loop
+    future = asyncio.run_coroutine_threadsafe(run, loop)
+    try:
+        while True:
+            try:
+                return future.result(timeout=_TICK)
+            except concurrent.futures.TimeoutError:
+                tick()
+    except KeyboardInterrupt:
+        loop.call_soon_threadsafe(worker.stop)
+        future.result()
+        raise

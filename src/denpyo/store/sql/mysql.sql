@@ -1,0 +1,218 @@
+-- Named queries for MariaDB (10.6 or later). Each query starts with a line `-- name: what it does`.
+-- Times come from the database clock, UTC_TIMESTAMP(6), which is fixed for one statement;
+-- a lease of N seconds is UTC_TIMESTAMP(6) + INTERVAL ROUND(N * 1000000) MICROSECOND, and
+-- NULL seconds give NULL. Claims skip rows other workers hold (FOR UPDATE SKIP LOCKED).
+-- Parameters are PyMySQL's %(name)s, so a literal percent sign must be written %%.
+-- `key` is a reserved word in MariaDB: always quoted.
+--
+-- Three queries need help from MysqlTx (mysql.py), because MariaDB has no ON CONFLICT and
+-- no UPDATE ... RETURNING:
+-- * submission_insert is a plain INSERT ... RETURNING; a duplicate (channel, key) fails
+--   with error 1062 on denpyo_submissions_channel_key, which MysqlTx turns into "no row".
+-- * submission_move and submission_renew are the UPDATE alone; MysqlTx checks that it
+--   matched the row (by id) and gives back what RETURNING gives elsewhere: the move's row,
+--   read back with submission_get in the same transaction under the row lock; the id.
+
+-- schema_version_create: the table that records which migrations ran
+CREATE TABLE IF NOT EXISTS denpyo_schema_version (
+    version    INT         NOT NULL PRIMARY KEY,
+    applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+
+-- schema_version_get: the newest migration applied
+SELECT COALESCE(MAX(version), 0) AS version FROM denpyo_schema_version;
+
+-- schema_version_add: record one applied migration
+INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
+
+-- schema_lock: serialise migrations; a session lock, as DDL commits (MysqlStore.migrate ends the session)
+SELECT GET_LOCK('denpyo_migrate', 60) AS locked;
+
+-- submission_notify: MariaDB has no notifications; workers poll
+SELECT 1;
+
+-- clock_now: the database clock
+SELECT UTC_TIMESTAMP(6) AS now;
+
+-- submission_insert: record a new submission; error 1062 (read as nothing) when (channel, key) exists
+INSERT INTO denpyo_submissions (
+    channel, `key`, idempotency_key, payload, status, attempts, ordering_key, supersedes,
+    locked_by, locked_until, next_attempt_at
+) VALUES (
+    %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s, 'requesting', %(attempts)s,
+    %(ordering_key)s, %(supersedes)s, %(locked_by)s,
+    UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND
+)
+RETURNING *, 0 AS in_doubt;
+
+-- submission_get: one submission by id
+SELECT *,
+    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE id = %(id)s;
+
+-- submission_get_by_key: one submission by channel and business key
+SELECT *,
+    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE channel = %(channel)s AND `key` = %(key)s;
+
+-- submission_find_ready: due rows of one channel that a sender may attempt now
+-- FORCE INDEX: InnoDB locks the rows a locking read *reads*, before any sort and LIMIT.
+-- Walking the due index in ORDER BY order stops after LIMIT rows; a plan with a table
+-- scan and a filesort (which stale statistics on a young table can choose) would lock
+-- every due row of the channel, and a second worker would skip them all and find nothing.
+-- The subquery is a plain (not locking) read of the ordering index; the status is in that
+-- index, so settled rows of the same ordering key are passed over without reading them.
+SELECT s.id, s.status FROM denpyo_submissions s FORCE INDEX (denpyo_submissions_due)
+WHERE s.channel = %(channel)s
+  AND s.next_attempt_at <= UTC_TIMESTAMP(6)
+  AND ((s.status = 'requesting' AND s.locked_until IS NULL)
+       OR (s.status = 'failed' AND s.error_kind = 'transient'))
+  AND (s.ordering_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM denpyo_submissions h FORCE INDEX (denpyo_submissions_ordering)
+        WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
+          AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL))
+ORDER BY s.next_attempt_at, s.id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- submission_find_in_doubt: due in-doubt rows of one channel (lease run out, or ambiguous failure)
+SELECT s.id, s.status FROM denpyo_submissions s FORCE INDEX (denpyo_submissions_due)
+WHERE s.channel = %(channel)s
+  AND s.next_attempt_at <= UTC_TIMESTAMP(6)
+  AND ((s.status = 'requesting' AND s.locked_until <= UTC_TIMESTAMP(6))
+       OR (s.status = 'failed' AND s.error_kind = 'ambiguous'))
+ORDER BY s.next_attempt_at, s.id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- submission_move: compare-and-set one row from its expected status and holder (MysqlTx reads it back)
+-- MariaDB applies SET assignments left to right and a later one sees the new value of an
+-- earlier column: so no assignment below reads a column that an earlier one sets.
+UPDATE denpyo_submissions SET
+    status = %(to_status)s,
+    attempts = attempts + %(attempt_delta)s,
+    locked_by = %(locked_by)s,
+    locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    next_attempt_at = CASE
+        WHEN %(lease)s > 0
+            THEN UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND
+        ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(retry_in)s * 1000000) MICROSECOND END,
+    remote_id = COALESCE(%(remote_id)s, remote_id),
+    last_error = CASE WHEN %(keep_error)s THEN last_error ELSE %(last_error)s END,
+    error_kind = CASE WHEN %(keep_error)s THEN error_kind ELSE %(error_kind)s END,
+    resolution = COALESCE(%(resolution)s, resolution),
+    synced_at = CASE WHEN %(to_status)s = 'synced' THEN UTC_TIMESTAMP(6) ELSE synced_at END,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND status = %(from_status)s
+  AND (locked_by <=> %(expect_locked_by)s
+       OR (%(expect_locked_by)s IS NULL
+           AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6))));
+
+-- event_insert: one line of a submission's history
+INSERT INTO denpyo_events
+    (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
+VALUES (%(submission_id)s, %(kind)s, %(from_status)s, %(to_status)s, %(attempt)s, %(actor)s,
+        %(detail)s, %(duration_ms)s);
+
+-- event_list: a submission's history, oldest first
+SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
+
+-- submission_list: submissions matching an operator's filter, newest first
+-- Operator queries (CLI, dashboard) from here on. Each optional filter is
+-- written as (param IS NULL OR condition): every value stays a bound parameter.
+-- Not yet indexed for ten million rows: the counts and filters scan the table.
+-- `since` and `until` arrive as ISO text with a UTC offset (datetime.isoformat());
+-- MariaDB's CAST ignores the offset, so CONVERT_TZ applies it. LENGTH counts bytes in
+-- MariaDB, so the key prefix is measured with CHAR_LENGTH.
+SELECT *,
+    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions
+WHERE (%(all_statuses)s
+       OR status IN (%(status0)s, %(status1)s, %(status2)s, %(status3)s))
+  AND (%(channel)s IS NULL OR channel = %(channel)s)
+  AND (%(since)s IS NULL OR created_at >= CONVERT_TZ(
+        CAST(LEFT(%(since)s, CHAR_LENGTH(%(since)s) - 6) AS DATETIME(6)),
+        RIGHT(%(since)s, 6), '+00:00'))
+  AND (%(until)s IS NULL OR created_at < CONVERT_TZ(
+        CAST(LEFT(%(until)s, CHAR_LENGTH(%(until)s) - 6) AS DATETIME(6)),
+        RIGHT(%(until)s, 6), '+00:00'))
+  AND (%(key_prefix)s IS NULL
+       OR LEFT(`key`, CHAR_LENGTH(%(key_prefix)s)) = %(key_prefix)s)
+  AND (%(in_doubt)s IS NULL OR %(in_doubt)s = CASE
+        WHEN (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END)
+  AND (%(needs_attention)s IS NULL OR %(needs_attention)s = CASE
+        WHEN resolution IS NULL
+         AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
+              OR status = 'rejected') THEN 1 ELSE 0 END)
+  AND (%(resolved)s IS NULL
+       OR %(resolved)s = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- submission_count_by_status: how many rows each channel has in each status
+SELECT channel, status, COUNT(*) AS n
+FROM denpyo_submissions
+WHERE (%(channel)s IS NULL OR channel = %(channel)s)
+GROUP BY channel, status
+ORDER BY channel, status;
+
+-- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
+SELECT
+    COALESCE(SUM(CASE
+        WHEN (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END), 0) AS in_doubt,
+    COALESCE(SUM(CASE
+        WHEN status = 'failed' AND next_attempt_at IS NULL AND resolution IS NULL
+         AND COALESCE(error_kind, '') <> 'ambiguous' THEN 1 ELSE 0 END), 0) AS exhausted,
+    COALESCE(SUM(CASE
+        WHEN status = 'rejected' AND resolution IS NULL THEN 1 ELSE 0 END), 0) AS rejected_open,
+    COALESCE(SUM(CASE
+        WHEN resolution IS NULL
+         AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
+              OR status = 'rejected') THEN 1 ELSE 0 END), 0) AS needs_attention,
+    COALESCE(SUM(CASE
+        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
+        THEN 1 ELSE 0 END), 0) AS pending,
+    MIN(CASE
+        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
+        THEN created_at END) AS oldest_pending,
+    COALESCE(SUM(CASE WHEN resolution IS NOT NULL THEN 1 ELSE 0 END), 0) AS resolved,
+    UTC_TIMESTAMP(6) AS now
+FROM denpyo_submissions
+WHERE status <> 'synced' AND (%(channel)s IS NULL OR channel = %(channel)s);
+
+-- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
+SELECT COUNT(*) AS n FROM denpyo_submissions
+WHERE channel = %(channel)s
+  AND next_attempt_at <= UTC_TIMESTAMP(6)
+  AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+       OR (status = 'failed' AND error_kind = 'ambiguous'));
+
+-- submission_find_superseding: the resend that replaced a submission, if any
+SELECT *,
+    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
+
+-- submission_renew: extend the lease of a row its holder still holds (MysqlTx gives back its id)
+UPDATE denpyo_submissions SET
+    locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND
+WHERE id = %(id)s AND locked_by = %(locked_by)s AND status IN ('requesting', 'failed');
+
+-- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
+DELETE FROM denpyo_submissions
+WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(older_than)s * 1000000) MICROSECOND
+  AND (status = 'synced'
+       OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
+           AND next_attempt_at IS NULL))
+ORDER BY created_at
+LIMIT %(limit)s
+RETURNING id;

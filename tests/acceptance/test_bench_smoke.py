@@ -1,0 +1,107 @@
+"""The benchmark harness works: `bench/run.py --quick` end to end, in the project's venv.
+
+Only the peers that need nothing beyond denpyo's own dependencies run here
+(fire-and-forget, the hand-written outbox, denpyo); nothing is installed. It
+checks that every scenario completes and that the report is well formed, never
+how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ["fire_and_forget", "outbox", "denpyo"]
+
+
+def _tables(markdown: str) -> list[list[list[str]]]:
+    """Each markdown table as rows of cells (the separator row dropped)."""
+    tables: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not all(re.fullmatch(r"-+", cell) for cell in cells):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+@pytest.mark.timeout(240)
+def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    env = dict(os.environ)
+    if "DENPYO_TEST_POSTGRES_URL" in env:
+        env["DENPYO_BENCH_POSTGRES_URL"] = env["DENPYO_TEST_POSTGRES_URL"]
+    if "DENPYO_TEST_MYSQL_URL" in env:
+        env["DENPYO_BENCH_MYSQL_URL"] = env["DENPYO_TEST_MYSQL_URL"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--python",
+            sys.executable,
+            "--peers",
+            ",".join(PEERS),
+            "--dispatch-n",
+            "100",
+            "--scale-levels",
+            "1000,3000",
+            "--out",
+            str(out),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=230,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    [results_file] = (tmp_path / "results").glob("*/results.json")
+    results = json.loads(results_file.read_text())
+    dispatch = results["dispatch"]
+    assert {row["peer"] for row in dispatch} == set(PEERS)
+    for row in dispatch:
+        assert "error" not in row, row
+        assert row["ok"], row  # N done in the database, N distinct keys at the provider
+        assert row["rate"] > 0 and row["maxrss_kb"] > 0
+    assert all("error" not in run for run in results["inline"]["runs"])
+    assert {run["backend"] for run in results["inline"]["runs"]} == {"sqlite", "postgresql"}
+    assert all("error" not in row for row in results["enqueue"])
+    assert all(row["ok"] for row in results["recovery"])
+    assert [level["rows"] for level in results["scale"]["levels"]] == [1000, 3000]
+    assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
+
+    markdown = out.read_text()
+    for heading in (
+        "## 1. Dispatch throughput",
+        "## 2. Inline overhead",
+        "## 3. Enqueue",
+        "## 4. Recovery",
+        "## 5. Scale",
+        "## 6. The same dispatch on SQLite and MariaDB",
+        "## Targets",
+    ):
+        assert heading in markdown
+    tables = _tables(markdown)
+    assert tables
+    for table in tables:
+        assert len({len(row) for row in table}) == 1, table  # every row has the header's width
+    throughput = next(t for t in tables if t[0][0] == "peer")
+    assert len(throughput) == 1 + len(PEERS)
+    for row in throughput[1:]:
+        assert re.match(r"[\d,.]+", row[1]), row
+    targets = next(t for t in tables if t[0][0] == "target")
+    assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])

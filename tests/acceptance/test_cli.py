@@ -1,0 +1,435 @@
+"""The `denpyo` command line, each command in a subprocess against SQLite and PostgreSQL:
+its output for people, its `--json` parsed back, its exit codes, and its refusals
+(exit 2, one line on stderr, nothing written)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import denpyo
+from denpyo.cli import main
+from denpyo.domain.filters import Filter
+from denpyo.domain.moves import Move
+from denpyo.store import NewSubmission
+from denpyo.testing import FakeProvider
+
+APP = """
+import os
+
+import denpyo
+from denpyo.channels.http import HttpChannel
+
+ledger = denpyo.Ledger(os.environ["DENPYO_DATABASE_URL"])
+_http = HttpChannel(
+    os.environ["TEST_PROVIDER"] + "/send",
+    lookup_url=os.environ["TEST_PROVIDER"] + "/lookup/{idempotency_key}",
+)
+ledger.channel("email", verify=_http.verify, lease=30)(_http.send)
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The CLI is the same code on every database; the dialects' differences are in the
+    store, which tests/integration/test_operator.py runs on every backend. Here, SQLite
+    and PostgreSQL keep this file (a fresh interpreter per command) quick."""
+    return str(request.param)
+
+
+def denpyo_cli(
+    *args: str, db: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "denpyo.cli", *(["--db", db] if db else []), *args]
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def run_all(
+    commands: list[list[str]], db: str | None = None
+) -> list[subprocess.CompletedProcess[str]]:
+    """Independent invocations at once (each is a fresh interpreter: startup dominates)."""
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda args: denpyo_cli(*args, db=db), commands))
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def as_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(ok(proc).stdout)
+
+
+def script_channel(ledger: denpyo.Ledger, **options: Any) -> dict[str, str]:
+    modes: dict[str, str] = {}
+
+    def send(sub: denpyo.Submission) -> str:
+        mode = modes.get(sub.key, "ok")
+        if mode == "transient":
+            raise denpyo.Transient("503")
+        if mode == "reject":
+            raise denpyo.Rejected("422 bad address")
+        if mode == "boom":
+            raise RuntimeError("connection dropped")
+        return f"r-{sub.key}"
+
+    ledger.channel("email", **options)(send)
+    return modes
+
+
+def in_doubt(ledger: denpyo.Ledger, key: str, idempotency_key: str | None = None) -> int:
+    """A row as a crash leaves it: attempted, its lease run out, due for the reconciler."""
+    new = NewSubmission("email", key, idempotency_key or f"idem-{key}", json.dumps({"k": key}))
+    sub, _ = ledger.store.insert(new, actor="w/1", lease=60)
+    S = denpyo.Status
+    expire = Move(
+        sub.id, S.REQUESTING, S.REQUESTING, "w/1", expect_locked_by="w/1", locked_by="w/1",
+        lease=0, retry_in=0, keep_error=True,
+    )  # fmt: skip
+    ledger.store.move([expire])
+    return sub.id
+
+
+def snapshot(db_url: str) -> list[Any]:
+    with denpyo.Ledger(db_url) as ledger:
+        return [
+            (sub, ledger.events(sub.id))
+            for sub in ledger.store.list_submissions(Filter(limit=10_000))
+        ]
+
+
+@pytest.fixture
+def seeded(db_url: str) -> Iterator[dict[str, int]]:
+    """One row in each state a person meets, on channel `email`."""
+    with denpyo.Ledger(db_url) as ledger:
+        modes = script_channel(ledger, max_attempts=1)
+        modes.update({"k-failed": "transient", "k-rejected": "reject", "k-ambiguous": "boom"})
+        ids = {}
+        for key in ("k-ok", "k-failed", "k-rejected", "k-ambiguous"):
+            try:
+                ids[key] = ledger.submit("email", key, {"k": key}).id
+            except denpyo.SubmissionError as exc:
+                ids[key] = exc.submission.id
+        ids["k-doubt"] = in_doubt(ledger, "k-doubt")
+        yield ids
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    runner = CliRunner()
+    assert set(main.commands) >= {
+        "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
+        "worker", "demo",
+    }  # fmt: skip
+    for name, command in main.commands.items():
+        assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"
+        result = runner.invoke(main, [name, "--help"])
+        assert result.exit_code == 0 and "Example:" in result.output, name
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, f"`denpyo {name} {param.opts[0]}` has no help"
+    top = ok(denpyo_cli("--help")).stdout
+    assert "Exit codes" in top and "Example:" in top
+
+
+def test_migrate_and_sql(empty_url: str, backend: str) -> None:
+    assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == [1]
+    again, people, ddl, *others = run_all(
+        [
+            ["--db", empty_url, "migrate", "--json"],
+            ["--db", empty_url, "migrate"],
+            ["--db", empty_url, "sql"],  # the dialect of --db
+            ["sql", "--dialect", "sqlite"],
+            ["sql", "--dialect", "postgresql"],
+            ["sql", "--dialect", "oracle"],
+        ]
+    )
+    assert as_json(again) == {"applied": [], "version": 1}
+    assert "already up to date" in ok(people).stdout
+    script = ok(ddl).stdout
+    assert "CREATE TABLE" in script and "denpyo_submissions" in script
+    assert f"schema for {backend}" in script
+    sqlite, postgresql, oracle = others
+    assert "schema for sqlite" in ok(sqlite).stdout
+    assert "schema for postgresql" in ok(postgresql).stdout
+    assert oracle.returncode == 2 and "oracle" in oracle.stderr
+
+
+def test_status(db_url: str, seeded: dict[str, int]) -> None:
+    as_json_, people, check, check_json = run_all(
+        [["status", "--json"], ["status"], ["status", "--check"], ["status", "--check", "--json"]],
+        db_url,
+    )
+    report = as_json(as_json_)
+    assert report["channels"]["email"] == {
+        "requesting": 1, "synced": 1, "failed": 2, "rejected": 1,
+    }  # fmt: skip
+    assert (report["in_doubt"], report["exhausted"], report["needs_attention"]) == (2, 1, 4)
+    assert report["oldest_pending_age_seconds"] >= 0
+    text = ok(people).stdout
+    assert "email" in text and "needs attention 4" in text and "ago" in text
+    assert check.returncode == 1 and "needs attention 4" in check.stdout
+    assert check_json.returncode == 1 and json.loads(check_json.stdout)["needs_attention"] == 4
+
+
+def test_status_check_is_0_when_all_is_well(db_url: str) -> None:
+    assert ok(denpyo_cli("status", "--check", db=db_url)).returncode == 0
+
+
+def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
+    queries = [
+        ["--status", "failed"],
+        ["--status", "failed,rejected", "--key-prefix", "k-re"],
+        ["--in-doubt"],
+        ["--since", "1h", "--limit", "2"],
+        ["--until", "2000-01-01"],
+    ]
+    *found, table, check, empty_check, shown, people = run_all(
+        [
+            *(["list", *q, "--json"] for q in queries),
+            ["list", "--needs-attention"],
+            ["list", "--needs-attention", "--check"],
+            ["list", "--channel", "sms", "--check"],
+            ["show", str(seeded["k-rejected"]), "--json"],
+            ["show", "email:k-ok"],
+        ],
+        db_url,
+    )
+    keys = [[row["key"] for row in as_json(proc)] for proc in found]
+    assert keys == [
+        ["k-ambiguous", "k-failed"],
+        ["k-rejected"],
+        ["k-doubt", "k-ambiguous"],
+        ["k-doubt", "k-ambiguous"],
+        [],
+    ]
+    text = ok(table).stdout
+    assert "k-rejected" in text and "in doubt" in text and "k-ok" not in text
+    assert "just now" in text or "ago" in text
+    assert check.returncode == 1 and empty_check.returncode == 0
+    history = as_json(shown)
+    assert history["submission"]["status"] == "rejected"
+    assert [e["kind"] for e in history["events"]] == ["created", "attempt", "settle"]
+    text = ok(people).stdout
+    assert "history" in text and "r-k-ok" in text and "synced" in text
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    db_url: str, seeded: dict[str, int], tmp_path: Path
+) -> None:
+    ids = {key: str(value) for key, value in seeded.items()}
+    before = snapshot(db_url)
+    cases: list[tuple[list[str], str]] = [
+        (["show", "99999"], "no submission with id 99999"),
+        (["show", "nonsense"], "neither an id"),
+        (["show", "email:nope"], "no submission"),
+        (["list", "--status", "bogus"], "unknown status"),
+        (["list", "--since", "last tuesday"], "cannot read"),
+        (["list", "--limit", "0"], "limit"),
+        (["list", "--channel", "bad name!"], "channel name"),
+        (["list", "--since", "1h", "--until", "2h"], "must be before"),
+        (["retry", ids["k-ambiguous"]], "in doubt"),
+        (["retry", ids["k-doubt"]], "in doubt"),
+        (["retry", ids["k-rejected"]], "rejected"),
+        (["retry", ids["k-ok"]], "synced"),
+        (["retry", ids["k-failed"], ids["k-rejected"]], "rejected"),
+        (["retry", ids["k-ambiguous"], "--force-in-doubt"], "note"),
+        (["resolve", ids["k-failed"], "--abandon"], "note"),
+        (["resolve", ids["k-failed"], "--abandon", "--note", " "], "note"),
+        (["resolve", ids["k-ok"], "--abandon", "--note", "x"], "synced"),
+        (["resolve", ids["k-rejected"], "--mark-synced", "--remote-id", "m", "--note", "x"],
+         "rejected to synced"),
+        (["resolve", ids["k-failed"], "--mark-synced", "--note", "x"], "remote-id"),
+        (["resolve", ids["k-failed"], "--resend", "--note", "x", "--payload", "{bad"], "JSON"),
+        (["resolve", ids["k-failed"], "--resend", "--note", "x", "--payload", "@/nope.json"],
+         "cannot read"),
+        (["resolve", ids["k-doubt"], "--resend", "--note", "x"], "in doubt"),
+        (["resolve", ids["k-failed"], "--abandon", "--note", "x", "--remote-id", "m"],
+         "--remote-id goes with"),
+    ]  # fmt: skip
+
+    procs = run_all([args for args, _ in cases], db_url)
+    for (args, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert text in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stdout == "", (args, proc.stdout)
+    assert snapshot(db_url) == before
+
+
+def test_usage_and_configuration_errors(tmp_path: Path) -> None:
+    """Refusals that happen before any row is read: the same on every backend."""
+    db = f"sqlite:///{tmp_path}/none.db"
+    cases = [
+        (["--db", db, "list", "--limit", "many"], "Usage"),
+        (["--db", db, "retry"], "error: name the submissions"),
+        (["--db", db, "retry", "1", "--channel", "email"], "error: name the submissions to retry"),
+        (["--db", db, "resolve", "1"], "error: choose one of"),
+        (["--db", db, "resolve", "1", "--abandon", "--remote-id", "m"], "error: --remote-id goes"),
+        (["--db", db, "reconcile"], "error: reconcile needs the application's channels"),
+        (["--db", db, "worker"], "error: the worker needs the application's channels"),
+        (["--db", "nonsense", "status"], "error: not a database URL"),
+        (["--db", "x://y/z", "status"], "error: unsupported database"),
+        (["--db", db, "--app", "m:x", "status"], "error: give --db or --app, not both"),
+        (["--app", "nomodule_here:ledger", "status"], "error: --app 'nomodule_here:ledger'"),
+        (["--app", "json:dumps", "status"], "not a denpyo.Ledger"),
+        (["--app", "json", "status"], "expected module:attribute"),
+    ]
+    for (args, text), proc in zip(cases, run_all([a for a, _ in cases]), strict=True):
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert text in proc.stderr, (args, proc.stderr)
+        if text.startswith("error: "):
+            assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "none.db").exists()  # nothing was even created
+
+
+def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int]) -> None:
+    ids = {key: str(value) for key, value in seeded.items()}
+
+    def cli(*args: str) -> Any:
+        return as_json(denpyo_cli(*args, "--json", db=db_url))
+
+    before = snapshot(db_url)
+    plan = cli("retry", "--all", "--dry-run")
+    assert [s["key"] for s in plan["retried"]] == ["k-failed"] and plan["dry_run"]
+    assert snapshot(db_url) == before
+
+    done = cli("retry", ids["k-failed"], "--by", "alice", "--note", "back up")
+    assert done["retried"][0]["next_attempt_at"] is not None
+    forced = cli("retry", ids["k-doubt"], "--force-in-doubt", "--note", "not at the provider")
+    assert forced["retried"][0]["locked_until"] is None
+    note = ["--note", "customer cancelled", "--by", "bob"]
+    abandoned = cli("resolve", ids["k-ambiguous"], "--abandon", *note)
+    assert abandoned["submission"]["resolution"] == "abandoned by operator:bob: customer cancelled"
+    payload = ["--payload", '{"to": "fixed@example.com"}', "--note", "address fixed"]
+    created = cli("resolve", "email:k-rejected", "--resend", *payload)["created"]
+    assert created["key"] == "k-rejected~resend1"
+    assert created["payload"] == {"to": "fixed@example.com"}
+    assert created["supersedes"] == seeded["k-rejected"]
+    people = ok(denpyo_cli("resolve", str(created["id"]), "--abandon", "--note", "no", db=db_url))
+    assert "abandoned" in people.stdout
+    with denpyo.Ledger(db_url) as ledger:
+        retried = ledger.events(seeded["k-failed"])[-1]
+        assert (retried.kind, retried.actor, retried.detail) == (
+            "retry",
+            "operator:alice",
+            "back up",
+        )
+        assert ledger.events(seeded["k-doubt"])[-1].actor == f"operator:{getpass.getuser()}"
+        assert ledger.events(seeded["k-ambiguous"])[-1].actor == "operator:bob"
+        old = ledger.get_by_id(seeded["k-rejected"])
+        assert old is not None and old.resolution is not None
+        assert old.resolution.startswith(f"resent as #{created['id']}")
+    found = ["--remote-id", "msg_42", "--note", "seen in the console"]
+    synced = cli("resolve", ids["k-ambiguous"], "--mark-synced", *found)["submission"]
+    assert (synced["status"], synced["remote_id"]) == ("synced", "msg_42")
+
+
+@pytest.fixture
+def app(db_url: str, tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeProvider]]:
+    """A user's module with a Ledger and an HTTP channel against a fake provider."""
+    (tmp_path / "cli_test_app.py").write_text(APP)
+    with FakeProvider(honour_idempotency=False) as provider:
+        env = {
+            "DENPYO_DATABASE_URL": db_url,
+            "DENPYO_APP": "cli_test_app:ledger",
+            "TEST_PROVIDER": provider.url,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        }
+        yield env, provider
+
+
+def test_reconcile_with_app(db_url: str, app: tuple[dict[str, str], FakeProvider]) -> None:
+    env, provider = app
+    with denpyo.Ledger(db_url) as ledger:
+        arrived = in_doubt(ledger, "arrived", "idem-arrived")
+        in_doubt(ledger, "lost", "idem-lost")
+    with FakeProviderHttp(provider) as http:
+        http.post("idem-arrived")
+    summary = as_json(denpyo_cli("reconcile", "--json", env=env))
+    assert summary == {
+        "due": 2, "checked": 2, "synced": 2, "failed": 0, "rejected": 0, "requesting": 0,
+        "errors": 0, "in_doubt_after": 0,
+    }  # fmt: skip
+    assert provider.stats().duplicates == 0 and provider.stats().distinct_keys == 2
+    with denpyo.Ledger(db_url) as ledger:
+        row = ledger.get_by_id(arrived)
+        assert row is not None and row.remote_id == provider.accepted_ids_for("idem-arrived")[0]
+    again = ok(denpyo_cli("reconcile", env=env))
+    assert "checked" in again.stdout
+
+
+def test_worker_runs_until_a_signal(
+    db_url: str, backend: str, app: tuple[dict[str, str], FakeProvider]
+) -> None:
+    """SIGTERM (what a service manager sends) on PostgreSQL, Ctrl-C's SIGINT on SQLite:
+    either stops claiming, lets the calls in flight settle, and exits 0."""
+    env, provider = app
+    stop = signal.SIGTERM if backend == "postgresql" else signal.SIGINT
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)  # to enqueue; the worker sends with the app's channel
+        ids = [ledger.enqueue("email", f"w{i}", {"i": i}).id for i in range(5)]
+    command = [sys.executable, "-m", "denpyo.cli", "worker", "--poll-interval", "0.05"]
+    worker = subprocess.Popen(
+        command,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with denpyo.Ledger(db_url) as ledger:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and worker.poll() is None:
+                rows = [ledger.get_by_id(i) for i in ids]
+                if all(r is not None and r.status is denpyo.Status.SYNCED for r in rows):
+                    break
+                time.sleep(0.05)
+        worker.send_signal(stop)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, stderr
+    assert "worker stopped" in stderr and "synced 5" in stderr
+    assert provider.stats().distinct_keys == 5
+
+
+class FakeProviderHttp:
+    """Post one call to the provider directly, as a sender that crashed would have."""
+
+    def __init__(self, provider: FakeProvider) -> None:
+        self.provider = provider
+
+    def __enter__(self) -> FakeProviderHttp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def post(self, idempotency_key: str) -> None:
+        import urllib.request
+
+        request = urllib.request.Request(
+            self.provider.send_url,
+            data=b"{}",
+            method="POST",
+            headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
