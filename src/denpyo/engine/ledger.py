@@ -236,12 +236,12 @@ class Ledger:
 
     def reconcile(self) -> WorkReport:
         """One pass over the in-doubt rows that are due: verify, settle, resend or alert."""
-        worker = Worker(self)
+        worker = Worker(self, actor=self.new_actor("reconciler"))
         return self._run_worker(worker, worker.reconcile_pass())
 
     async def areconcile(self) -> WorkReport:
         """`reconcile` on the running event loop."""
-        return await Worker(self).reconcile_pass()
+        return await Worker(self, actor=self.new_actor("reconciler")).reconcile_pass()
 
     def _run_worker(self, worker: Worker, run: Coroutine[Any, Any, WorkReport]) -> WorkReport:
         """Run on the private loop, where async channels keep their sessions."""

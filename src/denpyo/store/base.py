@@ -71,6 +71,10 @@ class Store(ABC):
         """A transaction on the store's own connection (committed at the end), or
         inside the caller's open transaction on `conn` (never committed here)."""
 
+    def reading(self) -> AbstractContextManager[Tx]:
+        """A transaction that only reads (SQLite: without taking the write lock)."""
+        return self.transaction()
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -118,7 +122,7 @@ class Store(ABC):
         return int(row["version"]) if row else 0
 
     def now(self) -> datetime:
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("clock_now")
         assert row is not None
         now = self.parse_time(row["now"])
@@ -193,12 +197,12 @@ class Store(ABC):
         return row
 
     def get(self, submission_id: int) -> Submission | None:
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("submission_get", {"id": submission_id})
         return self.to_submission(row) if row else None
 
     def get_by_key(self, channel: str, key: str) -> Submission | None:
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("submission_get_by_key", {"channel": channel, "key": key})
         return self.to_submission(row) if row else None
 
@@ -237,7 +241,7 @@ class Store(ABC):
             return self._apply(tx, moves)
 
     def events(self, submission_id: int) -> list[Event]:
-        with self.transaction() as tx:
+        with self.reading() as tx:
             rows = tx.fetch_all("event_list", {"submission_id": submission_id})
         return [self.to_event(row) for row in rows]
 
@@ -384,20 +388,20 @@ class Store(ABC):
             "resolved": _flag(flt.resolved),
             "limit": flt.limit,
         }
-        with self.transaction() as tx:
+        with self.reading() as tx:
             rows = tx.fetch_all("submission_list", params)
         return [self.to_submission(row) for row in rows]
 
     def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
         """(channel, status, rows) for every pair that has rows."""
-        with self.transaction() as tx:
+        with self.reading() as tx:
             rows = tx.fetch_all("submission_count_by_status", {"channel": channel})
         return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
 
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         """Counts of rows a person may need to see, the oldest pending row's creation
         time and the database clock (keys as in `submission_count_attention`)."""
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("submission_count_attention", {"channel": channel})
         assert row is not None
         counts: dict[str, Any] = {
@@ -416,13 +420,13 @@ class Store(ABC):
         return counts
 
     def count_in_doubt_due(self, channel: str) -> int:
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
         return int(row["n"]) if row else 0
 
     def find_superseding(self, submission_id: int) -> Submission | None:
         """The submission that resends `submission_id`, if there is one."""
-        with self.transaction() as tx:
+        with self.reading() as tx:
             row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
         return self.to_submission(row) if row else None
 
@@ -440,19 +444,8 @@ class Store(ABC):
         Raises `LeaseLost` (nothing written) when the old row moved meanwhile, and
         `InvalidInput` when the new channel and key exist already. Returns (new, old).
         """
-        params = {
-            "channel": new.channel,
-            "key": new.key,
-            "idempotency_key": new.idempotency_key,
-            "payload": new.payload_json,
-            "ordering_key": new.ordering_key,
-            "supersedes": new.supersedes,
-            "attempts": 0,
-            "locked_by": None,
-            "lease": None,
-        }
         with self.transaction() as tx:
-            row = tx.fetch_one("submission_insert", params)
+            row = tx.fetch_one("submission_insert", _insert_params(new, actor, None))
             if row is None:
                 raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
             created = self.to_submission(row)

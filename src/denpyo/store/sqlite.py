@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
@@ -73,7 +73,7 @@ class SqliteStore(Store):
         return conn
 
     @contextmanager
-    def transaction(self, conn: Any = None) -> Iterator[Tx]:
+    def transaction(self, conn: Any = None, *, write: bool = True) -> Iterator[Tx]:
         if conn is not None:
             if not isinstance(conn, sqlite3.Connection):
                 raise ConfigurationError(
@@ -91,13 +91,17 @@ class SqliteStore(Store):
             return
         own = self._connection()
         with _wrapped():
-            own.execute("BEGIN IMMEDIATE")
+            own.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield SqliteTx(self, own)
             except BaseException:
                 own.execute("ROLLBACK")
                 raise
             own.execute("COMMIT")
+
+    def reading(self) -> AbstractContextManager[Tx]:
+        """Readers do not queue behind writers: in WAL mode they see the last commit."""
+        return self.transaction(write=False)
 
     def close(self) -> None:
         with self._lock:
