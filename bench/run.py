@@ -173,28 +173,73 @@ def _with_db(url: str, name: str) -> str:
     return f"{url.rpartition('/')[0]}/{name}"
 
 
+# What a child's or the parent's error says when PostgreSQL went away under it (the
+# machine is shared: another session's chaos test restarts the server): such a run is
+# repeated once the server answers again.
+TRANSIENT = (
+    "AdminShutdown",
+    "terminating connection",
+    "the database system is",
+    "server closed the connection",
+    "connection failed",
+    "Connection refused",
+    "consuming input failed",
+    "ConnectorException",
+    "cannot connect to PostgreSQL",
+    "OperationalError",
+)
+
+
+def wait_for_postgres(seconds: int = 120) -> None:
+    for _ in range(seconds):
+        if subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).returncode == 0:
+            return
+        time.sleep(1)
+
+
 class Databases:
     """Fresh PostgreSQL databases, each dropped after its run."""
 
     def __init__(self) -> None:
+        self.admin: Any = None
+        self._connect()
+
+    def _connect(self) -> None:
         import psycopg
 
         self.admin = psycopg.connect(PG_URL, autocommit=True)
 
+    def _execute(self, sql: str) -> Any:
+        import psycopg
+
+        for attempt in range(5):
+            try:
+                return self.admin.execute(sql)
+            except psycopg.OperationalError as exc:
+                log(f"PostgreSQL went away ({type(exc).__name__}); waiting for it")
+                time.sleep(2 + attempt * 3)
+                wait_for_postgres()
+                try:
+                    self.admin.close()
+                    self._connect()
+                except psycopg.OperationalError:
+                    continue
+        return self.admin.execute(sql)
+
     def create(self, template: str | None = None) -> str:
         name = f"denpyo_bench_{uuid.uuid4().hex[:10]}"
         clause = f" TEMPLATE {template}" if template else ""
-        self.admin.execute(f"CREATE DATABASE {name}{clause}")
+        self._execute(f"CREATE DATABASE {name}{clause}")
         return name
 
     def url(self, name: str) -> str:
         return _with_db(PG_URL, name)
 
     def drop(self, name: str) -> None:
-        self.admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self._execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def server_version(self) -> str:
-        row = self.admin.execute("SHOW server_version").fetchone()
+        row = self._execute("SHOW server_version").fetchone()
         return str(row[0]) if row else "?"
 
     def close(self) -> None:
@@ -375,6 +420,42 @@ class Bench:
 
     # plumbing
 
+    def retrying(self, attempt: Any) -> dict[str, Any]:
+        """Call `attempt()` (which sets up its own fresh database) again, up to 3 times,
+        when PostgreSQL went away under it; `retried` counts those repeats."""
+        retried = 0
+        while True:
+            result: dict[str, Any] = attempt()
+            error = str(result.get("error", ""))
+            if not error or retried >= 3 or not any(mark in error for mark in TRANSIENT):
+                break
+            retried += 1
+            log("PostgreSQL went away during the run; repeating it once it is back")
+            time.sleep(5)
+            wait_for_postgres()
+        if retried:
+            result["retried"] = retried
+        return result
+
+    def on_fresh_db(
+        self, scenario: str, provider: Provider | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """Run one child on a fresh PostgreSQL database (dropped after), repeated with a
+        new database if PostgreSQL went away under it."""
+
+        def attempt() -> dict[str, Any]:
+            name = self.dbs.create()
+            if provider is not None:
+                provider.reset()
+            try:
+                return self.runner.run(
+                    self.spec(scenario, db_url=self.dbs.url(name), **fields), provider
+                )
+            finally:
+                self.dbs.drop(name)
+
+        return self.retrying(attempt)
+
     def provider(self, latency: float) -> Provider:
         if latency not in self.providers:
             self.providers[latency] = Provider(self.python, latency)
@@ -423,6 +504,10 @@ class Bench:
         """A template database holding the peer's schema and n enqueued jobs."""
         if peer == "fire_and_forget":
             return None, {}
+        result = self.retrying(lambda: self._prefill(peer, n))
+        return result.pop("_template", None), result
+
+    def _prefill(self, peer: str, n: int) -> dict[str, Any]:
         name = self.dbs.create()
         result = self.runner.run(
             self.spec(
@@ -437,8 +522,8 @@ class Bench:
         )
         if "error" in result:
             self.dbs.drop(name)
-            return None, result
-        return name, result
+            return result
+        return {"_template": name, **result}
 
     def dispatch(self) -> None:
         s = self.sizes
@@ -480,6 +565,22 @@ class Bench:
         backend: str = "postgresql",
         db_url: str | None = None,
         n: int | None = None,
+    ) -> dict[str, Any]:
+        args = (peer, template, provider, concurrency, repeat, backend, db_url, n)
+        if db_url is not None:  # SQLite or MariaDB: PostgreSQL restarts do not touch it
+            return self._dispatch_once(*args)
+        return self.retrying(lambda: self._dispatch_once(*args))
+
+    def _dispatch_once(
+        self,
+        peer: str,
+        template: str | None,
+        provider: Provider,
+        concurrency: int,
+        repeat: int,
+        backend: str,
+        db_url: str | None,
+        n: int | None,
     ) -> dict[str, Any]:
         name = self.dbs.create(template) if template else None
         url = db_url or (self.dbs.url(name) if name else "")
@@ -638,29 +739,23 @@ class Bench:
         self.results["inline"] = section
         client = clients.get("fastest", "http.client")
         for backend in ("sqlite", "postgresql"):
-            if backend == "sqlite":
-                folder = Path(tempfile.mkdtemp(prefix="denpyo-bench-"))
-                url, name = f"sqlite:///{folder}/inline.db", None
+            fields = {"n": s.inline_n, "rounds": s.repeats, "client": client}
+            if backend == "postgresql":
+                result = self.on_fresh_db("inline", provider, provider_url=provider.url, **fields)
             else:
-                name = self.dbs.create()
-                url = self.dbs.url(name)
-            try:
-                provider.reset()
-                result = self.runner.run(
-                    self.spec(
-                        "inline",
-                        n=s.inline_n,
-                        rounds=s.repeats,
-                        client=client,
-                        db_url=url,
-                        provider_url=provider.url,
-                    ),
-                    provider,
-                )
-            finally:
-                if name:
-                    self.dbs.drop(name)
-                else:
+                folder = Path(tempfile.mkdtemp(prefix="denpyo-bench-"))
+                try:
+                    provider.reset()
+                    result = self.runner.run(
+                        self.spec(
+                            "inline",
+                            db_url=f"sqlite:///{folder}/inline.db",
+                            provider_url=provider.url,
+                            **fields,
+                        ),
+                        provider,
+                    )
+                finally:
                     shutil.rmtree(folder, ignore_errors=True)
             section["runs"].append({"backend": backend, **result})
             log(f"inline {backend}: {result.get('us_per_call', result.get('error'))}")
@@ -684,22 +779,15 @@ class Bench:
                 cases.append((peer, "bulk", True, {}))
         for repeat in range(s.repeats):
             for peer, mode, bulk, options in cases:
-                name = self.dbs.create()
-                try:
-                    result = self.runner.run(
-                        self.spec(
-                            "enqueue",
-                            peer=peer,
-                            n=s.enqueue_n,
-                            bulk=bulk,
-                            setup=True,
-                            db_url=self.dbs.url(name),
-                            provider_url=self.provider(0.0).url,
-                            options=options,
-                        )
-                    )
-                finally:
-                    self.dbs.drop(name)
+                result = self.on_fresh_db(
+                    "enqueue",
+                    peer=peer,
+                    n=s.enqueue_n,
+                    bulk=bulk,
+                    setup=True,
+                    provider_url=self.provider(0.0).url,
+                    options=options,
+                )
                 rows.append(
                     {"peer": peer, "mode": mode, "repeat": repeat, "n": s.enqueue_n, **result}
                 )
@@ -714,21 +802,9 @@ class Bench:
         rows: list[dict[str, Any]] = self.results.setdefault("recovery", [])
         provider = self.provider(0.0)
         for repeat in range(s.repeats):
-            name = self.dbs.create()
-            provider.reset()
-            try:
-                result = self.runner.run(
-                    self.spec(
-                        "recovery",
-                        n=s.recovery_n,
-                        concurrency=16,
-                        db_url=self.dbs.url(name),
-                        provider_url=provider.url,
-                    ),
-                    provider,
-                )
-            finally:
-                self.dbs.drop(name)
+            result = self.on_fresh_db(
+                "recovery", provider, n=s.recovery_n, concurrency=16, provider_url=provider.url
+            )
             rows.append({"repeat": repeat, "n": s.recovery_n, **result})
             log(
                 f"recovery: {result.get('rate', 0):,.0f} rows/s against lookups at "
@@ -739,18 +815,11 @@ class Bench:
     # 5. scale
 
     def scale(self) -> None:
-        name = self.dbs.create()
-        try:
-            result = self.runner.run(
-                self.spec(
-                    "scale",
-                    levels=self.sizes.scale_levels,
-                    live=2000 if self.sizes.scale_levels[-1] >= 10**5 else 700,
-                    db_url=self.dbs.url(name),
-                ),
-            )
-        finally:
-            self.dbs.drop(name)
+        result = self.on_fresh_db(
+            "scale",
+            levels=self.sizes.scale_levels,
+            live=2000 if self.sizes.scale_levels[-1] >= 10**5 else 700,
+        )
         self.results["scale"] = result
         for level in result.get("levels", []):
             log(

@@ -9,7 +9,7 @@ from denpyo.channels.http import HttpChannel
 
 def main() -> None:
     db_url, provider_url = sys.argv[1:3]
-    logging.basicConfig(level=logging.ERROR)
+    logging.basicConfig(level=logging.CRITICAL)  # kills and restarts are expected here
     ledger = denpyo.Ledger(db_url)
     http = HttpChannel(
         url=f"{provider_url}/send",

@@ -133,7 +133,7 @@ def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     assert set(main.commands) >= {
         "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
-        "worker", "demo",
+        "worker", "demo", "prune",
     }  # fmt: skip
     for name, command in main.commands.items():
         assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"
@@ -433,3 +433,16 @@ class FakeProviderHttp:
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
+
+
+def test_prune(db_url: str) -> None:
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        ledger.submit("c", "old", {})
+        ledger.enqueue("c", "open", {})
+    assert as_json(denpyo_cli("prune", "--older-than", "90d", "--json", db=db_url))["deleted"] == 0
+    assert as_json(denpyo_cli("prune", "--older-than", "0s", "--json", db=db_url))["deleted"] == 1
+    bad = denpyo_cli("prune", "--older-than", "ninety days", db=db_url)
+    assert bad.returncode == 2 and "duration" in bad.stderr
+    with denpyo.Ledger(db_url) as ledger:
+        assert ledger.get("c", "old") is None and ledger.get("c", "open") is not None

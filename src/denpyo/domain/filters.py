@@ -149,6 +149,14 @@ def parse_when(text: str, now: datetime) -> datetime:
     return when.astimezone(UTC)
 
 
+def parse_duration(text: str) -> float:
+    """Seconds in a duration a person types: ``90s``, ``15m``, ``2h``, ``90d``, ``1w``."""
+    match = _RELATIVE.match(text.strip().lower())
+    if not match:
+        raise InvalidInput(f"cannot read {text!r} as a duration; use e.g. 90s, 15m, 2h, 90d, 1w")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
 def resend_key(key: str, n: int) -> str:
     """The business key of the n-th resend of `key`: ``order:42~resend1``. A resend of
     a resend counts on from the original key instead of stacking suffixes."""
