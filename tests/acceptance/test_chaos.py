@@ -7,9 +7,12 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from chaos import ChaosFigures, run_chaos
+
+import denpyo
 
 
 def restart_postgres() -> None:
@@ -67,3 +70,11 @@ def test_chaos_short(db_url: str, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)
 def test_chaos_long(db_url: str, backend: str) -> None:
     check(run_chaos(db_url, submissions=20_000, restart_database=RESTARTS[backend], deadline=3000))
+
+
+def test_chaos_sqlite_processes_on_one_host(tmp_path: Path) -> None:
+    """Several worker processes on one SQLite file, killed at random: no server to restart."""
+    url = f"sqlite:///{tmp_path}/chaos.db"
+    with denpyo.Ledger(url) as ledger:
+        ledger.migrate()
+    check(run_chaos(url, submissions=600, workers=3))
