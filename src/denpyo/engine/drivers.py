@@ -93,6 +93,10 @@ class AsyncDriver:
         self.calls = calls
         self.settle_hook = settle_hook
         self.on_call: Callable[[int], None] | None = None  # told a row's call has begun
+        # A call (or verify) occupies a slot from its start to its end, not while its
+        # outcome is being committed: the worker frees the slot for the next call.
+        self.slot_taken: Callable[[ChannelSpec, int], None] | None = None
+        self.slot_freed: Callable[[int], None] | None = None
 
     async def run(self, flow: Generator[Effect, Any, T]) -> T:
         value: Any = None
@@ -128,6 +132,16 @@ class AsyncDriver:
             if self.settle_hook is not None:
                 return await self.settle_hook(effect.moves)
             return await self.in_db(self.store.move, effect.moves)
+        if self.slot_taken is not None:
+            self.slot_taken(effect.spec, effect.submission.id)
+        try:
+            return await self._outside(effect)
+        finally:
+            if self.slot_freed is not None:
+                self.slot_freed(effect.submission.id)
+
+    async def _outside(self, effect: Call | Check) -> Any:
+        """Perform a call or a verify: the provider's side of the flow."""
         spec, sub = effect.spec, effect.submission
         loop = asyncio.get_running_loop()
         started = time.perf_counter()

@@ -74,7 +74,10 @@ class Worker:
         self.started_calls: set[int] = set()  # rows whose call has begun (added from threads too)
         self.driver.settle_hook = self._settle
         self.driver.on_call = self.started_calls.add
-        self.running: Counter[str] = Counter()
+        self.driver.slot_taken = self._take_slot
+        self.driver.slot_freed = self._free_slot
+        self.running: Counter[str] = Counter()  # calls in flight per channel
+        self.slots: dict[int, str] = {}  # rows whose call or verify is in flight -> channel
         self.tasks: dict[asyncio.Task[None], int] = {}
         self.holds: dict[int, tuple[str, float]] = {}  # row id -> (holder token, lease)
         self.buckets = {
@@ -105,6 +108,7 @@ class Worker:
             while not self.stopping.is_set():
                 self.wakeup.clear()  # before claiming, so no completion is missed
                 claimed = 0
+                self._dispatch()  # first from rows already claimed: no call waits on a claim
                 try:
                     if self.sends:
                         claimed += await self._fill()
@@ -198,14 +202,27 @@ class Worker:
         for spec in self.ledger.channels.values():
             waiting = self.ready[spec.name]
             cap = self._cap(spec)
-            while waiting and self.running[spec.name] < cap and len(self.tasks) < self.concurrency:
+            while waiting and self.running[spec.name] < cap and self._has_room():
                 self._spawn(spec, waiting.popleft(), in_doubt=False)
 
     def _has_room(self) -> bool:
-        return len(self.tasks) < self.concurrency
+        return len(self.slots) < self.concurrency
+
+    def _take_slot(self, spec: ChannelSpec, row_id: int) -> None:
+        if row_id not in self.slots:
+            self.slots[row_id] = spec.name
+            self.running[spec.name] += 1
+
+    def _free_slot(self, row_id: int) -> None:
+        channel = self.slots.pop(row_id, None)
+        if channel is not None:
+            self.running[channel] -= 1
+            if not self.stopping.is_set():
+                self._dispatch()  # the next claimed row takes the slot at once
+            self.wakeup.set()
 
     def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
-        self.running[spec.name] += 1
+        self._take_slot(spec, sub.id)
         if in_doubt:
             self.report.reconciled += 1
             flow = self.flows.settle_in_doubt(spec, sub)
@@ -223,7 +240,7 @@ class Worker:
                     "a %s flow failed; its row is recovered when its lease ends", spec.name
                 )
             finally:
-                self.running[spec.name] -= 1
+                self._free_slot(sub.id)
                 self.holds.pop(sub.id, None)
                 self.started_calls.discard(sub.id)
                 self.wakeup.set()
