@@ -168,3 +168,55 @@ def test_prune_deletes_old_settled_rows_in_batches(ledger: denpyo.Ledger, sql: A
         "(SELECT 1 FROM denpyo_submissions s WHERE s.id = e.submission_id)"
     )
     assert orphans == [(0,)]
+
+
+def test_a_failing_head_holds_back_its_followers(ledger: denpyo.Ledger) -> None:
+    sent: list[str] = []
+    head_fails = [True]
+
+    def call(sub: Submission) -> str:
+        if sub.key == "a0" and head_fails[0]:
+            raise denpyo.Transient("HTTP 503")
+        sent.append(sub.key)
+        return "r"
+
+    ledger.channel("c", backoff=denpyo.Backoff(initial=60, maximum=60))(call)
+    for i in range(3):
+        ledger.enqueue("c", f"a{i}", {}, ordering_key="customer:a")
+    ledger.enqueue("c", "b0", {}, ordering_key="customer:b")
+    ledger.work(until_idle=True, poll_interval=0.01)
+    assert sent == ["b0"]  # other keys proceed; a1, a2 wait behind the failed head
+    head_fails[0] = False
+    from denpyo.engine import operator
+
+    operator.retry(ledger, refs=["c:a0"], by="test")
+    ledger.work(until_idle=True, poll_interval=0.01)
+    assert sent == ["b0", "a0", "a1", "a2"]
+
+
+def test_claim_plan_is_an_index_scan_among_many_settled_rows(postgres_url: str) -> None:
+    """The hot path must not read the settled history: 200,000 synced rows, a few due."""
+    import psycopg
+
+    with denpyo.Ledger(postgres_url) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        ledger.enqueue_many("c", [(f"due{i}", {}) for i in range(20)])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO denpyo_submissions (channel, key, idempotency_key, payload, status, "
+            "attempts, synced_at, remote_id) SELECT 'c', 'old' || n, 'idem-' || n, '{}', "
+            "'synced', 1, now(), 'r' FROM generate_series(1, 200000) AS n"
+        )
+        conn.execute("ANALYZE denpyo_submissions")
+        from denpyo.store.queries import load_queries
+
+        claim = load_queries("postgresql")["submission_claim_ready"]
+        params = {"channel": "c", "worker": "w", "limit": 32, "lease": 60.0}
+        plan = "\n".join(
+            row[0]
+            for row in conn.execute(
+                f"EXPLAIN {claim}".replace("%(", "%%(").replace("%%(", "%("), params
+            ).fetchall()
+        )
+    assert "denpyo_submissions_due" in plan, plan
+    assert "Seq Scan on denpyo_submissions" not in plan, plan
