@@ -8,6 +8,7 @@ the caller's transaction commits, so workers wake without polling.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -82,8 +83,8 @@ class PostgresStore(Store):
                     self.conninfo,
                     min_size=1,
                     max_size=self.max_connections,
-                    kwargs={"row_factory": dict_row},
-                    check=ConnectionPool.check_connection,  # drop connections a restart broke
+                    # BEGIN and COMMIT are ours (see transaction): autocommit otherwise.
+                    kwargs={"row_factory": dict_row, "autocommit": True},
                     connection_class=psycopg.Connection[dict[str, Any]],
                     open=False,
                 )
@@ -105,8 +106,39 @@ class PostgresStore(Store):
             with _wrapped(), conn.cursor(row_factory=dict_row) as cursor:
                 yield PostgresTx(self, cursor)
             return
-        with _wrapped(), self.pool.connection() as own, own.transaction(), own.cursor() as cur:
-            yield PostgresTx(self, cur)
+        with _wrapped():
+            own = self._begin()
+            try:
+                with own.cursor() as cur:
+                    yield PostgresTx(self, cur)
+            except Exception:
+                with contextlib.suppress(psycopg.Error):
+                    if not own.broken:
+                        own.execute("ROLLBACK")
+                raise
+            except BaseException:
+                own.close()  # interrupted mid-protocol: never reuse it
+                raise
+            else:
+                own.execute("COMMIT")
+            finally:
+                self.pool.putconn(own)
+
+    def _begin(self) -> psycopg.Connection[dict[str, Any]]:
+        """A pooled connection inside BEGIN. A connection the server dropped (after
+        a restart, say) fails at BEGIN, before anything of ours was sent: it is
+        discarded and the BEGIN tried once more on a new one. This costs no round
+        trip beyond the BEGIN every transaction needs."""
+        for attempt in (1, 2):
+            own = self.pool.getconn()
+            try:
+                own.execute("BEGIN")
+                return own
+            except psycopg.OperationalError:
+                self.pool.putconn(own)  # the pool discards a broken connection
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
         return tx.fetch_one("submission_record", {**params, "actor": actor})
