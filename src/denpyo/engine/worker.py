@@ -70,7 +70,9 @@ class Worker:
         self.grace = grace
         self.flows = Flows(ledger.store, ledger.alerts, actor or ledger.new_actor("worker"))
         self.driver = ledger.async_driver()
-        self.batcher = SettleBatcher(self.driver)
+        self.batcher = SettleBatcher(
+            self.driver, commits=1 if ledger.store.dialect == "sqlite" else 2
+        )
         self.started_calls: set[int] = set()  # rows whose call has begun (added from threads too)
         self.driver.settle_hook = self._settle
         self.driver.on_call = self.started_calls.add

@@ -71,6 +71,11 @@ class Store(ABC):
         """A transaction on the store's own connection (committed at the end), or
         inside the caller's open transaction on `conn` (never committed here)."""
 
+    def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """The context of an operation a dialect may complete in one atomic statement
+        (PostgreSQL's fast paths), sparing the BEGIN and COMMIT round trips."""
+        return self.transaction(conn)
+
     def reading(self) -> AbstractContextManager[Tx]:
         """A transaction that only reads (SQLite: without taking the write lock)."""
         return self.transaction()
@@ -145,7 +150,7 @@ class Store(ABC):
         started (inline submit); without, it waits for a worker (enqueue).
         Returns (row, created).
         """
-        with self.transaction(conn) as tx:
+        with self.one_statement(conn) as tx:
             row = self._record(tx, _insert_params(new, actor, lease), actor)
             if row is None:
                 existing = tx.fetch_one(
@@ -237,7 +242,8 @@ class Store(ABC):
 
     def move(self, moves: Sequence[Move]) -> list[Submission | None]:
         """Apply compare-and-set moves in one transaction; None where a move lost."""
-        with self.transaction() as tx:
+        distinct = len({move.submission_id for move in moves}) == len(moves)
+        with self.one_statement() if distinct else self.transaction() as tx:
             return self._apply(tx, moves)
 
     def events(self, submission_id: int) -> list[Event]:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -124,6 +124,28 @@ class PostgresStore(Store):
             finally:
                 self.pool.putconn(own)
 
+    def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        return self.transaction(conn) if conn is not None else self._autocommit()
+
+    def reading(self) -> AbstractContextManager[Tx]:
+        return self._autocommit()
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[Tx]:
+        """Each statement is its own transaction: for work done in one statement
+        (a claim, a batch of settles, a record with its events) and for reads."""
+        with _wrapped():
+            own = self.pool.getconn()
+            try:
+                with own.cursor() as cur:
+                    yield PostgresTx(self, cur)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    own.close()  # interrupted mid-protocol: never reuse it
+                raise
+            finally:
+                self.pool.putconn(own)
+
     def _begin(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection inside BEGIN. A connection the server dropped (after
         a restart, say) fails at BEGIN, before anything of ours was sent: it is
@@ -165,7 +187,7 @@ class PostgresStore(Store):
         if in_doubt:
             return super().claim(channel, worker=worker, limit=limit, lease=lease, in_doubt=True)
         params = {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
-        with self.transaction() as tx:
+        with self._autocommit() as tx:
             return [
                 self.to_submission(row) for row in tx.fetch_all("submission_claim_ready", params)
             ]
