@@ -218,5 +218,5 @@ def test_claim_plan_is_an_index_scan_among_many_settled_rows(postgres_url: str) 
                 f"EXPLAIN {claim}".replace("%(", "%%(").replace("%%(", "%("), params
             ).fetchall()
         )
-    assert "denpyo_submissions_due" in plan, plan
+    assert "denpyo_submissions_ready" in plan, plan
     assert "Seq Scan on denpyo_submissions" not in plan, plan

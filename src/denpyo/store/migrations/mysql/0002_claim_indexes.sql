@@ -1,0 +1,3 @@
+-- denpyo schema 2 for MariaDB: nothing to change. The other databases split
+-- their claim index into two partial indexes; MariaDB has no partial indexes,
+-- and its claims keep using denpyo_submissions_due (see migration 1).
