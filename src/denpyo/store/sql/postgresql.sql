@@ -278,7 +278,8 @@ WITH m AS (
         synced_at = CASE WHEN m.to_status = 'synced' THEN now() ELSE s.synced_at END,
         updated_at = now()
     FROM m
-    WHERE s.id = m.id AND s.status = m.from_status
+    WHERE s.id = ANY(%(id)s::bigint[])  -- reach the rows by primary key, whatever the statistics
+      AND s.id = m.id AND s.status = m.from_status
       AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
            OR (m.expect_locked_by IS NULL
                AND (s.locked_until IS NULL OR s.locked_until <= now())))
