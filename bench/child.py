@@ -341,7 +341,7 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
     before = _provider_stats(ctx.provider_url)
     ledger, channel = ledger_for(ctx)
     started = time.perf_counter()
-    report = await ledger.areconcile()
+    report = await ledger.areconcile(concurrency=concurrency)
     seconds = time.perf_counter() - started
     await channel.aclose()
     ledger.close()

@@ -220,3 +220,43 @@ def test_claim_plan_is_an_index_scan_among_many_settled_rows(postgres_url: str) 
         )
     assert "denpyo_submissions_ready" in plan, plan
     assert "Seq Scan on denpyo_submissions" not in plan, plan
+
+
+def test_stop_gives_rows_being_verified_back_to_doubt_never_to_sending(
+    ledger: denpyo.Ledger,
+) -> None:
+    """A row held only to be verified may have arrived: stopping must not turn it into
+    a row that looks never sent (which a worker would send again without verify)."""
+    gate = threading.Event()
+
+    def slow_verify(sub: Submission) -> denpyo.Verdict:
+        gate.wait(30)
+        return denpyo.Unknown("stopped")
+
+    calls: list[str] = []
+    ledger.channel("c", verify=slow_verify, lease=30)(lambda sub: calls.append(sub.key))
+    ledger.enqueue("c", "k", {})
+    [held] = ledger.store.claim("c", worker="crashed", limit=1, lease=30)
+    from denpyo.domain.moves import Move
+
+    ledger.store.move(
+        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "crashed", expect_locked_by="crashed",
+              locked_by="crashed", lease=0, retry_in=0, keep_error=True)]
+    )  # fmt: skip
+
+    async def main() -> denpyo.WorkReport:
+        worker = Worker(ledger, poll_interval=0.05, grace=0.2)
+        task = asyncio.create_task(worker.run())
+        while not worker.slots:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        return await task
+
+    try:
+        report = asyncio.run(main())
+    finally:
+        gate.set()
+    sub = ledger.get("c", "k")
+    assert report.released == 1 and calls == []
+    assert sub is not None and sub.status is Status.REQUESTING and sub.in_doubt
+    assert sub.attempts == 1 and sub.locked_by is None

@@ -234,14 +234,16 @@ class Ledger:
         worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
         return await worker.run(until_idle=until_idle)
 
-    def reconcile(self) -> WorkReport:
-        """One pass over the in-doubt rows that are due: verify, settle, resend or alert."""
-        worker = Worker(self, actor=self.new_actor("reconciler"))
+    def reconcile(self, *, concurrency: int = 16) -> WorkReport:
+        """One pass over the in-doubt rows that are due: verify, settle, resend or alert,
+        with up to `concurrency` verifies in flight."""
+        worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
         return self._run_worker(worker, worker.reconcile_pass())
 
-    async def areconcile(self) -> WorkReport:
+    async def areconcile(self, *, concurrency: int = 16) -> WorkReport:
         """`reconcile` on the running event loop."""
-        return await Worker(self, actor=self.new_actor("reconciler")).reconcile_pass()
+        worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
+        return await worker.reconcile_pass()
 
     def _run_worker(self, worker: Worker, run: Coroutine[Any, Any, WorkReport]) -> WorkReport:
         """Run on the private loop, where async channels keep their sessions."""

@@ -37,6 +37,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("denpyo.worker")
 
 
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A row this worker holds: its lock token and lease, and, while it is only being
+    verified, the status it is held in (a row in doubt must never be given back as
+    if it had not been sent)."""
+
+    token: str
+    lease: float
+    verifying: Status | None = None
+
+
 @dataclass
 class WorkReport:
     """What one `work()` run did."""
@@ -81,7 +92,7 @@ class Worker:
         self.running: Counter[str] = Counter()  # calls in flight per channel
         self.slots: dict[int, str] = {}  # rows whose call or verify is in flight -> channel
         self.tasks: dict[asyncio.Task[None], int] = {}
-        self.holds: dict[int, tuple[str, float]] = {}  # row id -> (holder token, lease)
+        self.holds: dict[int, Hold] = {}
         self.buckets = {
             spec.name: TokenBucket(spec.rate_limit)
             for spec in ledger.channels.values()
@@ -91,7 +102,8 @@ class Worker:
         self.stopping = asyncio.Event()
         self.wakeup = asyncio.Event()
         self.sends = True  # claim ready rows (off for a reconcile pass)
-        self.ready: defaultdict[str, deque[Submission]] = defaultdict(deque)  # claimed, not started
+        # claimed, not started: (row, held only to be verified)
+        self.ready: defaultdict[str, deque[tuple[Submission, bool]]] = defaultdict(deque)
         self.throttled = False  # a rate limit held back the last claim round
 
     def stop(self) -> None:
@@ -170,19 +182,21 @@ class Worker:
             rows = await self._claim(spec, want, in_doubt=False)
             if bucket is not None:
                 bucket.take(len(rows))
-            self.ready[spec.name].extend(rows)
+            self.ready[spec.name].extend((sub, False) for sub in rows)
             claimed += len(rows)
         return claimed
 
     async def _claim_in_doubt(self) -> int:
         claimed = 0
         for spec in list(self.ledger.channels.values()):
-            room = self._cap(spec) - self.running[spec.name]
-            if room <= 0 or self.stopping.is_set():
+            cap = self._cap(spec)
+            queued = self.running[spec.name] + len(self.ready[spec.name])
+            want = 2 * cap - queued
+            if want <= 0 or (queued and want < max(1, cap // 2)) or self.stopping.is_set():
                 continue
-            for sub in await self._claim(spec, room, in_doubt=True):
-                self._spawn(spec, sub, in_doubt=True)
-                claimed += 1
+            rows = await self._claim(spec, want, in_doubt=True)
+            self.ready[spec.name].extend((sub, True) for sub in rows)
+            claimed += len(rows)
         return claimed
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
@@ -196,7 +210,7 @@ class Worker:
             in_doubt=in_doubt,
         )
         for sub in rows:
-            self.holds[sub.id] = (token, spec.lease)
+            self.holds[sub.id] = Hold(token, spec.lease, sub.status if in_doubt else None)
         return rows
 
     def _dispatch(self) -> None:
@@ -205,7 +219,8 @@ class Worker:
             waiting = self.ready[spec.name]
             cap = self._cap(spec)
             while waiting and self.running[spec.name] < cap and self._has_room():
-                self._spawn(spec, waiting.popleft(), in_doubt=False)
+                sub, in_doubt = waiting.popleft()
+                self._spawn(spec, sub, in_doubt)
 
     def _has_room(self) -> bool:
         return len(self.slots) < self.concurrency
@@ -258,8 +273,8 @@ class Worker:
             if sub is None:
                 continue
             if sub.status is Status.REQUESTING and sub.locked_by and not sub.in_doubt:
-                spec = self.ledger.channels.get(sub.channel)
-                self.holds[sub.id] = (sub.locked_by, spec.lease if spec else 60.0)
+                spec = self.ledger.channels.get(sub.channel)  # held for a new attempt
+                self.holds[sub.id] = Hold(sub.locked_by, spec.lease if spec else 60.0)
             else:
                 self.holds.pop(sub.id, None)
         return results
@@ -278,7 +293,7 @@ class Worker:
         while True:
             leases = [spec.lease for spec in self.ledger.channels.values()] or [60.0]
             await asyncio.sleep(min(leases) / 3)
-            holds = [(row_id, token, lease) for row_id, (token, lease) in self.holds.items()]
+            holds = [(row_id, hold.token, hold.lease) for row_id, hold in self.holds.items()]
             if not holds:
                 continue
             try:
@@ -302,7 +317,7 @@ class Worker:
         """Give back claimed rows not started; let calls in flight finish for `grace`
         seconds; then cancel them and give back those whose call had not begun (those
         that had are left to run out their lease and be verified: they may have arrived)."""
-        waiting = [sub.id for queue in self.ready.values() for sub in queue]
+        waiting = [sub.id for queue in self.ready.values() for sub, _ in queue]
         self.ready.clear()
         await self._release({row_id: self.holds.pop(row_id) for row_id in waiting})
         if not self.tasks:
@@ -320,13 +335,25 @@ class Worker:
         await asyncio.gather(*pending, return_exceptions=True)
         await self._release(unstarted)
 
-    async def _release(self, holds: dict[int, tuple[str, float]]) -> None:
-        releases = [
-            Move(row_id, Status.REQUESTING, Status.REQUESTING, token, expect_locked_by=token,
-                 event="released", attempt_delta=-1, retry_in=0, keep_error=True,
-                 detail="worker stopped before the call started")
-            for row_id, (token, _) in holds.items()
-        ]  # fmt: skip
+    async def _release(self, holds: dict[int, Hold]) -> None:
+        """Give back rows this worker holds but whose call never began: a row claimed
+        to be sent becomes due again with its attempt undone; a row held to be
+        verified goes back to being in doubt, due for the next reconciler."""
+        releases = []
+        for row_id, hold in holds.items():
+            if hold.verifying is None:
+                releases.append(
+                    Move(row_id, Status.REQUESTING, Status.REQUESTING, hold.token,
+                         expect_locked_by=hold.token, event="released", attempt_delta=-1,
+                         retry_in=0, keep_error=True, detail="stopped before the call started")
+                )  # fmt: skip
+            else:
+                doubtful = hold.verifying is Status.REQUESTING
+                releases.append(
+                    Move(row_id, hold.verifying, hold.verifying, hold.token,
+                         expect_locked_by=hold.token, lease=0 if doubtful else None,
+                         retry_in=0, keep_error=True)
+                )  # fmt: skip
         if releases:
             done = await self.driver.in_db(self.ledger.store.move, releases)
             self.report.released += sum(1 for sub in done if sub is not None)
