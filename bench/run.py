@@ -872,6 +872,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile-peers", default="denpyo")
     p.add_argument("--no-report", action="store_true", help="leave --out alone")
     p.add_argument("--from-results", default=None, help="only render this results.json")
+    p.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a sentence for the report's notes (e.g. what happened on the machine meanwhile)",
+    )
     return p.parse_args(argv)
 
 
@@ -908,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
     out, plot = Path(args.out), Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
     if args.from_results:
         results = json.loads(Path(args.from_results).read_text())
+        results.setdefault("notes", []).extend(args.note)
         report.write(results, out, plot, python=args.python or str(PEERS_VENV / "bin" / "python"))
         return 0
     sizes = sizes_for(args)
@@ -918,6 +925,7 @@ def main(argv: list[str] | None = None) -> int:
     python = args.python or str(ensure_peers_venv())
     ensure_postgres()
     bench = Bench(args, python, sizes)
+    bench.results["notes"].extend(args.note)
     command = "python bench/run.py" + "".join(
         f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:])
     )

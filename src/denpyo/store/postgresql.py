@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from denpyo.domain.moves import Move
+from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store.base import NewSubmission, Row, Store, Tx, move_params
@@ -60,9 +61,11 @@ EXTRA_QUERIES = frozenset(
         "submission_record_many",
         "submission_claim_ready",
         "submission_move_batch",
+        "submission_counts_compact",
     }
 )
-"""Queries only PostgreSQL has: one statement where the others run several."""
+"""Queries only PostgreSQL has: one statement where the others run several, and
+the upkeep of its running counts by status (migration 3)."""
 
 
 class PostgresStore(Store):
@@ -180,6 +183,12 @@ class PostgresStore(Store):
         }
         row = tx.fetch_one("submission_record_many", params)
         return int(row["created"]) if row else 0
+
+    def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
+        """From the running counts (migration 3), folded into one row per pair first."""
+        with self._autocommit() as tx:
+            tx.execute("submission_counts_compact")
+        return super().count_by_status(channel)
 
     def claim(
         self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False

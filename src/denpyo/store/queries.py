@@ -43,8 +43,9 @@ def load_migrations(dialect: str) -> tuple[tuple[int, str], ...]:
 def split_statements(script: str) -> list[str]:
     """Split a migration script at semicolons that end a line.
 
-    Migration scripts are written so that no statement has a line-ending
-    semicolon inside it; comment-only chunks are dropped.
+    SQLite and MariaDB migration scripts are written so that no statement has a
+    line-ending semicolon inside it (PostgreSQL's run whole, function bodies and
+    all); comment-only chunks are dropped.
     """
     statements = []
     for chunk in re.split(r";[ \t]*$", script, flags=re.MULTILINE):

@@ -186,7 +186,7 @@ SELECT
     COALESCE(SUM(CASE WHEN resolution IS NOT NULL THEN 1 ELSE 0 END), 0) AS resolved,
     UTC_TIMESTAMP(6) AS now
 FROM denpyo_submissions
-WHERE status <> 'synced' AND (%(channel)s IS NULL OR channel = %(channel)s);
+WHERE status IN ('requesting', 'failed', 'rejected') AND (%(channel)s IS NULL OR channel = %(channel)s);
 
 -- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions

@@ -131,11 +131,12 @@ WHERE (%(all_statuses)s::boolean
 ORDER BY id DESC
 LIMIT %(limit)s;
 
--- submission_count_by_status: how many rows each channel has in each status
-SELECT channel, status, COUNT(*) AS n
-FROM denpyo_submissions
+-- submission_count_by_status: how many rows each channel has in each status (from the running counts)
+SELECT channel, status, SUM(n) AS n
+FROM denpyo_status_counts
 WHERE (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 GROUP BY channel, status
+HAVING SUM(n) <> 0
 ORDER BY channel, status;
 
 -- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
@@ -159,7 +160,8 @@ SELECT
     COUNT(*) FILTER (WHERE resolution IS NOT NULL) AS resolved,
     now() AS now
 FROM denpyo_submissions
-WHERE status <> 'synced' AND (%(channel)s::text IS NULL OR channel = %(channel)s::text);
+WHERE status IN ('requesting', 'failed', 'rejected')  -- never reads the settled history
+  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text);
 
 -- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions
@@ -314,3 +316,8 @@ WITH input AS (
     SELECT pg_notify('denpyo', %(channel)s) WHERE EXISTS (SELECT 1 FROM new)
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
+
+-- submission_counts_compact: fold the running counts into one row per channel and status
+WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, n)
+INSERT INTO denpyo_status_counts (channel, status, n)
+SELECT channel, status, SUM(n) FROM gone GROUP BY channel, status HAVING SUM(n) <> 0;

@@ -162,7 +162,7 @@ SELECT
     SUM(CASE WHEN resolution IS NOT NULL THEN 1 ELSE 0 END) AS resolved,
     strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
 FROM denpyo_submissions
-WHERE status <> 'synced' AND (:channel IS NULL OR channel = :channel);
+WHERE status IN ('requesting', 'failed', 'rejected') AND (:channel IS NULL OR channel = :channel);
 
 -- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions

@@ -1,0 +1,2 @@
+-- denpyo schema 3: nothing to change here. PostgreSQL keeps running counts by
+-- channel and status (denpyo_status_counts); this database counts the rows.
