@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -36,20 +37,38 @@ _BATCH_COLUMNS = (
 
 
 class PostgresTx(Tx):
-    def __init__(self, store: PostgresStore, cursor: psycopg.Cursor[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        cursor: psycopg.Cursor[dict[str, Any]],
+        reconnect: Callable[[], psycopg.Cursor[dict[str, Any]]] | None = None,
+    ) -> None:
         self.queries = store.queries
         self.cursor = cursor
+        self.reconnect = reconnect  # for the first statement only
+
+    def _run(self, query: str, params: Mapping[str, Any] | None) -> None:
+        reconnect, self.reconnect = self.reconnect, None
+        try:
+            self.cursor.execute(self.queries[query], params)
+        except pg_errors.AdminShutdown:
+            # The server ended this idle session (a restart) before our statement
+            # could run: nothing was executed, so it goes once more on a new session.
+            if reconnect is None:
+                raise
+            self.cursor = reconnect()
+            self.cursor.execute(self.queries[query], params)
 
     def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        self.cursor.execute(self.queries[query], params)
+        self._run(query, params)
         return self.cursor.fetchone() if self.cursor.description else None
 
     def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        self.cursor.execute(self.queries[query], params)
+        self._run(query, params)
         return list(self.cursor.fetchall())
 
     def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
-        self.cursor.execute(self.queries[query], params)
+        self._run(query, params)
 
     def script(self, sql: str) -> None:
         self.cursor.execute(sql.encode())
@@ -137,17 +156,38 @@ class PostgresStore(Store):
     def _autocommit(self) -> Iterator[Tx]:
         """Each statement is its own transaction: for work done in one statement
         (a claim, a batch of settles, a record with its events) and for reads."""
+        held = [self._checkout()]
+
+        def reconnect() -> psycopg.Cursor[dict[str, Any]]:
+            self.pool.putconn(held[0])  # broken: the pool replaces it
+            held[0] = self.pool.getconn()
+            return held[0].cursor()
+
         with _wrapped():
-            own = self.pool.getconn()
             try:
-                with own.cursor() as cur:
-                    yield PostgresTx(self, cur)
+                yield PostgresTx(self, held[0].cursor(), reconnect)
             except BaseException as exc:
                 if not isinstance(exc, Exception):
-                    own.close()  # interrupted mid-protocol: never reuse it
+                    held[0].close()  # interrupted mid-protocol: never reuse it
                 raise
             finally:
-                self.pool.putconn(own)
+                self.pool.putconn(held[0])
+
+    def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
+        """A pooled connection the server has not dropped meanwhile (after a restart,
+        say). Reading what the server sent while the connection sat idle is a local
+        call, not a round trip: a dropped connection shows up there and is replaced."""
+        for _ in range(self.max_connections + 1):
+            own = self.pool.getconn()
+            try:
+                own.pgconn.consume_input()
+                if own.pgconn.status == pq.ConnStatus.OK and not own.broken:
+                    return own
+            except psycopg.OperationalError:
+                pass
+            own.close()
+            self.pool.putconn(own)  # the pool replaces a closed connection
+        return self.pool.getconn()
 
     def _begin(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection inside BEGIN. A connection the server dropped (after
@@ -155,7 +195,7 @@ class PostgresStore(Store):
         discarded and the BEGIN tried once more on a new one. This costs no round
         trip beyond the BEGIN every transaction needs."""
         for attempt in (1, 2):
-            own = self.pool.getconn()
+            own = self._checkout()
             try:
                 own.execute("BEGIN")
                 return own
