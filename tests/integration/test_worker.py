@@ -22,15 +22,16 @@ def test_long_calls_keep_their_lease_and_are_never_sent_twice(
 
     async def slow(sub: Submission) -> str:
         calls[sub.key] += 1
-        await asyncio.sleep(1.5)  # longer than the lease: only renewal keeps it ours
+        await asyncio.sleep(4.0)  # over twice the lease: only renewal keeps it ours
         return "r"
 
-    ledger.channel("c", lease=0.6, verify=lambda sub: denpyo.NotDelivered())(slow)
+    # A lease of 1.5 s is renewed every 0.5 s; only a stall of 1.5 s would lose it.
+    ledger.channel("c", lease=1.5, verify=lambda sub: denpyo.NotDelivered())(slow)
     ledger.enqueue("c", "k", {})
 
     async def main() -> None:
         other = denpyo.Ledger(db_url)  # another host's reconciler, eager to resend
-        other.channel("c", lease=0.6, verify=lambda sub: denpyo.NotDelivered())(slow)
+        other.channel("c", lease=1.5, verify=lambda sub: denpyo.NotDelivered())(slow)
         try:
             work = asyncio.create_task(ledger.awork(until_idle=True, poll_interval=0.05))
             while not work.done():
