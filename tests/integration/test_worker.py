@@ -32,13 +32,18 @@ def test_long_calls_keep_their_lease_and_are_never_sent_twice(
     async def main() -> None:
         other = denpyo.Ledger(db_url)  # another host's reconciler, eager to resend
         other.channel("c", lease=1.5, verify=lambda sub: denpyo.NotDelivered())(slow)
+        worker = Worker(ledger, poll_interval=0.05)  # as in production: runs until stopped
+        work = asyncio.create_task(worker.run())
         try:
-            work = asyncio.create_task(ledger.awork(until_idle=True, poll_interval=0.05))
-            while not work.done():
+            for _ in range(300):
                 await other.areconcile()
+                settled = await asyncio.to_thread(ledger.get, "c", "k")
+                if settled is not None and settled.status is Status.SYNCED:
+                    break
                 await asyncio.sleep(0.1)
-            await work
         finally:
+            worker.stop()
+            await work
             await other.aclose_channels()
             other.close()
 

@@ -39,6 +39,14 @@ class SettleBatcher:
         return await future
 
     async def _flush(self) -> None:
+        try:
+            await self._flush_pending()
+        finally:
+            # Leave the set in the same step that saw nothing pending (no await in
+            # between): a settle queued after this point starts a flush of its own.
+            self.flushers.discard(asyncio.current_task())  # type: ignore[arg-type, unused-ignore]
+
+    async def _flush_pending(self) -> None:
         while self.pending:
             batch, self.pending = self.pending, []
             moves = [move for group, _ in batch for move in group]
