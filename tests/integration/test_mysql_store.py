@@ -163,9 +163,10 @@ def test_missing_tables_are_a_schema_error(empty_url: str) -> None:
 
 def test_migrate_twice_and_the_lock_is_released(empty_url: str) -> None:
     with denpyo.Ledger(empty_url) as ledger:
-        assert ledger.migrate() == [1, 2, 3]
+        every = list(range(1, ledger.store.latest_version() + 1))
+        assert ledger.migrate() == every and len(every) >= 4
         assert ledger.migrate() == []
-        assert ledger.store.schema_version() == 3
+        assert ledger.store.schema_version() == every[-1]
     assert query(empty_url, "SELECT IS_FREE_LOCK('denpyo_migrate')") == [(1,)]
 
 
@@ -190,7 +191,7 @@ def test_concurrent_migrations_apply_once(empty_url: str) -> None:
     for store in stores:
         store.close()
     assert not errors
-    assert sorted(results) == [[], [], [], [1, 2, 3]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4]]
 
 
 def test_migrate_waits_for_a_migration_in_progress(empty_url: str) -> None:
@@ -208,7 +209,7 @@ def test_migrate_waits_for_a_migration_in_progress(empty_url: str) -> None:
         holder.close()  # the session ends: its lock is released
     thread.join(timeout=30)
     store.close()
-    assert result == [[1, 2, 3]]
+    assert result == [[1, 2, 3, 4]]
 
 
 def test_status_check_constraint_refuses_a_bad_status(db_url: str) -> None:

@@ -10,16 +10,11 @@ from denpyo.engine.batching import SettleBatcher
 
 
 class FakeDriver:
-    """Stands in for the async driver: `store.move` echoes its moves back."""
+    """Stands in for the async driver: `move` echoes its moves back."""
 
-    class store:  # mimics the attribute the batcher reads
-        @staticmethod
-        def move(moves: Sequence[Any]) -> list[Any]:
-            return list(moves)
-
-    async def in_db(self, fn: Any, *args: Any) -> Any:
+    async def move(self, moves: Sequence[Any]) -> list[Any]:
         await asyncio.sleep(0)
-        return fn(*args)
+        return list(moves)
 
 
 def test_a_settle_queued_as_the_last_flush_ends_is_still_committed() -> None:

@@ -51,7 +51,7 @@ class SettleBatcher:
             batch, self.pending = self.pending, []
             moves = [move for group, _ in batch for move in group]
             try:
-                results = await self.driver.in_db(self.driver.store.move, moves)
+                results = await self.driver.move(moves)
             except Exception as exc:
                 for _, future in batch:
                     if not future.done():

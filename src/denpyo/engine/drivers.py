@@ -19,6 +19,7 @@ from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, checked_verdict
 from denpyo.engine.flows import Call, CallResult, Check, Effect, Settle, StoreOp
 from denpyo.store import Store
+from denpyo.store.base import NativeAsync
 
 T = TypeVar("T")
 
@@ -92,6 +93,7 @@ class AsyncDriver:
         self.db = db
         self.calls = calls
         self.settle_hook = settle_hook
+        self.native: NativeAsync | None = None  # claims and settles on the loop itself
         self.on_call: Callable[[int], None] | None = None  # told a row's call has begun
         # A call (or verify) occupies a slot from its start to its end, not while its
         # outcome is being committed: the worker frees the slot for the next call.
@@ -116,6 +118,22 @@ class AsyncDriver:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.db, lambda: fn(*args, **kwargs))
 
+    async def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool
+    ) -> list[Submission]:
+        if self.native is not None:
+            return await self.native.claim(
+                channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+            )
+        return await self.in_db(
+            self.store.claim, channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+        )
+
+    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        if self.native is not None:
+            return await self.native.move(moves)
+        return await self.in_db(self.store.move, moves)
+
     def _began(self, row_id: int) -> None:
         if self.on_call is not None:
             self.on_call(row_id)
@@ -131,7 +149,7 @@ class AsyncDriver:
         if isinstance(effect, Settle):
             if self.settle_hook is not None:
                 return await self.settle_hook(effect.moves)
-            return await self.in_db(self.store.move, effect.moves)
+            return await self.move(effect.moves)
         if self.slot_taken is not None:
             self.slot_taken(effect.spec, effect.submission.id)
         try:

@@ -55,6 +55,29 @@ class NewSubmission:
     supersedes: int | None = None
 
 
+class NativeAsync(ABC):
+    """The worker's hot path (claims and settles) run on the event loop itself, for
+    a driver with an asyncio API: no hop to a database thread per operation, and no
+    contention for the GIL between the loop and threads waiting on the database.
+    Opened and closed by the worker, on the worker's loop."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        """As `Store.claim`."""
+
+    @abstractmethod
+    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        """As `Store.move`."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
 class Store(ABC):
     """Named operations on the denpyo tables, the same for every database."""
 
@@ -82,6 +105,11 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def native_async(self) -> NativeAsync | None:
+        """The worker's claims and settles on its event loop, where the driver allows
+        (PostgreSQL); None: the worker runs them in database threads."""
+        return None
 
     def parse_time(self, value: Any) -> datetime | None:
         """Turn a driver's timestamp into an aware UTC datetime."""

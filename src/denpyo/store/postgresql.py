@@ -18,13 +18,13 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
-from denpyo.store.base import NewSubmission, Row, Store, Tx, move_params
+from denpyo.store.base import NativeAsync, NewSubmission, Row, Store, Tx, move_params
 
 log = logging.getLogger("denpyo.store")
 
@@ -79,12 +79,17 @@ EXTRA_QUERIES = frozenset(
         "submission_record",
         "submission_record_many",
         "submission_claim_ready",
+        "submission_claim_in_doubt",
         "submission_move_batch",
         "submission_counts_compact",
     }
 )
 """Queries only PostgreSQL has: one statement where the others run several, and
 the upkeep of its running counts by status (migration 3)."""
+
+REPLACED_QUERIES = frozenset({"submission_find_ready", "submission_find_in_doubt"})
+"""Queries of the other databases that PostgreSQL does not need: its claims find
+and lock rows in one statement (`submission_claim_ready`, `submission_claim_in_doubt`)."""
 
 
 class PostgresStore(Store):
@@ -233,32 +238,20 @@ class PostgresStore(Store):
     def claim(
         self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
     ) -> list[Submission]:
-        if in_doubt:
-            return super().claim(channel, worker=worker, limit=limit, lease=lease, in_doubt=True)
-        params = {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
+        query, params = _claim_statement(channel, worker, limit, lease, in_doubt)
         with self._autocommit() as tx:
-            return [
-                self.to_submission(row) for row in tx.fetch_all("submission_claim_ready", params)
-            ]
+            return [self.to_submission(row) for row in tx.fetch_all(query, params)]
 
     def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
-        """All moves in one statement. A row named twice falls back to one at a time,
-        since one UPDATE cannot apply two moves to the same row in order."""
-        if not moves or len({move.submission_id for move in moves}) < len(moves):
-            return super()._apply(tx, moves)
-        columns: dict[str, list[Any]] = {name: [] for name in _BATCH_COLUMNS}
-        for ordinal, move in enumerate(moves):
-            values = move_params(move)
-            values.update(
-                ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
-                duration_ms=move.duration_ms,
-            )  # fmt: skip
-            for name, column in columns.items():
-                column.append(values[name])
+        """All moves in one statement (one per run, if a row is named twice)."""
         results: list[Submission | None] = [None] * len(moves)
-        for row in tx.fetch_all("submission_move_batch", columns):
-            results[int(row["ord"])] = self.to_submission(row)
+        for run in _distinct_runs(moves):
+            for row in tx.fetch_all("submission_move_batch", _batch_params(run)):
+                results[int(row["ord"])] = self.to_submission(row)
         return results
+
+    def native_async(self) -> NativeAsync:
+        return PostgresAsync(self)
 
     async def listen(self, wake: Callable[[str], None]) -> None:
         """LISTEN on its own connection; reconnect after the server went away."""
@@ -277,6 +270,109 @@ class PostgresStore(Store):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+class PostgresAsync(NativeAsync):
+    """The worker's claims and settles through psycopg's asyncio connections, on
+    the worker's own loop (a small pool: a claim and two group commits at once)."""
+
+    def __init__(self, store: PostgresStore, max_connections: int = 4) -> None:
+        self.store = store
+        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = (
+            AsyncConnectionPool(
+                store.conninfo,
+                min_size=1,
+                max_size=max_connections,
+                kwargs={"row_factory": dict_row, "autocommit": True},
+                connection_class=psycopg.AsyncConnection[dict[str, Any]],
+                open=False,
+            )
+        )
+
+    async def open(self) -> None:
+        try:
+            await self.pool.open(wait=True, timeout=15)
+        except Exception as exc:
+            raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        query, params = _claim_statement(channel, worker, limit, lease, in_doubt)
+        rows = await self._run([(query, params)])
+        return [self.store.to_submission(row) for row in rows[0]]
+
+    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        runs = _distinct_runs(moves)
+        results: list[Submission | None] = [None] * len(moves)
+        for rows in await self._run(
+            [("submission_move_batch", _batch_params(run)) for run in runs]
+        ):
+            for row in rows:
+                results[int(row["ord"])] = self.store.to_submission(row)
+        return results
+
+    async def _run(
+        self, statements: list[tuple[str, dict[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """Run the statements in one transaction (a lone statement is its own). A
+        session the server ended (a restart) rolled everything back: it is run once
+        more on a new session."""
+        queries = self.store.queries
+        with _wrapped():
+            for attempt in (1, 2):
+                try:
+                    async with self.pool.connection() as conn:
+                        if len(statements) == 1:
+                            query, params = statements[0]
+                            return [await (await conn.execute(queries[query], params)).fetchall()]
+                        async with conn.transaction():
+                            return [
+                                await (await conn.execute(queries[query], params)).fetchall()
+                                for query, params in statements
+                            ]
+                except pg_errors.AdminShutdown:
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+
+def _claim_statement(
+    channel: str, worker: str, limit: int, lease: float, in_doubt: bool
+) -> tuple[str, dict[str, Any]]:
+    query = "submission_claim_in_doubt" if in_doubt else "submission_claim_ready"
+    return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
+
+
+def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
+    """Moves (with their position) in consecutive runs that name each row once: one
+    UPDATE applies one move per row, so a row named again begins the next run."""
+    runs: list[list[tuple[int, Move]]] = []
+    seen: set[int] = set()
+    for ordinal, move in enumerate(moves):
+        if not runs or move.submission_id in seen:
+            runs.append([])
+            seen = set()
+        runs[-1].append((ordinal, move))
+        seen.add(move.submission_id)
+    return runs
+
+
+def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, list[Any]]:
+    """`submission_move_batch`'s parameters: one array per column."""
+    columns: dict[str, list[Any]] = {name: [] for name in _BATCH_COLUMNS}
+    for ordinal, move in run:
+        values = move_params(move)
+        values.update(
+            ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
+            duration_ms=move.duration_ms,
+        )  # fmt: skip
+        for name, column in columns.items():
+            column.append(values[name])
+    return columns
 
 
 @contextmanager

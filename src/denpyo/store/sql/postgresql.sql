@@ -47,30 +47,6 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
--- submission_find_ready: due rows of one channel that a sender may attempt now
-SELECT s.id, s.status FROM denpyo_submissions s
-WHERE s.channel = %(channel)s
-  AND s.next_attempt_at <= now()
-  AND ((s.status = 'requesting' AND s.locked_until IS NULL)
-       OR (s.status = 'failed' AND s.error_kind = 'transient'))
-  AND (s.ordering_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM denpyo_submissions h
-        WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
-          AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL))
-ORDER BY s.next_attempt_at, s.id
-LIMIT %(limit)s
-FOR UPDATE OF s SKIP LOCKED;
-
--- submission_find_in_doubt: due in-doubt rows of one channel (lease run out, or ambiguous failure)
-SELECT s.id, s.status FROM denpyo_submissions s
-WHERE s.channel = %(channel)s
-  AND s.next_attempt_at <= now()
-  AND ((s.status = 'requesting' AND s.locked_until <= now())
-       OR (s.status = 'failed' AND s.error_kind = 'ambiguous'))
-ORDER BY s.next_attempt_at, s.id
-LIMIT %(limit)s
-FOR UPDATE OF s SKIP LOCKED;
-
 -- submission_move: compare-and-set one row from its expected status and holder to its next state
 UPDATE denpyo_submissions SET
     status = %(to_status)s,
@@ -140,35 +116,65 @@ HAVING SUM(n) <> 0
 ORDER BY channel, status;
 
 -- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
+-- Reads the running counts (schema 4) and the rows waiting or in flight, never the
+-- settled history: the same time at a thousand rows or ten million.
+WITH counted AS (
+    SELECT
+        COALESCE(SUM(n) FILTER (WHERE status = 'failed'
+                                  AND kind IN ('ambiguous_due', 'ambiguous_held')), 0) AS ambiguous,
+        COALESCE(SUM(n) FILTER (WHERE status = 'failed' AND kind = 'exhausted'
+                                  AND NOT resolved), 0) AS exhausted,
+        COALESCE(SUM(n) FILTER (WHERE status = 'failed' AND NOT resolved
+                                  AND kind IN ('ambiguous_due', 'ambiguous_held', 'exhausted')),
+                 0) AS failed_open,
+        COALESCE(SUM(n) FILTER (WHERE status = 'rejected' AND NOT resolved), 0) AS rejected_open,
+        COALESCE(SUM(n) FILTER (WHERE status = 'requesting'
+                                   OR (status = 'failed'
+                                       AND kind IN ('retrying', 'ambiguous_due'))), 0) AS pending,
+        COALESCE(SUM(n) FILTER (WHERE resolved AND status <> 'synced'), 0) AS resolved
+    FROM denpyo_status_counts
+    WHERE (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+), held AS (  -- rows being sent or verified, and those whose sender is gone
+    SELECT COUNT(*) AS expired, COUNT(*) FILTER (WHERE resolution IS NULL) AS expired_open
+    FROM denpyo_submissions
+    WHERE status = 'requesting' AND locked_until IS NOT NULL AND locked_until <= now()
+      AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+), oldest AS (  -- each part reads one of the claim indexes, which hold only pending rows
+    SELECT MIN(created_at) AS created_at FROM (
+        SELECT created_at FROM denpyo_submissions
+        WHERE status = 'requesting' AND locked_until IS NULL
+          AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+        UNION ALL
+        SELECT created_at FROM denpyo_submissions
+        WHERE status = 'requesting' AND locked_until IS NOT NULL
+          AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+        UNION ALL
+        SELECT created_at FROM denpyo_submissions
+        WHERE status = 'failed' AND error_kind = 'transient' AND next_attempt_at IS NOT NULL
+          AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+        UNION ALL
+        SELECT created_at FROM denpyo_submissions
+        WHERE status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL
+          AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+    ) AS pending
+)
 SELECT
-    COUNT(*) FILTER (WHERE (status = 'requesting' AND locked_until <= now())
-                        OR (status = 'failed' AND error_kind = 'ambiguous')) AS in_doubt,
-    COUNT(*) FILTER (WHERE status = 'failed' AND next_attempt_at IS NULL
-                       AND resolution IS NULL
-                       AND COALESCE(error_kind, '') <> 'ambiguous') AS exhausted,
-    COUNT(*) FILTER (WHERE status = 'rejected' AND resolution IS NULL) AS rejected_open,
-    COUNT(*) FILTER (WHERE resolution IS NULL
-                       AND ((status = 'requesting' AND locked_until <= now())
-                            OR (status = 'failed'
-                                AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-                            OR status = 'rejected')) AS needs_attention,
-    COUNT(*) FILTER (WHERE status = 'requesting'
-                        OR (status = 'failed' AND next_attempt_at IS NOT NULL)) AS pending,
-    MIN(created_at) FILTER (WHERE status = 'requesting'
-                               OR (status = 'failed' AND next_attempt_at IS NOT NULL))
-        AS oldest_pending,
-    COUNT(*) FILTER (WHERE resolution IS NOT NULL) AS resolved,
+    counted.ambiguous + held.expired AS in_doubt,
+    counted.exhausted,
+    counted.rejected_open,
+    counted.failed_open + counted.rejected_open + held.expired_open AS needs_attention,
+    counted.pending,
+    oldest.created_at AS oldest_pending,
+    counted.resolved,
     now() AS now
-FROM denpyo_submissions
-WHERE status IN ('requesting', 'failed', 'rejected')  -- never reads the settled history
-  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text);
+FROM counted, held, oldest;
 
 -- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions
 WHERE channel = %(channel)s
   AND next_attempt_at <= now()
   AND ((status = 'requesting' AND locked_until <= now())
-       OR (status = 'failed' AND error_kind = 'ambiguous'));
+       OR (status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL));
 
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
@@ -228,7 +234,8 @@ WITH due AS (
     WHERE s.channel = %(channel)s
       AND s.next_attempt_at <= now()
       AND ((s.status = 'requesting' AND s.locked_until IS NULL)
-           OR (s.status = 'failed' AND s.error_kind = 'transient'))
+           OR (s.status = 'failed' AND s.error_kind = 'transient'
+               AND s.next_attempt_at IS NOT NULL))  -- as the index `denpyo_submissions_ready`
       AND (s.ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM denpyo_submissions h
             WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
@@ -251,6 +258,28 @@ WITH due AS (
     SELECT id, 'attempt', previous_status, 'requesting', attempts, %(worker)s FROM claimed
 )
 SELECT claimed.*, false AS in_doubt FROM claimed ORDER BY id;
+
+-- submission_claim_in_doubt: hold up to :limit due in-doubt rows of a channel for one verifier (status kept, no event)
+WITH due AS (
+    SELECT s.id FROM denpyo_submissions s
+    WHERE s.channel = %(channel)s
+      AND s.next_attempt_at <= now()
+      AND ((s.status = 'requesting' AND s.locked_until <= now())
+           OR (s.status = 'failed' AND s.error_kind = 'ambiguous'
+               AND s.next_attempt_at IS NOT NULL))  -- as the index `denpyo_submissions_in_doubt`
+    ORDER BY s.next_attempt_at, s.id
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+)
+UPDATE denpyo_submissions s SET
+    locked_by = %(worker)s,
+    locked_until = now() + make_interval(secs => %(lease)s::float8),
+    next_attempt_at = now() + make_interval(secs => %(lease)s::float8),
+    updated_at = now()
+FROM due WHERE s.id = due.id
+RETURNING s.*,
+    (s.status = 'requesting' AND s.locked_until <= now())
+    OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt;
 
 -- submission_move_batch: compare-and-set many rows at once (as submission_move), with their events
 WITH m AS (
@@ -317,7 +346,8 @@ WITH input AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 
--- submission_counts_compact: fold the running counts into one row per channel and status
-WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, n)
-INSERT INTO denpyo_status_counts (channel, status, n)
-SELECT channel, status, SUM(n) FROM gone GROUP BY channel, status HAVING SUM(n) <> 0;
+-- submission_counts_compact: fold the running counts into one row per channel, status, kind and resolution
+WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, kind, resolved, n)
+INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
+SELECT channel, status, kind, resolved, SUM(n) FROM gone
+GROUP BY channel, status, kind, resolved HAVING SUM(n) <> 0;

@@ -1,0 +1,2 @@
+-- denpyo schema 4: nothing to change here. PostgreSQL keeps running counts of the
+-- rows that need a person; this database counts the rows.
