@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -510,6 +510,41 @@ def test_enqueue_many(ledger: denpyo.Ledger, sql: SQL) -> None:
     assert sql("SELECT COUNT(*) FROM denpyo_events WHERE kind = 'created'") == [(501,)]
     assert ledger.get("c", "k500").ordering_key == "group"  # type: ignore[union-attr]
     assert ledger.work(until_idle=True, poll_interval=0.01).outcomes["synced"] == 501
+
+
+def test_enqueue_many_writes_nothing_when_a_late_item_is_bad(
+    ledger: denpyo.Ledger, sql: SQL, backend: str
+) -> None:
+    """Rows are written while later ones are still being checked (PostgreSQL sends
+    them in chunks): a bad item after several chunks leaves no row at all, in the
+    ledger's transaction, and in the caller's once the caller rolls back."""
+    ledger.channel("c")(ok)
+    ledger.enqueue("c", "known", {"v": 1})
+
+    n = 3500 if backend == "postgresql" else 300  # PostgreSQL: several chunks of 1,000
+
+    def items(bad: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
+        yield from ((f"k{i}", {"i": i}) for i in range(n))
+        yield bad
+        yield ("after", {})
+
+    for bad, error in (
+        (("", {}), denpyo.InvalidKey),
+        (("big", {"x": "y" * 2_000_000}), denpyo.PayloadTooLarge),
+        (("known", {"v": 2}), denpyo.KeyReused),
+    ):
+        with pytest.raises(error):
+            ledger.enqueue_many("c", items(bad))
+        conn = driver_connection(backend, ledger.url)
+        try:
+            with pytest.raises(error):
+                ledger.enqueue_many("c", items(bad), conn=conn)
+            conn.rollback()
+        finally:
+            conn.close()
+        assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(1,)]
+        assert sql("SELECT COUNT(*) FROM denpyo_events") == [(1,)]
+    assert ledger.enqueue_many("c", items(("known", {"v": 1}))) == n + 1
 
 
 def test_printed_ddl_builds_the_same_schema(empty_url: str, backend: str) -> None:

@@ -18,15 +18,19 @@ MAX_CHANNEL_LENGTH = 100
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """Return the payload as compact JSON text, or raise a specific InvalidInput."""
     try:
-        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise PayloadNotJSON(f"payload is not JSON-serialisable: {exc}") from exc
-    size = len(text.encode())
-    if size > max_bytes:
-        raise PayloadTooLarge(f"payload is {size} bytes encoded; the limit is {max_bytes}")
+    if len(text) * 4 > max_bytes:  # else it fits whatever its characters (UTF-8: 1-4 bytes)
+        size = len(text.encode())
+        if size > max_bytes:
+            raise PayloadTooLarge(f"payload is {size} bytes encoded; the limit is {max_bytes}")
     return text
 
 

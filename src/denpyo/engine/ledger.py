@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -172,24 +172,27 @@ class Ledger:
     ) -> int:
         """Record many calls for the workers in one transaction: `items` are
         `(key, payload)` or `(key, payload, ordering_key)`. Keys already recorded with
-        the same payload are skipped; all are checked before anything is written, and
-        a key recorded with another payload raises `KeyReused` and writes nothing.
+        the same payload are skipped. Rows are checked as they are written; any bad
+        item (or a key recorded with another payload: `KeyReused`) raises and nothing
+        is kept: the ledger's own transaction rolls back, and in yours (`conn`) you
+        roll back, as after any error inside a transaction.
         Returns how many rows were new."""
-        news = []
         seen: set[str] = set()
-        for item in items:
-            key, payload, ordering_key = (*item, None)[:3]
-            _, new = self._prepare(channel, key, payload, ordering_key)
-            if key in seen:
-                raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
-            seen.add(key)
-            news.append(new)
+
+        def prepared() -> Iterator[NewSubmission]:
+            for item in items:
+                key, payload, ordering_key = (*item, None)[:3]
+                _, new = self._prepare(channel, key, payload, ordering_key)
+                if key in seen:
+                    raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
+                seen.add(key)
+                yield new
 
         def same_call(new: NewSubmission, sub: Submission) -> None:
             check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
 
         return self.store.insert_many(
-            news, actor=self.flows.actor, check=same_call, conn=_dbapi_connection(conn)
+            prepared(), actor=self.flows.actor, check=same_call, conn=_dbapi_connection(conn)
         )
 
     async def aenqueue(

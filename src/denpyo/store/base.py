@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -190,19 +190,21 @@ class Store(ABC):
 
     def insert_many(
         self,
-        news: Sequence[NewSubmission],
+        news: Iterable[NewSubmission],
         *,
         actor: str,
         check: Callable[[NewSubmission, Submission], None],
         conn: Any = None,
     ) -> int:
         """Record many submissions for the workers in one transaction; returns how
-        many were new. `check(new, existing)` sees each key that was already
-        recorded; if it raises, the transaction rolls back and nothing is written."""
+        many were new. `news` may be produced while the rows are written: if it
+        raises, the transaction rolls back and nothing is written. `check(new,
+        existing)` sees each key that was already recorded, and may raise likewise."""
         with self.transaction(conn) as tx:
-            created = self._record_many(tx, news, actor)
-            if created < len(news):
-                for new in news:
+            recorded: list[NewSubmission] = []
+            created = self._record_many(tx, news, actor, recorded)
+            if created < len(recorded):
+                for new in recorded:
                     row = tx.fetch_one(
                         "submission_get_by_key", {"channel": new.channel, "key": new.key}
                     )
@@ -210,10 +212,15 @@ class Store(ABC):
                         check(new, self.to_submission(row))
             return created
 
-    def _record_many(self, tx: Tx, news: Sequence[NewSubmission], actor: str) -> int:
-        return sum(
-            self._record(tx, _insert_params(new, actor, None), actor) is not None for new in news
-        )
+    def _record_many(
+        self, tx: Tx, news: Iterable[NewSubmission], actor: str, recorded: list[NewSubmission]
+    ) -> int:
+        """Insert each of `news`, appending it to `recorded`; returns how many were new."""
+        created = 0
+        for new in news:
+            recorded.append(new)
+            created += self._record(tx, _insert_params(new, actor, None), actor) is not None
+        return created
 
     def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
         """Insert the row and its `created` (and first `attempt`) events; wake the
@@ -512,7 +519,7 @@ def _insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[
 
 def _seconds(value: float | None) -> float | None:
     """Durations go to SQL rounded to milliseconds (SQLite reads them as text)."""
-    return None if value is None else round(max(value, 0.0), 3)
+    return None if value is None else round(max(float(value), 0.0), 3)
 
 
 def _flag(value: bool | None) -> int | None:

@@ -189,17 +189,22 @@ UPDATE denpyo_submissions SET
 WHERE id = %(id)s AND locked_by = %(locked_by)s AND status IN ('requesting', 'failed')
 RETURNING id;
 
--- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
-DELETE FROM denpyo_submissions WHERE id IN (
-    SELECT id FROM denpyo_submissions
-    WHERE created_at < now() - make_interval(secs => %(older_than)s::float8)
-      AND (status = 'synced'
-           OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
-               AND next_attempt_at IS NULL))
-    ORDER BY created_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING id;
+-- submission_prune: delete one batch of settled rows created before the cutoff, with their events
+WITH gone AS (
+    DELETE FROM denpyo_submissions WHERE id IN (
+        SELECT id FROM denpyo_submissions
+        WHERE created_at < now() - make_interval(secs => %(older_than)s::float8)
+          AND (status = 'synced'
+               OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
+                   AND next_attempt_at IS NULL))
+        ORDER BY created_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED)
+    RETURNING id
+), events AS (  -- no foreign key since schema 4: the history goes with its row here
+    DELETE FROM denpyo_events e USING gone WHERE e.submission_id = gone.id
+)
+SELECT id FROM gone;
 
 -- PostgreSQL does in one statement what the other databases do in several (see
 -- EXTRA_QUERIES in postgresql.py): fewer round trips on the hot path.
@@ -283,13 +288,13 @@ RETURNING s.*,
 
 -- submission_move_batch: compare-and-set many rows at once (as submission_move), with their events
 WITH m AS (
-    SELECT * FROM unnest(
-        %(ord)s::int[], %(id)s::bigint[], %(from_status)s::text[], %(to_status)s::text[],
-        %(expect_locked_by)s::text[], %(locked_by)s::text[], %(lease)s::float8[],
-        %(attempt_delta)s::int[], %(retry_in)s::float8[], %(remote_id)s::text[],
-        %(keep_error)s::bool[], %(error_kind)s::text[], %(last_error)s::text[],
-        %(resolution)s::text[], %(event)s::text[], %(actor)s::text[], %(detail)s::text[],
-        %(duration_ms)s::int[]
+    SELECT * FROM unnest(  -- arrays sent in binary: nothing to escape or parse
+        %(ord)b::int[], %(id)b::bigint[], %(from_status)b::text[], %(to_status)b::text[],
+        %(expect_locked_by)b::text[], %(locked_by)b::text[], %(lease)b::float8[],
+        %(attempt_delta)b::int[], %(retry_in)b::float8[], %(remote_id)b::text[],
+        %(keep_error)b::bool[], %(error_kind)b::text[], %(last_error)b::text[],
+        %(resolution)b::text[], %(event)b::text[], %(actor)b::text[], %(detail)b::text[],
+        %(duration_ms)b::int[]
     ) AS m(ord, id, from_status, to_status, expect_locked_by, locked_by, lease, attempt_delta,
            retry_in, remote_id, keep_error, error_kind, last_error, resolution, event, actor,
            detail, duration_ms)
@@ -309,7 +314,7 @@ WITH m AS (
         synced_at = CASE WHEN m.to_status = 'synced' THEN now() ELSE s.synced_at END,
         updated_at = now()
     FROM m
-    WHERE s.id = ANY(%(id)s::bigint[])  -- reach the rows by primary key, whatever the statistics
+    WHERE s.id = ANY(%(id)b::bigint[])  -- reach the rows by primary key, whatever the statistics
       AND s.id = m.id AND s.status = m.from_status
       AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
            OR (m.expect_locked_by IS NULL
@@ -326,23 +331,24 @@ WITH m AS (
 )
 SELECT * FROM moved;
 
--- submission_record_many: insert many rows of one channel for the workers, with events, in one statement
+-- submission_record_many: insert many rows for the workers, with their events, in one statement
 WITH input AS (
     SELECT * FROM unnest(
-        %(key)s::text[], %(idempotency_key)s::text[], %(payload)s::text[], %(ordering_key)s::text[]
-    ) WITH ORDINALITY AS i(key, idempotency_key, payload, ordering_key, n)
+        %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
+        %(ordering_key)b::text[]
+    ) WITH ORDINALITY AS i(channel, key, idempotency_key, payload, ordering_key, n)
 ), new AS (
     INSERT INTO denpyo_submissions
         (channel, key, idempotency_key, payload, status, attempts, ordering_key, next_attempt_at)
-    SELECT %(channel)s, key, idempotency_key, payload::jsonb, 'requesting', 0, ordering_key, now()
+    SELECT channel, key, idempotency_key, payload::jsonb, 'requesting', 0, ordering_key, now()
     FROM input ORDER BY n
     ON CONFLICT (channel, key) DO NOTHING
-    RETURNING id
+    RETURNING id, channel
 ), events AS (
     INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
     SELECT id, 'created', NULL, 'requesting', 0, %(actor)s FROM new
 ), woken AS (
-    SELECT pg_notify('denpyo', %(channel)s) WHERE EXISTS (SELECT 1 FROM new)
+    SELECT pg_notify('denpyo', channel) FROM (SELECT DISTINCT channel FROM new) AS channels
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 

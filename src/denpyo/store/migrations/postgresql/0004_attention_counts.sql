@@ -7,6 +7,11 @@
 -- 2. The two claim indexes leave out failed rows with no next attempt (exhausted,
 --    or held for a person): they stay small however many of those accumulate, and
 --    the rows in flight (the only counts that depend on the clock) are read from them.
+-- 3. Events lose their foreign key to the submission. Checking it locked the
+--    submission's row once per event written, on every enqueue, claim and settle
+--    (measured: a quarter of a bulk enqueue's time). denpyo writes each event in
+--    the same statement as its row's change, and `prune` deletes both; an
+--    application that deletes submissions with its own SQL deletes their events too.
 CREATE FUNCTION denpyo_count_kind(status text, error_kind text, next_attempt_at timestamptz)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
@@ -76,3 +81,5 @@ DROP INDEX denpyo_submissions_in_doubt;
 CREATE INDEX denpyo_submissions_in_doubt ON denpyo_submissions (channel, next_attempt_at, id)
     WHERE (status = 'requesting' AND locked_until IS NOT NULL)
        OR (status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL);
+
+ALTER TABLE denpyo_events DROP CONSTRAINT denpyo_events_submission_id_fkey;
