@@ -119,6 +119,40 @@ def test_postgres_workers_wake_on_notify(postgres_url: str) -> None:
         ledger.close()
 
 
+def test_postgres_workers_fold_the_running_counts(postgres_url: str) -> None:
+    """Every statement appends its change to the running counts; the worker's
+    heartbeat folds them, so `denpyo status` reads a small table."""
+    import psycopg
+
+    def count_rows() -> int:
+        with psycopg.connect(postgres_url) as conn:
+            row = conn.execute("SELECT COUNT(*) FROM denpyo_status_counts").fetchone()
+        return int(row[0]) if row else 0
+
+    ledger = denpyo.Ledger(postgres_url)
+    ledger.channel("c", lease=0.3)(lambda sub: "r")  # a heartbeat every 0.1 s
+    for i in range(30):
+        ledger.enqueue("c", f"k{i}", {})
+    assert count_rows() >= 30
+
+    async def main() -> None:
+        worker = Worker(ledger, poll_interval=0.05)
+        task = asyncio.create_task(worker.run())
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if worker.report.outcomes["synced"] == 30 and count_rows() <= 2:
+                break
+        worker.stop()
+        await task
+
+    try:
+        asyncio.run(main())
+        assert count_rows() <= 2  # one row per (channel, status, kind): requesting, synced
+        assert ledger.store.count_by_status() == [("c", Status.SYNCED, 30)]
+    finally:
+        ledger.close()
+
+
 def test_stop_releases_calls_not_started_and_leaves_started_ones_to_verify(
     ledger: denpyo.Ledger,
 ) -> None:

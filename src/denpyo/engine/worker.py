@@ -296,17 +296,18 @@ class Worker:
     # -- background: leases and wake-ups ----------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        """Renew the leases of held rows every third of the shortest lease."""
+        """Renew the leases of held rows every third of the shortest lease, and keep
+        the store tidy (`Store.upkeep`) at the same pace."""
         while True:
             leases = [spec.lease for spec in self.ledger.channels.values()] or [60.0]
             await asyncio.sleep(min(leases) / 3)
             holds = [(row_id, hold.token, hold.lease) for row_id, hold in self.holds.items()]
-            if not holds:
-                continue
             try:
-                await self.driver.in_db(self.ledger.store.renew, holds)
+                if holds:
+                    await self.driver.in_db(self.ledger.store.renew, holds)
+                await self.driver.in_db(self.ledger.store.upkeep)
             except Exception:
-                log.exception("lease renewal failed; retrying at the next beat")
+                log.exception("lease renewal or upkeep failed; retrying at the next beat")
 
     async def _listen(self) -> None:
         """Wake on the database's notifications (PostgreSQL), instead of only polling."""

@@ -106,6 +106,10 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def upkeep(self) -> None:
+        """Housekeeping a worker runs now and then (PostgreSQL: fold the running counts)."""
+        return
+
     def native_async(self) -> NativeAsync | None:
         """The worker's claims and settles on its event loop, where the driver allows
         (PostgreSQL); None: the worker runs them in database threads."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -27,13 +28,6 @@ from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store.base import NativeAsync, NewSubmission, Row, Store, Tx, move_params
 
 log = logging.getLogger("denpyo.store")
-
-
-_BATCH_COLUMNS = (
-    "ord", "id", "from_status", "to_status", "expect_locked_by", "locked_by", "lease",
-    "attempt_delta", "retry_in", "remote_id", "keep_error", "error_kind", "last_error",
-    "resolution", "event", "actor", "detail", "duration_ms",
-)  # fmt: skip
 
 
 class PostgresTx(Tx):
@@ -238,10 +232,15 @@ class PostgresStore(Store):
         return created
 
     def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
-        """From the running counts (migration 3), folded into one row per pair first."""
+        """From the running counts (migrations 3 and 4), folded first."""
+        self.upkeep()
+        return super().count_by_status(channel)
+
+    def upkeep(self) -> None:
+        """Fold the running counts (one row per statement that changed them) into one
+        row per channel, status and kind, so that reading them stays cheap."""
         with self._autocommit() as tx:
             tx.execute("submission_counts_compact")
-        return super().count_by_status(channel)
 
     def claim(
         self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
@@ -395,18 +394,17 @@ def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
     return runs
 
 
-def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, list[Any]]:
-    """`submission_move_batch`'s parameters: one array per column."""
-    columns: dict[str, list[Any]] = {name: [] for name in _BATCH_COLUMNS}
+def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, Any]:
+    """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
+    moves = []
     for ordinal, move in run:
         values = move_params(move)
         values.update(
             ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
             duration_ms=move.duration_ms,
         )  # fmt: skip
-        for name, column in columns.items():
-            column.append(values[name])
-    return columns
+        moves.append(values)
+    return {"moves": json.dumps(moves), "ids": [move.submission_id for _, move in run]}
 
 
 @contextmanager

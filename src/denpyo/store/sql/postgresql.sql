@@ -287,17 +287,12 @@ RETURNING s.*,
     OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt;
 
 -- submission_move_batch: compare-and-set many rows at once (as submission_move), with their events
-WITH m AS (
-    SELECT * FROM unnest(  -- arrays sent in binary: nothing to escape or parse
-        %(ord)b::int[], %(id)b::bigint[], %(from_status)b::text[], %(to_status)b::text[],
-        %(expect_locked_by)b::text[], %(locked_by)b::text[], %(lease)b::float8[],
-        %(attempt_delta)b::int[], %(retry_in)b::float8[], %(remote_id)b::text[],
-        %(keep_error)b::bool[], %(error_kind)b::text[], %(last_error)b::text[],
-        %(resolution)b::text[], %(event)b::text[], %(actor)b::text[], %(detail)b::text[],
-        %(duration_ms)b::int[]
-    ) AS m(ord, id, from_status, to_status, expect_locked_by, locked_by, lease, attempt_delta,
-           retry_in, remote_id, keep_error, error_kind, last_error, resolution, event, actor,
-           detail, duration_ms)
+WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever their number
+    SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
+        ord int, id bigint, from_status text, to_status text, expect_locked_by text,
+        locked_by text, lease float8, attempt_delta int, retry_in float8, remote_id text,
+        keep_error bool, error_kind text, last_error text, resolution text, event text,
+        actor text, detail text, duration_ms int)
 ), moved AS (
     UPDATE denpyo_submissions s SET
         status = m.to_status,
@@ -314,7 +309,7 @@ WITH m AS (
         synced_at = CASE WHEN m.to_status = 'synced' THEN now() ELSE s.synced_at END,
         updated_at = now()
     FROM m
-    WHERE s.id = ANY(%(id)b::bigint[])  -- reach the rows by primary key, whatever the statistics
+    WHERE s.id = ANY(%(ids)b::bigint[])  -- reach the rows by primary key, whatever the statistics
       AND s.id = m.id AND s.status = m.from_status
       AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
            OR (m.expect_locked_by IS NULL

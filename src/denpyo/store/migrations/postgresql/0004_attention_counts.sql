@@ -26,8 +26,9 @@ ALTER TABLE denpyo_status_counts
     ADD COLUMN kind text NOT NULL DEFAULT '',
     ADD COLUMN resolved boolean NOT NULL DEFAULT false;
 
+-- Workers fold the counts at each heartbeat (`submission_counts_compact`), so the
+-- table stays small and is read whole; an index would only cost every write.
 DROP INDEX denpyo_status_counts_channel;
-CREATE INDEX denpyo_status_counts_channel ON denpyo_status_counts (channel, status, kind, resolved);
 
 CREATE OR REPLACE FUNCTION denpyo_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
