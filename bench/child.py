@@ -411,6 +411,16 @@ STATUS_SQL = [
 ]
 
 
+STATUS_QUERIES = ("submission_count_by_status", "submission_count_attention")
+
+
+def _status_queries(queries: dict[str, str]) -> list[str]:
+    """The store's own status queries where it names them; else the generic SQL."""
+    if all(name in queries for name in STATUS_QUERIES):
+        return [queries[name] for name in STATUS_QUERIES]
+    return STATUS_SQL
+
+
 def _status_fn(ledger: Any) -> tuple[str, Callable[[], Any]]:
     """denpyo's own status when it has one; otherwise the SQL a status command runs."""
     try:
@@ -481,8 +491,8 @@ async def run_scale(spec: dict[str, Any]) -> dict[str, Any]:
                 status()
                 status_ms.append((time.perf_counter() - started) * 1000)
             status_plans = []
-            for query in STATUS_SQL:
-                rows = conn.execute("EXPLAIN (ANALYZE) " + query).fetchall()
+            for query in _status_queries(queries):
+                rows = conn.execute("EXPLAIN (ANALYZE) " + query, {"channel": None}).fetchall()
                 status_plans.append("\n".join(r[0] for r in rows))
             size = conn.execute("SELECT pg_total_relation_size('denpyo_submissions')").fetchone()[0]  # type: ignore[index]
             conn.execute(SETTLE_LIVE)

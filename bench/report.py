@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -477,8 +478,10 @@ def section_scale(results: dict[str, Any]) -> list[str]:
         last["claim_plan"],
         "```",
         "",
-        f"Plans of the SQL that status needs (counts by channel and status, in-doubt "
-        f"count, oldest pending) at {last['rows']:,} rows:",
+        f"Plans of the queries status runs (`submission_count_by_status` and "
+        f"`submission_count_attention` of the store's SQL file; a store without them: "
+        f"counts by channel and status, in-doubt count, oldest pending) at "
+        f"{last['rows']:,} rows:",
         "",
         "```",
         "\n\n".join(last["status_plans"]),
@@ -489,10 +492,12 @@ def section_scale(results: dict[str, Any]) -> list[str]:
 
 
 def _status_plan_kind(plans: list[str]) -> str:
+    """Per plan: the tables it scans whole, or "index"."""
     kinds = []
     for plan in plans:
-        kinds.append("seq scan" if "Seq Scan" in plan else "index")
-    return ", ".join(kinds)
+        scanned = sorted(set(re.findall(r"Seq Scan on (\w+)", plan)))
+        kinds.append("seq scan of " + " and ".join(scanned) if scanned else "index")
+    return "; ".join(kinds)
 
 
 # -- targets --------------------------------------------------------------------------------
@@ -683,6 +688,9 @@ def render(results: dict[str, Any], plot_name: str | None) -> str:
             table(["target", "measured", ""], goal_rows),
             "",
         ]
+    changes = BENCH / "CHANGES.md"
+    if changes.exists():  # kept by hand: measured between commits, with its commands
+        lines += [changes.read_text().rstrip(), ""]
     notes = list(results.get("notes", []))
     retried = [
         r

@@ -258,6 +258,46 @@ def test_compare_and_set_loses_when_the_row_moved(ledger: denpyo.Ledger) -> None
     assert ledger.store.move([right]) == [None]  # a second settle of the same row loses
 
 
+def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Ledger) -> None:
+    """Each move sees the one before it, through the store and, where the worker
+    runs its claims and settles on its event loop (PostgreSQL), through that path."""
+    from denpyo.domain.moves import Move
+
+    ledger.channel("c")(ok)
+
+    def moves(row_id: int) -> list[Move]:
+        return [
+            Move(row_id, Status.REQUESTING, Status.FAILED, "w1", expect_locked_by="w1",
+                 event="settle", retry_in=0, error_kind=denpyo.ErrorKind.TRANSIENT,
+                 last_error="HTTP 503"),
+            Move(row_id, Status.FAILED, Status.REQUESTING, "w2", event="attempt",
+                 locked_by="w2", lease=60, attempt_delta=1, keep_error=True),
+        ]  # fmt: skip
+
+    async def natively(batch: list[Move]) -> list[Submission | None]:
+        native = ledger.store.native_async()
+        assert native is not None
+        await native.open()
+        try:
+            return await native.move(batch)
+        finally:
+            await native.close()
+
+    paths = [ledger.store.move]
+    if ledger.store.native_async() is not None:
+        paths.append(lambda batch: asyncio.run(natively(batch)))
+    for n, apply in enumerate(paths):
+        ledger.enqueue("c", f"k{n}", {})
+        [claimed] = ledger.store.claim("c", worker="w1", limit=5, lease=60)
+        failed, retaken = apply(moves(claimed.id))
+        assert failed is not None and failed.status is Status.FAILED
+        assert retaken is not None and retaken.status is Status.REQUESTING
+        assert retaken.attempts == 2 and retaken.locked_by == "w2"
+        assert retaken.last_error == "HTTP 503"
+        kinds = [event.kind for event in ledger.events(claimed.id)]
+        assert kinds == ["created", "attempt", "settle", "attempt"]
+
+
 # -- enqueue in the caller's transaction ---------------------------------------------------
 
 

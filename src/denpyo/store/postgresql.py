@@ -285,6 +285,7 @@ class PostgresAsync(NativeAsync):
 
     def __init__(self, store: PostgresStore, max_connections: int = 4) -> None:
         self.store = store
+        self.max_connections = max_connections
         self.pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = (
             AsyncConnectionPool(
                 store.conninfo,
@@ -326,11 +327,11 @@ class PostgresAsync(NativeAsync):
         self, statements: list[tuple[str, dict[str, Any]]]
     ) -> list[list[dict[str, Any]]]:
         """Run the statements in one transaction (a lone statement is its own). A
-        session the server ended (a restart) rolled everything back: it is run once
-        more on a new session."""
+        session the server ended (a restart) rolled everything back: they run again
+        on another session, until the pool's sessions from before the restart are spent."""
         queries = self.store.queries
         with _wrapped():
-            for attempt in (1, 2):
+            for attempt in range(1, self.max_connections + 2):
                 try:
                     async with self.pool.connection() as conn:
                         if len(statements) == 1:
@@ -342,7 +343,7 @@ class PostgresAsync(NativeAsync):
                                 for query, params in statements
                             ]
                 except pg_errors.AdminShutdown:
-                    if attempt == 2:
+                    if attempt > self.max_connections:
                         raise
         raise AssertionError("unreachable")
 
