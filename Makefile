@@ -23,7 +23,7 @@ services:  ## start PostgreSQL, MariaDB, RabbitMQ and NATS if they are not runni
 test: setup services  ## the whole default suite (unit, integration, acceptance)
 	$(BIN)/python -m pytest -q
 
-chaos: setup services  ## the long chaos run (20,000 submissions, many kills)
+chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
 
 lint: setup  ## ruff and mypy, as CI would

@@ -95,8 +95,14 @@ def run_chaos(
         )
 
     try:
-        for n in range(submissions):
-            ledger.enqueue("invoice-email", f"order:{n}", {"order": n, "total": 1000 + n})
+        for first in range(0, submissions, 1000):
+            ledger.enqueue_many(
+                "invoice-email",
+                [
+                    (f"order:{n}", {"order": n, "total": 1000 + n})
+                    for n in range(first, min(first + 1000, submissions))
+                ],
+            )
         for _ in range(workers):
             spawn()
         restart_at = submissions // 3

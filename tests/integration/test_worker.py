@@ -52,6 +52,37 @@ def test_long_calls_keep_their_lease_and_are_never_sent_twice(
     assert sub is not None and sub.status is Status.SYNCED and calls == {"k": 1}
 
 
+def test_until_idle_retries_a_claim_that_failed(
+    ledger: denpyo.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that fails (a deadlock, a restart) is tried again at the next poll;
+    `until_idle` neither stops early as if idle nor gives back what it claimed."""
+    from denpyo.engine.drivers import AsyncDriver
+
+    ledger.channel("c")(lambda sub: "r")
+    ledger.enqueue_many("c", [(f"k{i}", {}) for i in range(40)])
+    real_claim, failed = AsyncDriver.claim, Counter[bool]()
+
+    async def flaky_claim(driver: AsyncDriver, *args: Any, in_doubt: bool, **kwargs: Any) -> Any:
+        if not failed or (in_doubt and not failed[True]):  # the first of each kind fails
+            failed[in_doubt] += 1
+            raise denpyo.StoreError("deadlock detected")
+        return await real_claim(driver, *args, in_doubt=in_doubt, **kwargs)
+
+    monkeypatch.setattr(AsyncDriver, "claim", flaky_claim)
+    report = ledger.work(until_idle=True, poll_interval=0.01)
+    assert failed[False] == 1 and failed[True] == 1
+    assert report.outcomes["synced"] == 40 and report.released == 0
+
+    async def down(driver: AsyncDriver, *args: Any, **kwargs: Any) -> Any:
+        raise denpyo.StoreError("down")
+
+    monkeypatch.setattr(AsyncDriver, "claim", down)
+    ledger.enqueue("c", "late", {})
+    with pytest.raises(denpyo.StoreError, match="down"):
+        ledger.work(until_idle=True, poll_interval=0.01)
+
+
 def test_channel_concurrency_limit(ledger: denpyo.Ledger) -> None:
     running, peak = 0, 0
 

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("denpyo.worker")
 
+CLAIM_TRIES = 3
+"""Claim rounds that may fail in a row before `work(until_idle=True)` raises."""
+
 
 @dataclass(frozen=True, slots=True)
 class Hold:
@@ -130,6 +133,7 @@ class Worker:
         ]
         loop = asyncio.get_running_loop()
         doubt_checked = float("-inf")
+        failures = 0  # claim rounds that failed in a row
         try:
             while not self.stopping.is_set():
                 self.wakeup.clear()  # before claiming, so no completion is missed
@@ -143,15 +147,20 @@ class Worker:
                         doubt_checked = loop.time()
                         claimed += await self._claim_in_doubt()
                 except Exception:
-                    if until_idle:
+                    # A deadlock or a restart is retried at the next poll; `until_idle`
+                    # gives up after a few in a row rather than report idle it did not see.
+                    failures += 1
+                    if until_idle and failures >= CLAIM_TRIES:
                         raise
                     log.exception("claim failed; retrying in %.1fs", self.poll_interval)
+                else:
+                    failures = 0
                 self._dispatch()
                 if claimed and self._has_room():
                     continue
-                # Idle only if nothing is running or waiting, and no call finished while
-                # we claimed (a settle committed after our snapshot may have made a row due).
-                busy = claimed or self.tasks or self.throttled or self.wakeup.is_set()
+                # Idle only if nothing is running or waiting, no claim failed, and no call
+                # finished while we claimed (its settle may have made a row due).
+                busy = claimed or failures or self.tasks or self.throttled or self.wakeup.is_set()
                 if until_idle and not busy and not any(self.ready.values()):
                     break
                 await self._wait()
