@@ -233,10 +233,11 @@ class Store(ABC):
         if row is None:
             return None
         row_id = int(row["id"])
-        self._event(tx, row_id, "created", None, Status.REQUESTING, 0, actor)
         if params["lease"]:
-            self._event(tx, row_id, "attempt", Status.REQUESTING, Status.REQUESTING, 1, actor)
-        elif self.notifies:
+            tx.execute("event_insert_sent_inline", {"submission_id": row_id, "actor": actor})
+            return row
+        self._event(tx, row_id, "created", None, Status.REQUESTING, 0, actor)
+        if self.notifies:
             tx.execute("submission_notify", {"channel": params["channel"]})
         return row
 

@@ -83,9 +83,12 @@ EXTRA_QUERIES = frozenset(
 """Queries only PostgreSQL has: one statement where the others run several, and
 the upkeep of its running counts by status (migration 3)."""
 
-REPLACED_QUERIES = frozenset({"submission_find_ready", "submission_find_in_doubt"})
+REPLACED_QUERIES = frozenset(
+    {"submission_find_ready", "submission_find_in_doubt", "event_insert_sent_inline"}
+)
 """Queries of the other databases that PostgreSQL does not need: its claims find
-and lock rows in one statement (`submission_claim_ready`, `submission_claim_in_doubt`)."""
+and lock rows in one statement (`submission_claim_ready`, `submission_claim_in_doubt`),
+and a record writes its events in the same statement (`submission_record`)."""
 
 
 class PostgresStore(Store):
@@ -281,7 +284,7 @@ class PostgresStore(Store):
 
 class PostgresAsync(NativeAsync):
     """The worker's claims and settles through psycopg's asyncio connections, on
-    the worker's own loop (a small pool: a claim and two group commits at once)."""
+    the worker's own loop (a small pool: a claim and a group commit may run at once)."""
 
     def __init__(self, store: PostgresStore, max_connections: int = 4) -> None:
         self.store = store

@@ -117,6 +117,11 @@ INSERT INTO denpyo_events
 VALUES (%(submission_id)s, %(kind)s, %(from_status)s, %(to_status)s, %(attempt)s, %(actor)s,
         %(detail)s, %(duration_ms)s);
 
+-- event_insert_sent_inline: the created and first attempt events of a row an inline submit records, in one statement
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
+VALUES (%(submission_id)s, 'created', NULL, 'requesting', 0, %(actor)s),
+       (%(submission_id)s, 'attempt', 'requesting', 'requesting', 1, %(actor)s);
+
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
 

@@ -103,6 +103,11 @@ INSERT INTO denpyo_events
     (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
 VALUES (:submission_id, :kind, :from_status, :to_status, :attempt, :actor, :detail, :duration_ms);
 
+-- event_insert_sent_inline: the created and first attempt events of a row an inline submit records, in one statement
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
+VALUES (:submission_id, 'created', NULL, 'requesting', 0, :actor),
+       (:submission_id, 'attempt', 'requesting', 'requesting', 1, :actor);
+
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
 
