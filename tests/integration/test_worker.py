@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,6 +14,21 @@ import denpyo
 from denpyo import Status, Submission
 from denpyo.engine.pacing import TokenBucket
 from denpyo.engine.worker import Worker
+
+
+def run_until(make: Callable[[], Worker], ready: Callable[[Worker], bool]) -> denpyo.WorkReport:
+    """Run a worker (made on the test's loop) until `ready(worker)`, then stop it as
+    SIGTERM would, and return its report."""
+
+    async def main() -> denpyo.WorkReport:
+        worker = make()
+        task = asyncio.create_task(worker.run())
+        while not ready(worker):
+            await asyncio.sleep(0.01)
+        worker.stop()
+        return await task
+
+    return asyncio.run(main())
 
 
 def test_long_calls_keep_their_lease_and_are_never_sent_twice(
@@ -199,16 +215,11 @@ def test_stop_releases_calls_not_started_and_leaves_started_ones_to_verify(
     for i in range(40):  # more than the 32 call threads: 8 cannot start
         ledger.enqueue("c", f"k{i:02}", {})
 
-    async def main() -> denpyo.WorkReport:
-        worker = Worker(ledger, concurrency=40, poll_interval=0.05, grace=0.3)
-        task = asyncio.create_task(worker.run())
-        while len(begun) < 32:
-            await asyncio.sleep(0.02)
-        worker.stop()
-        return await task
-
     try:
-        report = asyncio.run(main())
+        report = run_until(
+            lambda: Worker(ledger, concurrency=40, poll_interval=0.05, grace=0.3),
+            lambda worker: len(begun) >= 32,
+        )
     finally:
         gate.set()
     assert report.released == 8
@@ -315,16 +326,11 @@ def test_stop_gives_rows_being_verified_back_to_doubt_never_to_sending(
               locked_by="crashed", lease=0, retry_in=0, keep_error=True)]
     )  # fmt: skip
 
-    async def main() -> denpyo.WorkReport:
-        worker = Worker(ledger, poll_interval=0.05, grace=0.2)
-        task = asyncio.create_task(worker.run())
-        while not worker.slots:
-            await asyncio.sleep(0.01)
-        worker.stop()
-        return await task
-
     try:
-        report = asyncio.run(main())
+        report = run_until(
+            lambda: Worker(ledger, poll_interval=0.05, grace=0.2),
+            lambda worker: bool(worker.slots),
+        )
     finally:
         gate.set()
     sub = ledger.get("c", "k")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -204,9 +204,15 @@ class Store(ABC):
         many were new. `news` may be produced while the rows are written: if it
         raises, the transaction rolls back and nothing is written. `check(new,
         existing)` sees each key that was already recorded, and may raise likewise."""
+        recorded: list[NewSubmission] = []
+
+        def tracked() -> Iterator[NewSubmission]:
+            for new in news:
+                recorded.append(new)
+                yield new
+
         with self.transaction(conn) as tx:
-            recorded: list[NewSubmission] = []
-            created = self._record_many(tx, news, actor, recorded)
+            created = self._record_many(tx, tracked(), actor)
             if created < len(recorded):
                 for new in recorded:
                     row = tx.fetch_one(
@@ -216,15 +222,11 @@ class Store(ABC):
                         check(new, self.to_submission(row))
             return created
 
-    def _record_many(
-        self, tx: Tx, news: Iterable[NewSubmission], actor: str, recorded: list[NewSubmission]
-    ) -> int:
-        """Insert each of `news`, appending it to `recorded`; returns how many were new."""
-        created = 0
-        for new in news:
-            recorded.append(new)
-            created += self._record(tx, _insert_params(new, actor, None), actor) is not None
-        return created
+    def _record_many(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
+        """Insert each of `news`; returns how many were new."""
+        return sum(
+            self._record(tx, _insert_params(new, actor, None), actor) is not None for new in news
+        )
 
     def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
         """Insert the row and its `created` (and first `attempt`) events; wake the

@@ -212,9 +212,7 @@ class PostgresStore(Store):
     def _record(self, tx: Tx, params: Mapping[str, Any], actor: str) -> Row | None:
         return tx.fetch_one("submission_record", {**params, "actor": actor})
 
-    def _record_many(
-        self, tx: Tx, news: Iterable[NewSubmission], actor: str, recorded: list[NewSubmission]
-    ) -> int:
+    def _record_many(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
         """Rows in chunks, one statement each, pipelined: the next chunk is prepared
         while the server writes the one before."""
         assert isinstance(tx, PostgresTx)
@@ -223,7 +221,6 @@ class PostgresStore(Store):
         cursors = []
         with _wrapped(), conn.pipeline():
             for chunk in _chunks(news, RECORD_CHUNK):
-                recorded.extend(chunk)
                 cursor = conn.cursor(row_factory=dict_row)
                 cursor.execute(query, _record_many_params(chunk, actor))
                 cursors.append(cursor)
@@ -254,9 +251,15 @@ class PostgresStore(Store):
 
     def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """All moves in one statement (one per run, if a row is named twice)."""
-        results: list[Submission | None] = [None] * len(moves)
-        for run in _distinct_runs(moves):
-            for row in tx.fetch_all("submission_move_batch", _batch_params(run)):
+        runs = [tx.fetch_all("submission_move_batch", params) for params in _move_batches(moves)]
+        return self.moved(runs, len(moves))
+
+    def moved(self, runs: Iterable[Sequence[Row]], count: int) -> list[Submission | None]:
+        """The rows `submission_move_batch` returned, in the order of the moves; None
+        for a move that lost its compare-and-set."""
+        results: list[Submission | None] = [None] * count
+        for rows in runs:
+            for row in rows:
                 results[int(row["ord"])] = self.to_submission(row)
         return results
 
@@ -317,14 +320,8 @@ class PostgresAsync(NativeAsync):
         return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        runs = _distinct_runs(moves)
-        results: list[Submission | None] = [None] * len(moves)
-        for rows in await self._run(
-            [("submission_move_batch", _batch_params(run)) for run in runs]
-        ):
-            for row in rows:
-                results[int(row["ord"])] = self.store.to_submission(row)
-        return results
+        batches = [("submission_move_batch", params) for params in _move_batches(moves)]
+        return self.store.moved(await self._run(batches), len(moves))
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -382,6 +379,11 @@ def _claim_statement(
 ) -> tuple[str, dict[str, Any]]:
     query = "submission_claim_in_doubt" if in_doubt else "submission_claim_ready"
     return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
+
+
+def _move_batches(moves: Sequence[Move]) -> list[dict[str, Any]]:
+    """`submission_move_batch`'s parameters, one set per run of distinct rows."""
+    return [_batch_params(run) for run in _distinct_runs(moves)]
 
 
 def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
