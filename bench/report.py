@@ -29,8 +29,11 @@ LABELS = {
     "procrastinate": "Procrastinate",
     "dbos": "DBOS",
     "denpyo": "**denpyo**",
+    "denpyo_nocall": "denpyo, no call (the ledger alone; not a peer)",
 }
-ORDER = ["denpyo", "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos"]
+ORDER = [
+    "denpyo", "denpyo_nocall", "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos",
+]  # fmt: skip
 DURABLE_PEERS = ["outbox", "pgqueuer", "procrastinate", "dbos"]
 
 
@@ -151,7 +154,7 @@ def section_dispatch(results: dict[str, Any]) -> list[str]:
         rss.append(rss_line)
         cpu.append(cpu_line)
     for peer in peers:
-        if peer == "denpyo":
+        if peer in ("denpyo", "denpyo_nocall"):
             continue
         line = [f"denpyo ÷ {LABELS[peer]}"]
         for lat, c in cfgs:
@@ -209,6 +212,70 @@ def _cpu_cell(rows: list[dict[str, Any]]) -> str:
     provider = med(r["provider_cpu_s"] / r["seconds"] for r in rows)
     machine = med(r["machine_busy_s"] / r["wall_s"] for r in rows)
     return f"worker {worker:.2f}, provider {provider:.2f}, machine {machine:.2f}"
+
+
+def runs_of(rows: list[dict[str, Any]], peer: str, key: tuple[float, int]) -> list[dict[str, Any]]:
+    """A peer's good runs at one (latency in ms, calls in flight)."""
+    return [
+        r for r in ok_rows(rows) if (r["peer"], r["latency_ms"], r["concurrency"]) == (peer, *key)
+    ]
+
+
+def durable_cost(cost: dict[str, float], call: dict[str, float]) -> float:
+    """What recording adds per job: worker and machine time beyond the bare call's."""
+    return cost["worker"] - call["worker"] + cost["rest"] - call["rest"]
+
+
+def cpu_per_job(rows: list[dict[str, Any]], peer: str, key: tuple[float, int]) -> dict[str, float]:
+    """Median µs of CPU per job of a peer's runs in one configuration: its worker, the
+    provider, and the rest of the machine (PostgreSQL, the OS); {} if it has no run."""
+    mine = runs_of(rows, peer, key)
+    if not mine:
+        return {}
+
+    def per_job(value: Any) -> float:
+        return med(value(r) / r["n"] * 1e6 for r in mine) or 0.0
+
+    # The worker's CPU while timed (its start-up excluded); the rest over the child's
+    # whole life, from which its whole CPU is subtracted (so its start-up cancels out).
+    return {
+        "worker": per_job(lambda r: r.get("cpu_s", r["child_cpu_s"])),
+        "provider": per_job(lambda r: r["provider_cpu_s"]),
+        "rest": per_job(lambda r: r["machine_busy_s"] - r["child_cpu_s"] - r["provider_cpu_s"]),
+    }
+
+
+def section_cpu_per_job(results: dict[str, Any]) -> list[str]:
+    rows = results.get("dispatch", [])
+    keys = [k for k in configs(rows) if k[0] == 0]
+    if not keys:
+        return []
+    body = []
+    for peer in ORDER:
+        line = [LABELS[peer]]
+        for key in keys:
+            cost = cpu_per_job(rows, peer, key)
+            line.append(
+                f"{cost['worker']:,.0f} + {cost['provider']:,.0f} + {cost['rest']:,.0f} "
+                f"= {sum(cost.values()):,.0f}"
+                if cost
+                else "–"
+            )
+        if any(cell != "–" for cell in line[1:]):
+            body.append(line)
+    return [
+        "### Where a job's CPU goes (provider at 0 ms)",
+        "",
+        "Microseconds of CPU per job, median of the repeats: the worker process + the "
+        "provider + the rest of the machine (PostgreSQL and the OS) = all. Fire-and-forget's "
+        "worker column is the cost of the call itself, which every peer pays too; a durable "
+        "peer's extra worker and database time is what recording costs it. *denpyo, no call* "
+        "runs the same worker over the same rows with a channel that returns at once: its "
+        "worker column is the ledger's own cost per job, measured directly.",
+        "",
+        table(["peer", *[f"{lat:g} ms, {c} in flight" for lat, c in keys]], body),
+        "",
+    ]
 
 
 def section_provider(results: dict[str, Any]) -> list[str]:
@@ -520,11 +587,7 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
         if lat == 0:
             best: tuple[str, float] | None = None
             for peer in DURABLE_PEERS:
-                rate = med(
-                    r["rate"]
-                    for r in ok_rows(rows)
-                    if r["peer"] == peer and (r["latency_ms"], r["concurrency"]) == key
-                )
+                rate = med(r["rate"] for r in runs_of(rows, peer, key))
                 if rate is not None and (best is None or rate > best[1]):
                     best = (peer, rate)
             vs_best = paired_ratio(rows, "denpyo", best[0], key, fields) if best else None
@@ -612,6 +675,78 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+def dispatch_budget(results: dict[str, Any]) -> list[str]:
+    """What the dispatch targets at 0 ms would cost, from this run's CPU per job: one
+    worker runs on one core, and everything shares the machine's cores."""
+    rows = results.get("dispatch", [])
+    cores = int((results.get("meta") or {}).get("nproc") or 2)
+    body = []
+    for key in [k for k in configs(rows) if k[0] == 0]:
+        ff, mine = cpu_per_job(rows, "fire_and_forget", key), cpu_per_job(rows, "denpyo", key)
+        if not ff or not mine:
+            continue
+
+        alone = cpu_per_job(rows, "denpyo_nocall", key)
+        rates = {p: med(r["rate"] for r in runs_of(rows, p, key)) or 0.0 for p in ORDER}
+        leanest = min(
+            (durable_cost(cost, ff), p)
+            for p in DURABLE_PEERS
+            if (cost := cpu_per_job(rows, p, key))
+        )
+        best = max(DURABLE_PEERS, key=lambda p: rates[p])
+        goals = [
+            ("0.75× fire-and-forget", 0.75 * rates["fire_and_forget"]),
+            (f"2× {LABELS[best]}", 2 * rates[best]),
+        ]
+        for goal, needed in goals:
+            if not needed:
+                continue
+            one_core, all_cores = 1e6 / needed, cores * 1e6 / needed
+            body.append(
+                [
+                    f"{key[1]} in flight: {goal}",
+                    fmt_rate(needed),
+                    f"{one_core:,.0f} − {ff['worker']:,.0f} = **{one_core - ff['worker']:,.0f}**",
+                    (f"{alone['worker']:,.0f} / " if alone else "")
+                    + f"{mine['worker'] - ff['worker']:,.0f}",
+                    f"{all_cores:,.0f} − {sum(ff.values()):,.0f} = "
+                    f"**{all_cores - sum(ff.values()):,.0f}**",
+                    f"{durable_cost(mine, ff):,.0f}",
+                    f"{leanest[0]:,.0f} ({LABELS[leanest[1]]})",
+                ]
+            )
+    if not body:
+        return []
+    return [
+        "What the dispatch targets at 0 ms would take, in µs of CPU per job from this run "
+        "(section 1, *Where a job's CPU goes*). One worker is one event loop on one core: at "
+        "the rate a target needs, a core has the time shown per job, of which the call itself "
+        "takes what fire-and-forget's worker spends; the rest is the room for the ledger's "
+        f"work in the worker. All {cores} cores are shared by the worker, the provider and "
+        "PostgreSQL: their time per job, less what fire-and-forget's run uses (call, "
+        "provider, OS), is the room for all the durable work (the worker's part and the "
+        "database's). A target is within reach only where the measured figure fits its room. "
+        "The ledger's cost in the worker is shown twice: *alone*, the worker of *denpyo, no "
+        "call*; *in the run*, denpyo's worker less fire-and-forget's. The second is larger, "
+        "probably because the worker then shares the cores with the provider and PostgreSQL "
+        "(three busy processes), so that the call and the ledger each cost more than alone.",
+        "",
+        table(
+            [
+                "target",
+                "jobs/s needed",
+                "one core per job − the call = room",
+                "denpyo's ledger in the worker: alone / in the run",
+                f"{cores} cores per job − call, provider, OS = room",
+                "denpyo's durable work",
+                "leanest durable peer's",
+            ],
+            body,
+        ),
+        "",
+    ]
+
+
 # -- the document -----------------------------------------------------------------------------
 
 
@@ -673,6 +808,7 @@ def render(results: dict[str, Any], plot_name: str | None) -> str:
         lines += [f"![dispatch throughput]({plot_name})", ""]
     lines += section_dispatch(results)
     lines += section_provider(results)
+    lines += section_cpu_per_job(results)
     lines += section_inline(results)
     lines += section_enqueue(results)
     lines += section_recovery(results)
@@ -687,6 +823,7 @@ def render(results: dict[str, Any], plot_name: str | None) -> str:
             "",
             table(["target", "measured", ""], goal_rows),
             "",
+            *dispatch_budget(results),
         ]
     changes = BENCH / "CHANGES.md"
     if changes.exists():  # kept by hand: measured between commits, with its commands

@@ -68,7 +68,10 @@ VERSIONED = [
     "py-spy",
     "pyinstrument",
 ]
-ALL_PEERS = ["fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo"]
+ALL_PEERS = [
+    "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo", "denpyo_nocall",
+]  # fmt: skip
+NO_CALL = {"denpyo_nocall"}  # the ledger alone: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = ["dispatch", "inline", "enqueue", "recovery", "scale", "backends"]
 PG_URL = os.environ.get(
@@ -545,6 +548,8 @@ class Bench:
                     provider = self.provider(latency)
                     for concurrency in s.concurrency:
                         for peer in templates:
+                            if peer in NO_CALL and latency > 0:
+                                continue  # no call: the provider's latency changes nothing
                             row = self.dispatch_once(
                                 peer, templates[peer], provider, concurrency, repeat
                             )
@@ -768,7 +773,7 @@ class Bench:
         rows: list[dict[str, Any]] = self.results.setdefault("enqueue", [])
         cases: list[tuple[str, str, bool, dict[str, Any]]] = []
         for peer in self.peers:
-            if peer == "fire_and_forget":
+            if peer == "fire_and_forget" or peer in NO_CALL:
                 continue
             cases.append((peer, "single", False, {}))
             if peer == "denpyo":

@@ -7,7 +7,8 @@
   are recorded as done in the database;
 - ``done(ctx)``: how many jobs the database records as done (the check).
 
-``NAME`` is the label in the report; ``DURABLE`` says whether it records anything.
+``NAME`` is the label in the report; ``DURABLE`` says whether it records anything;
+``CALLS = False`` marks a peer that makes no call (the provider is not checked).
 """
 
 PEERS = {
@@ -17,4 +18,5 @@ PEERS = {
     "procrastinate": "peers.procrastinate_peer",
     "dbos": "peers.dbos_peer",
     "denpyo": "peers.denpyo_peer",
+    "denpyo_nocall": "peers.denpyo_nocall",
 }

@@ -1,7 +1,8 @@
 """The benchmark harness works: `bench/run.py --quick` end to end, in the project's venv.
 
 Only the peers that need nothing beyond denpyo's own dependencies run here
-(fire-and-forget, the hand-written outbox, denpyo); nothing is installed. It
+(fire-and-forget, the hand-written outbox, denpyo, and denpyo with a call that
+does nothing); nothing is installed. It
 checks that every scenario completes and that the report is well formed, never
 how fast anything is.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PEERS = ["fire_and_forget", "outbox", "denpyo"]
+PEERS = ["fire_and_forget", "outbox", "denpyo", "denpyo_nocall"]
 
 
 def _tables(markdown: str) -> list[list[list[str]]]:
@@ -87,6 +88,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     markdown = out.read_text()
     for heading in (
         "## 1. Dispatch throughput",
+        "### Where a job's CPU goes",
         "## 2. Inline overhead",
         "## 3. Enqueue",
         "## 4. Recovery",
@@ -105,3 +107,5 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         assert re.match(r"[\d,.]+", row[1]), row
     targets = next(t for t in tables if t[0][0] == "target")
     assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])
+    budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
+    assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
