@@ -258,6 +258,34 @@ def test_compare_and_set_loses_when_the_row_moved(ledger: denpyo.Ledger) -> None
     assert ledger.store.move([right]) == [None]  # a second settle of the same row loses
 
 
+def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> None:
+    """Winners and losers mixed in one batch: each move gets its own row back (or None),
+    in the order given, and only the winners write their event."""
+    from denpyo.domain.moves import Move
+
+    ledger.channel("c")(ok)
+    ledger.enqueue_many("c", [(f"k{i}", {"i": i}) for i in range(5)])
+    claimed = ledger.store.claim("c", worker="w", limit=5, lease=60)
+    assert len(claimed) == 5
+
+    def settle(sub: Submission, holder: str) -> Move:
+        return Move(sub.id, Status.REQUESTING, Status.SYNCED, holder, expect_locked_by=holder,
+                    event="settle", remote_id=f"r-{sub.key}")  # fmt: skip
+
+    holders = ["w", "thief", "w", "thief", "w"]
+    results = ledger.store.move([settle(s, h) for s, h in zip(claimed, holders, strict=True)])
+    for sub, holder, result in zip(claimed, holders, results, strict=True):
+        if holder == "thief":
+            assert result is None
+            assert [e.kind for e in ledger.store.events(sub.id)] == ["created", "attempt"]
+        else:
+            assert result is not None and result.id == sub.id and result.payload == sub.payload
+            assert result.status is Status.SYNCED and result.remote_id == f"r-{sub.key}"
+            assert [e.kind for e in ledger.store.events(sub.id)] == [
+                "created", "attempt", "settle",
+            ]  # fmt: skip
+
+
 def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Ledger) -> None:
     """Each move sees the one before it, through the store and, where the worker
     runs its claims and settles on its event loop (PostgreSQL), through that path."""

@@ -6,13 +6,14 @@ from denpyo.store.queries import DIALECTS, ddl, load_migrations, load_queries, s
 
 
 def test_every_dialect_defines_the_same_query_names() -> None:
-    """The same names everywhere; PostgreSQL's one-statement fast paths are the
-    only extras, and the queries they make unnecessary the only ones it lacks;
-    both are declared."""
+    """The same names everywhere; PostgreSQL's one-statement fast paths and MariaDB's
+    batch read-back are the only extras, and the queries PostgreSQL's make unnecessary
+    the only ones it lacks; all are declared."""
+    from denpyo.store.mysql import EXTRA_QUERIES as MYSQL_EXTRA
     from denpyo.store.postgresql import EXTRA_QUERIES, REPLACED_QUERIES
 
     none: frozenset[str] = frozenset()
-    extras = {"sqlite": none, "postgresql": EXTRA_QUERIES, "mysql": none}
+    extras = {"sqlite": none, "postgresql": EXTRA_QUERIES, "mysql": MYSQL_EXTRA}
     replaced = {"sqlite": none, "postgresql": REPLACED_QUERIES, "mysql": none}
     names = {dialect: set(load_queries(dialect)) for dialect in DIALECTS if _present(dialect)}
     reference = names["sqlite"]

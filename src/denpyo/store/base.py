@@ -337,17 +337,7 @@ class Store(ABC):
                 continue
             sub = self.to_submission(row)
             if move.event:
-                self._event(
-                    tx,
-                    sub.id,
-                    move.event,
-                    move.from_status,
-                    move.to_status,
-                    sub.attempts,
-                    move.actor,
-                    move.detail,
-                    move.duration_ms,
-                )
+                tx.execute("event_insert", event_params(move, sub.attempts))
             results.append(sub)
         return results
 
@@ -532,6 +522,20 @@ def _seconds(value: float | None) -> float | None:
 def _flag(value: bool | None) -> int | None:
     """An optional yes/no filter as SQL sees it: 1, 0, or NULL for "either"."""
     return None if value is None else int(value)
+
+
+def event_params(move: Move, attempt: int) -> dict[str, Any]:
+    """`event_insert`'s parameters for the event a move records (`move.event`)."""
+    return {
+        "submission_id": move.submission_id,
+        "kind": move.event,
+        "from_status": move.from_status,
+        "to_status": move.to_status,
+        "attempt": attempt,
+        "actor": move.actor,
+        "detail": move.detail,
+        "duration_ms": move.duration_ms,
+    }
 
 
 def move_params(move: Move) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -34,8 +34,10 @@ import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import CLIENT
 
+from denpyo.domain.moves import Move
+from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
-from denpyo.store.base import Row, Store, Tx
+from denpyo.store.base import Row, Store, Tx, event_params, move_params
 from denpyo.store.queries import split_statements
 
 SCHEMES = ("mysql", "mariadb", "mysql+pymysql")
@@ -54,6 +56,9 @@ ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 CHANNEL_KEY_INDEX = "denpyo_submissions_channel_key"
 MINIMUM_MARIADB = (10, 6)  # FOR UPDATE SKIP LOCKED; INSERT/DELETE ... RETURNING since 10.5
+
+EXTRA_QUERIES = frozenset({"submission_get_many"})
+"""Queries only MariaDB has: the read-back of a batch of moves (`MysqlStore._apply`)."""
 
 # Named UPDATEs that end in RETURNING on the other databases. Here the UPDATE runs
 # alone, and MysqlTx gives back what RETURNING would: the row, read back by id with
@@ -184,25 +189,38 @@ class MysqlTx(Tx):
             raise
 
     def _update(self, query: str, params: Mapping[str, Any]) -> Row | None:
-        """A compare-and-set UPDATE of the row `params["id"]`, then what RETURNING gives.
+        """A compare-and-set UPDATE of the row `params["id"]`, then what RETURNING gives."""
+        if not self.matched(query, params):
+            return None
+        read_back = UPDATE_RETURNING[query]
+        if read_back is None:
+            return {"id": params["id"]}
+        return self.fetch_one(read_back, {"id": params["id"]})
+
+    def matched(self, query: str, params: Mapping[str, Any]) -> bool:
+        """Run a compare-and-set UPDATE of the row `params["id"]`: did it win?
 
         The UPDATE matches the row only while it is still where the caller expects
         (status, holder); FOUND_ROWS makes the row count mean "matched", so 0 is a
         lost race even when nothing would have changed, and 1 a win. The winner holds
-        the row's lock until commit, so the read-back sees exactly what it wrote.
+        the row's lock until commit, so a read-back sees exactly what it wrote.
         Only the store's own connections carry FOUND_ROWS; these queries never run on
         a caller's connection (`Store.insert` is the only operation that does).
         """
         with self._run(query, params) as cursor:
             matched = cursor.rowcount
-        if matched == 0:
-            return None
-        if matched != 1:  # pragma: no cover - id is the primary key
+        if matched > 1:  # pragma: no cover - id is the primary key
             raise StoreError(f"{query} matched {matched} rows for id {params['id']}")
-        read_back = UPDATE_RETURNING[query]
-        if read_back is None:
-            return {"id": params["id"]}
-        return self.fetch_one(read_back, {"id": params["id"]})
+        return matched == 1
+
+    def insert_rows(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """A one-row INSERT ... VALUES query, for many rows in one statement (PyMySQL
+        writes them as one multi-row INSERT once the name comment is off)."""
+        sql = "\n".join(
+            line for line in self.queries[query].splitlines() if not line.startswith("--")
+        )
+        with self.conn.cursor() as cursor:
+            cursor.executemany(sql, [dict(row) for row in rows])
 
 
 class MysqlStore(Store):
@@ -347,6 +365,26 @@ class MysqlStore(Store):
                 _close_quietly(conn)
             self._all.clear()
         self._local = threading.local()
+
+    def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
+        """Each move's compare-and-set UPDATE on its own (its row count says whether it
+        won), then one read-back of the rows that moved and one INSERT of their events:
+        n + 2 statements, not 3n. A batch naming a row twice reads each move back at once."""
+        assert isinstance(tx, MysqlTx)
+        if len({move.submission_id for move in moves}) != len(moves):
+            return super()._apply(tx, moves)
+        won = [move for move in moves if tx.matched("submission_move", move_params(move))]
+        if not won:
+            return [None] * len(moves)
+        ids = [move.submission_id for move in won]
+        rows = tx.fetch_all("submission_get_many", {"ids": ids})
+        moved = {sub.id: sub for sub in map(self.to_submission, rows)}
+        events = [
+            event_params(move, moved[move.submission_id].attempts) for move in won if move.event
+        ]
+        if events:
+            tx.insert_rows("event_insert", events)
+        return [moved.get(move.submission_id) for move in moves]
 
 
 def check_server(info: str) -> None:

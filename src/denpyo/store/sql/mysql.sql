@@ -52,6 +52,12 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE id = %(id)s;
 
+-- submission_get_many: submissions by id (a batch of moves read back; MysqlStore._apply)
+SELECT *,
+    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
+    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+FROM denpyo_submissions WHERE id IN %(ids)s;
+
 -- submission_get_by_key: one submission by channel and business key
 SELECT *,
     (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
