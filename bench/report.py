@@ -727,9 +727,9 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
         "provider, OS), is the room for all the durable work (the worker's part and the "
         "database's). A target is within reach only where the measured figure fits its room. "
         "The ledger's cost in the worker is shown twice: *alone*, the worker of *denpyo, no "
-        "call*; *in the run*, denpyo's worker less fire-and-forget's. The second is larger, "
-        "probably because the worker then shares the cores with the provider and PostgreSQL "
-        "(three busy processes), so that the call and the ledger each cost more than alone.",
+        "call*; *in the run*, denpyo's worker less fire-and-forget's. They differ because in "
+        "the run the worker shares the cores with the provider and PostgreSQL (three busy "
+        "processes) and settles in other batch sizes: read the pair as a range.",
         "",
         table(
             [

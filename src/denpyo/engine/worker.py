@@ -184,7 +184,7 @@ class Worker:
 
     # -- claiming ---------------------------------------------------------------------
     #
-    # Ready rows are claimed ahead (`_ahead`), so that a call never waits for a
+    # Ready rows are claimed ahead (`_wanted`), so that a call never waits for a
     # claim's round trip; a claim is made only when it can take a batch of at least
     # what may run at once. Claimed rows that have not started are held (their
     # leases renewed) and released on shutdown.
