@@ -117,30 +117,37 @@ def test_channel_concurrency_limit(ledger: denpyo.Ledger) -> None:
     assert report.outcomes["synced"] == 12 and peak == 2
 
 
-def test_rows_are_claimed_ahead_in_batches_and_given_back_on_stop(
-    ledger: denpyo.Ledger, sql: Any
+@pytest.mark.parametrize(
+    ("settles_itself", "held"),
+    [(True, 32), (False, 8)],  # 8 x 4 slots: 4 calls running, 28 ready; or 2 x 4
+)
+def test_rows_are_claimed_far_ahead_only_where_doubt_settles_itself(
+    ledger: denpyo.Ledger, sql: Any, settles_itself: bool, held: int
 ) -> None:
-    """A worker holds up to 8 times a channel's slots ready (at most CLAIM_AHEAD),
-    so fast calls never wait on a claim; on stop, the rows it never started are
-    given back, due at once."""
+    """A channel that can verify holds up to 8 times its slots claimed (at most
+    CLAIM_AHEAD), so fast calls never wait on a claim. A crash would leave every held
+    row in doubt: a channel with no verify (and not idempotent) would leave each to a
+    person, so it holds at most twice its slots. On stop, rows never started are
+    given back."""
 
     async def stuck(sub: Submission) -> str:
         await asyncio.sleep(3600)  # cancelled at stop: these calls had begun
         return "r"
 
-    ledger.channel("c", concurrency=4)(stuck)
+    verify = (lambda sub: denpyo.NotDelivered()) if settles_itself else None
+    ledger.channel("c", concurrency=4, verify=verify)(stuck)
     ledger.enqueue_many("c", [(f"k{i}", {}) for i in range(100)])
-    held: list[int] = []
+    seen: list[int] = []
 
     def claimed(worker: Worker) -> bool:
         if worker.running["c"] < 4:
             return False
-        held.append(worker.running["c"] + len(worker.ready["c"]))
+        seen.append(worker.running["c"] + len(worker.ready["c"]))
         return True
 
     report = run_until(lambda: Worker(ledger, concurrency=16, grace=0.1), claimed)
-    assert held == [32]  # 8 x 4 slots: 4 calls running, 28 rows ready
-    assert report.attempted == 4 and report.released == 28
+    assert seen == [held]
+    assert report.attempted == 4 and report.released == held - 4
     assert sql("SELECT COUNT(*) FROM denpyo_submissions WHERE locked_by IS NOT NULL") == [(4,)]
 
 

@@ -40,10 +40,11 @@ CLAIM_TRIES = 3
 """Claim rounds that may fail in a row before `work(until_idle=True)` raises."""
 
 CLAIM_AHEAD = 128
-"""Rows of a channel held ready or running: three times what may run at once, and
-up to this many (at most 8 times). A claim takes a few milliseconds on a busy loop;
-calls of a few milliseconds drained three times the slots before it returned, and
-slots sat empty (measured: bench/CHANGES.md)."""
+"""Rows of a channel that can settle its in-doubt rows itself (`Worker._ahead`) held
+ready or running: three times what may run at once, and up to this many (at most 8
+times). A claim takes a few milliseconds on a busy loop; calls of a few
+milliseconds drained three times the slots before it returned, and slots sat
+empty (measured: bench/CHANGES.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,21 +185,32 @@ class Worker:
 
     # -- claiming ---------------------------------------------------------------------
     #
-    # Ready rows are claimed ahead (`_wanted`), so that a call never waits for a
-    # claim's round trip; a claim is made only when it can take a batch of at least
-    # what may run at once. Claimed rows that have not started are held (their
-    # leases renewed) and released on shutdown.
+    # Ready rows are claimed ahead (`_ahead`), so that a call never waits for a
+    # claim's round trip; a claim is made only when it can take a batch (`_wanted`).
+    # Claimed rows that have not started are held (their leases renewed) and released
+    # on shutdown; after a crash they are in doubt like the calls that had begun.
 
     def _cap(self, spec: ChannelSpec) -> int:
         return min(spec.concurrency or self.concurrency, self.concurrency)
 
-    def _wanted(self, spec: ChannelSpec) -> int:
-        """How many rows of the channel to claim now: 0 unless a batch of at least
-        `cap` fits under the rows held ahead."""
+    def _ahead(self, spec: ChannelSpec) -> tuple[int, int]:
+        """How many rows of the channel to hold, ready or running, and the smallest
+        claim worth a round trip. A crash leaves every held row in doubt, its call
+        begun or not: a channel that can verify, or is idempotent, settles them by
+        itself, so it claims well ahead; any other leaves each one to a person, so it
+        holds at most twice what runs (measured: bench/CHANGES.md)."""
         cap = self._cap(spec)
+        if spec.verify is None and not spec.idempotent:
+            return 2 * cap, max(1, cap // 2)
+        return max(3 * cap, min(8 * cap, CLAIM_AHEAD)), cap
+
+    def _wanted(self, spec: ChannelSpec) -> int:
+        """How many rows of the channel to claim now: 0 unless a batch fits under the
+        rows held."""
+        ahead, batch = self._ahead(spec)
         queued = self.running[spec.name] + len(self.ready[spec.name])
-        want = max(3 * cap, min(8 * cap, CLAIM_AHEAD)) - queued
-        return 0 if want <= 0 or (queued and want < cap) or self.stopping.is_set() else want
+        want = ahead - queued
+        return 0 if want <= 0 or (queued and want < batch) or self.stopping.is_set() else want
 
     async def _fill(self) -> int:
         claimed = 0
