@@ -195,7 +195,7 @@ class Worker:
 
     def _ahead(self, spec: ChannelSpec) -> tuple[int, int]:
         """How many rows of the channel to hold, ready or running, and the smallest
-        claim worth a round trip (half of them: fewer claims per call). A crash leaves
+        claim worth a round trip (up to half of them: fewer claims per call). A crash leaves
         every held row in doubt, its call begun or not: a channel that can verify, or
         is idempotent, settles them by itself, so it claims well ahead; any other
         leaves each one to a person, so it holds at most twice what runs (measured:
@@ -204,7 +204,8 @@ class Worker:
         if spec.verify is None and not spec.idempotent:
             return 2 * cap, max(1, cap // 2)
         ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
-        return ahead, ahead // 2
+        # Up to half of it, while a slot-full stays ready as the claim goes out.
+        return ahead, max(cap, min(ahead // 2, ahead - 2 * cap))
 
     def _wanted(self, spec: ChannelSpec) -> int:
         """How many rows of the channel to claim now: 0 unless a batch fits under the
