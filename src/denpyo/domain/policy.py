@@ -65,6 +65,12 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
 
+    @property
+    def settles_doubt(self) -> bool:
+        """A row in doubt is settled without a person: verified, or resent under its
+        key (see `decide_in_doubt`)."""
+        return self.can_verify or self.idempotent
+
 
 @dataclass(frozen=True, slots=True)
 class Alarm:

@@ -201,11 +201,11 @@ class Worker:
         leaves each one to a person, so it holds at most twice what runs (measured:
         bench/CHANGES.md)."""
         cap = self._cap(spec)
-        if spec.verify is None and not spec.idempotent:
+        if not spec.policy.settles_doubt:
             return 2 * cap, max(1, cap // 2)
         ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
         # Up to half of it, while a slot-full stays ready as the claim goes out.
-        return ahead, max(cap, min(ahead // 2, ahead - 2 * cap))
+        return ahead, min(ahead // 2, ahead - 2 * cap)
 
     def _wanted(self, spec: ChannelSpec) -> int:
         """How many rows of the channel to claim now: 0 unless a batch fits under the
