@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import denpyo
 from conftest import driver_connection
 from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Status, Submission, Unknown
+from denpyo.store.postgresql import PostgresStore
 
 NOW = Backoff(initial=0.0, maximum=0.0)  # retries due at once, for tests
 
@@ -658,6 +660,49 @@ def test_running_counts_match_the_rows(postgres_url: str) -> None:
                 ).fetchall()
             }
     assert counted == real and sum(real.values()) < 60
+
+
+def test_an_inline_settle_is_planned_once_and_reaches_its_row_by_index(
+    postgres_url: str,
+) -> None:
+    """A submit settles one row. Its statement must keep one plan for the session
+    (not be planned again at each call) and that plan must find the row by its
+    primary key, even when it was made on a nearly empty table."""
+    with denpyo.Ledger(postgres_url) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        for i in range(30):
+            ledger.submit("c", f"k{i}", {"i": i})
+        store = ledger.store
+        assert isinstance(store, PostgresStore)
+        with store.pool.connection() as conn:
+            plans = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE %s",
+                ["-- submission_move_one:%"],
+            ).fetchall()
+            assert plans and all(row["generic_plans"] > 0 for row in plans)
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            query = store.queries["submission_move_one"]
+            conn.execute(f"PREPARE move_one_plan AS {_numbered(query)}")
+            plan = "\n".join(
+                row["QUERY PLAN"]
+                for row in conn.execute("EXPLAIN EXECUTE move_one_plan" + _nulls(query)).fetchall()
+            )
+            conn.execute("DEALLOCATE move_one_plan")
+            conn.execute("RESET plan_cache_mode")
+    assert "Index Scan using denpyo_submissions_pkey" in plan and "Seq Scan" not in plan
+
+
+def _numbered(query: str) -> str:
+    """A named query with its %(name)s parameters as $1, $2, ...: for PREPARE."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", query)))
+    return re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", query)
+
+
+def _nulls(query: str) -> str:
+    """EXECUTE's argument list: NULL for every parameter."""
+    count = len(dict.fromkeys(re.findall(r"%\((\w+)\)s", query)))
+    return "(" + ", ".join(["NULL"] * count) + ")"
 
 
 def _flaky(sub: Submission) -> str:

@@ -76,6 +76,7 @@ EXTRA_QUERIES = frozenset(
         "submission_record_many",
         "submission_claim_ready",
         "submission_claim_in_doubt",
+        "submission_move_one",
         "submission_move_batch",
         "submission_counts_compact",
     }
@@ -84,11 +85,17 @@ EXTRA_QUERIES = frozenset(
 the upkeep of its running counts by status (migration 3)."""
 
 REPLACED_QUERIES = frozenset(
-    {"submission_find_ready", "submission_find_in_doubt", "event_insert_sent_inline"}
+    {
+        "submission_find_ready",
+        "submission_find_in_doubt",
+        "event_insert_sent_inline",
+        "submission_move",
+    }
 )
 """Queries of the other databases that PostgreSQL does not need: its claims find
 and lock rows in one statement (`submission_claim_ready`, `submission_claim_in_doubt`),
-and a record writes its events in the same statement (`submission_record`)."""
+and a record or a move writes its events in the same statement (`submission_record`,
+`submission_move_one`, `submission_move_batch`)."""
 
 
 class PostgresStore(Store):
@@ -251,11 +258,11 @@ class PostgresStore(Store):
 
     def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """All moves in one statement (one per run, if a row is named twice)."""
-        runs = [tx.fetch_all("submission_move_batch", params) for params in _move_batches(moves)]
+        runs = [tx.fetch_all(query, params) for query, params in _move_statements(moves)]
         return self.moved(runs, len(moves))
 
     def moved(self, runs: Iterable[Sequence[Row]], count: int) -> list[Submission | None]:
-        """The rows `submission_move_batch` returned, in the order of the moves; None
+        """The rows the move statements returned, in the order of the moves; None
         for a move that lost its compare-and-set."""
         results: list[Submission | None] = [None] * count
         for rows in runs:
@@ -320,8 +327,7 @@ class PostgresAsync(NativeAsync):
         return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        batches = [("submission_move_batch", params) for params in _move_batches(moves)]
-        return self.store.moved(await self._run(batches), len(moves))
+        return self.store.moved(await self._run(_move_statements(moves)), len(moves))
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -381,9 +387,15 @@ def _claim_statement(
     return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
 
 
-def _move_batches(moves: Sequence[Move]) -> list[dict[str, Any]]:
-    """`submission_move_batch`'s parameters, one set per run of distinct rows."""
-    return [_batch_params(run) for run in _distinct_runs(moves)]
+def _move_statements(moves: Sequence[Move]) -> list[tuple[str, dict[str, Any]]]:
+    """One statement per run of distinct rows: `submission_move_one` for a run of
+    one move, `submission_move_batch` for more."""
+    return [
+        ("submission_move_one", _one_params(*run[0]))
+        if len(run) == 1
+        else ("submission_move_batch", _batch_params(run))
+        for run in _distinct_runs(moves)
+    ]
 
 
 def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
@@ -400,16 +412,19 @@ def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
     return runs
 
 
+def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
+    """A move's compare-and-set, the event it records, and its place in the batch."""
+    values = move_params(move)
+    values.update(
+        ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
+        duration_ms=move.duration_ms,
+    )  # fmt: skip
+    return values
+
+
 def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, Any]:
     """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
-    moves = []
-    for ordinal, move in run:
-        values = move_params(move)
-        values.update(
-            ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
-            duration_ms=move.duration_ms,
-        )  # fmt: skip
-        moves.append(values)
+    moves = [_one_params(ordinal, move) for ordinal, move in run]
     return {"moves": json.dumps(moves), "ids": [move.submission_id for _, move in run]}
 
 

@@ -47,29 +47,6 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
--- submission_move: compare-and-set one row from its expected status and holder to its next state
-UPDATE denpyo_submissions SET
-    status = %(to_status)s,
-    attempts = attempts + %(attempt_delta)s,
-    locked_by = %(locked_by)s,
-    locked_until = now() + make_interval(secs => %(lease)s::float8),
-    next_attempt_at = CASE
-        WHEN %(lease)s::float8 > 0 THEN now() + make_interval(secs => %(lease)s::float8)
-        ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
-    remote_id = COALESCE(%(remote_id)s, remote_id),
-    last_error = CASE WHEN %(keep_error)s THEN last_error ELSE %(last_error)s END,
-    error_kind = CASE WHEN %(keep_error)s THEN error_kind ELSE %(error_kind)s END,
-    resolution = COALESCE(%(resolution)s, resolution),
-    synced_at = CASE WHEN %(to_status)s = 'synced' THEN now() ELSE synced_at END,
-    updated_at = now()
-WHERE id = %(id)s AND status = %(from_status)s
-  AND (locked_by IS NOT DISTINCT FROM %(expect_locked_by)s::text
-       OR (%(expect_locked_by)s::text IS NULL
-           AND (locked_until IS NULL OR locked_until <= now())))
-RETURNING *,
-    (status = 'requesting' AND locked_until <= now())
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt;
-
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events
     (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
@@ -286,7 +263,45 @@ RETURNING s.*,
     (s.status = 'requesting' AND s.locked_until <= now())
     OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt;
 
--- submission_move_batch: compare-and-set many rows at once (as submission_move), with their events
+-- submission_move_one: compare-and-set one row from its expected status and holder to its next state, with its event
+-- The batch below, given one move (an inline submit's settle, say), is planned
+-- again at each run (its plan depends on how many rows the array holds). This
+-- one is planned once per session, and its only usable index is the primary key:
+-- the status is compared with IS NOT DISTINCT FROM, which no index serves, so a
+-- plan made on a young table with no statistics cannot pick the status index and
+-- walk every row of that status.
+WITH moved AS (
+    UPDATE denpyo_submissions SET
+        status = %(to_status)s,
+        attempts = attempts + %(attempt_delta)s,
+        locked_by = %(locked_by)s,
+        locked_until = now() + make_interval(secs => %(lease)s::float8),
+        next_attempt_at = CASE
+            WHEN %(lease)s::float8 > 0 THEN now() + make_interval(secs => %(lease)s::float8)
+            ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
+        remote_id = COALESCE(%(remote_id)s, remote_id),
+        last_error = CASE WHEN %(keep_error)s THEN last_error ELSE %(last_error)s END,
+        error_kind = CASE WHEN %(keep_error)s THEN error_kind ELSE %(error_kind)s END,
+        resolution = COALESCE(%(resolution)s, resolution),
+        synced_at = CASE WHEN %(to_status)s = 'synced' THEN now() ELSE synced_at END,
+        updated_at = now()
+    WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(from_status)s::text
+      AND (locked_by IS NOT DISTINCT FROM %(expect_locked_by)s::text
+           OR (%(expect_locked_by)s::text IS NULL
+               AND (locked_until IS NULL OR locked_until <= now())))
+    RETURNING *,
+        (status = 'requesting' AND locked_until <= now())
+        OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+), events AS (
+    INSERT INTO denpyo_events
+        (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
+    SELECT id, %(event)s::text, %(from_status)s, status, attempts, %(actor)s, %(detail)s,
+        %(duration_ms)s::int
+    FROM moved WHERE %(event)s::text IS NOT NULL
+)
+SELECT *, %(ord)s::int AS ord FROM moved;
+
+-- submission_move_batch: compare-and-set many rows at once (as submission_move_one), with their events
 WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever their number
     SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
         ord int, id bigint, from_status text, to_status text, expect_locked_by text,
