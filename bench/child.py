@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Ctx, job_payload, new_session, pg_conninfo, post_job
+from common import Ctx, cpu_now, cpu_since, job_payload, new_session, pg_conninfo, post_job
 from peers import PEERS
 
 MARK = "BENCH-RESULT "
@@ -311,6 +311,7 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
     import denpyo
 
     ctx, n, concurrency = _ctx(spec), int(spec["n"]), int(spec.get("concurrency", 16))
+    provider_pid = int(spec.get("provider_pid", 0))
     with denpyo.Ledger(ctx.db_url) as admin:
         admin.migrate()
     with psycopg.connect(pg_conninfo(ctx.db_url), autocommit=True) as conn:
@@ -337,14 +338,14 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
                 if resp.status != 200:
                     raise RuntimeError(f"lookup answered {resp.status}")
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_now(provider_pid)
         await _bounded([lookup(key) for key in keys], concurrency)
-        lookup_seconds = time.perf_counter() - started
+        lookup_seconds, lookup_cpu = time.perf_counter() - started, cpu_since(cpu, provider_pid)
     before = _provider_stats(ctx.provider_url)
     ledger, channel = ledger_for(ctx)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_now(provider_pid)
     report = await ledger.areconcile(concurrency=concurrency)
-    seconds = time.perf_counter() - started
+    seconds, reconcile_cpu = time.perf_counter() - started, cpu_since(cpu, provider_pid)
     await channel.aclose()
     ledger.close()
     after = _provider_stats(ctx.provider_url)
@@ -357,6 +358,8 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": seconds,
         "rate": n / seconds,
         "lookup_rate": n / lookup_seconds,
+        "lookup_cpu": lookup_cpu,
+        "reconcile_cpu": reconcile_cpu,
         "synced": synced,
         "reconciled": report.reconciled,
         "lookups_by_reconcile": after["lookups"] - before["lookups"],

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -65,3 +67,39 @@ def pg_conninfo(url: str) -> str:
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0", "false")
+
+
+# -- CPU accounting (Linux /proc) ------------------------------------------------------
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds a process has used (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy since boot (all cores)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values[:8]) - idle) / _HZ
+
+
+def cpu_now(provider_pid: int) -> dict[str, float]:
+    """CPU seconds so far: this process's, the provider's, the machine's busy time."""
+    return {
+        "own": time.process_time(),
+        "provider": proc_cpu(provider_pid) if provider_pid else 0.0,
+        "machine": machine_busy(),
+    }
+
+
+def cpu_since(before: dict[str, float], provider_pid: int) -> dict[str, float]:
+    """CPU seconds used since `before` (from `cpu_now`), by the same three."""
+    now = cpu_now(provider_pid)
+    return {part: now[part] - before[part] for part in now}

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -497,6 +497,69 @@ def section_recovery(results: dict[str, Any]) -> list[str]:
         table(["", "rows/s"], body),
         "",
         *checks,
+        "",
+        *recovery_budget(results),
+    ]
+
+
+def cpu_per_row(rows: list[dict[str, Any]], phase: str) -> dict[str, float] | None:
+    """Median µs of CPU per row in one phase of the recovery run (`lookup` or
+    `reconcile`): this process, the provider, and the rest of the machine."""
+    runs = [r[f"{phase}_cpu"] for r in rows if f"{phase}_cpu" in r]
+    if not runs:
+        return None
+    n = rows[0]["n"]
+
+    def per_row(value: Callable[[dict[str, float]], float]) -> float:
+        return (med(value(run) for run in runs) or 0.0) * 1e6 / n
+
+    return {
+        "process": per_row(lambda run: run["own"]),
+        "provider": per_row(lambda run: run["provider"]),
+        "rest": per_row(lambda run: max(run["machine"] - run["own"] - run["provider"], 0.0)),
+    }
+
+
+def recovery_budget(results: dict[str, Any]) -> list[str]:
+    """Where a reconciled row's CPU goes, and what 0.8× the lookup rate leaves for the
+    ledger: the lookups alone already keep the machine's cores busy."""
+    good = ok_rows(results.get("recovery", []))
+    lookups, reconcile = cpu_per_row(good, "lookup"), cpu_per_row(good, "reconcile")
+    if not good or lookups is None or reconcile is None:
+        return []
+    cores = int((results.get("meta") or {}).get("nproc") or 2)
+    needed = 0.8 * (med(r["lookup_rate"] for r in good) or 0.0)
+    if not needed:
+        return []
+    one_core, all_cores = 1e6 / needed, cores * 1e6 / needed
+
+    def cost(parts: dict[str, float]) -> str:
+        return (
+            f"{parts['process']:,.0f} + {parts['provider']:,.0f} + {parts['rest']:,.0f}"
+            f" = {sum(parts.values()):,.0f}"
+        )
+
+    room_process = one_core - lookups["process"]
+    room_machine = all_cores - sum(lookups.values())
+    return [
+        "Microseconds of CPU per row, median of the repeats: the measuring process (the "
+        "lookup loop, then the reconciler) + the provider + the rest of the machine "
+        "(PostgreSQL and the OS) = all.",
+        "",
+        table(
+            ["", "µs per row"],
+            [["lookups alone", cost(lookups)], ["`reconcile()`", cost(reconcile)]],
+        ),
+        "",
+        f"At 0.8× the lookup rate ({fmt_rate(needed)} rows/s) one core has "
+        f"{one_core:,.0f} µs per row; the lookup itself takes {lookups['process']:,.0f} of "
+        f"them in the reconciler's loop, which leaves **{room_process:,.0f} µs** for the "
+        "ledger's work there (measured: "
+        f"{reconcile['process'] - lookups['process']:,.0f}). The machine's {cores} cores have "
+        f"{all_cores:,.0f} µs per row; the lookups (client, provider, OS) take "
+        f"{sum(lookups.values()):,.0f}, which leaves **{room_machine:,.0f} µs** for all of the "
+        "ledger's work, in Python and in PostgreSQL (measured: "
+        f"{sum(reconcile.values()) - sum(lookups.values()):,.0f}).",
         "",
     ]
 

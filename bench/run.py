@@ -35,6 +35,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import report  # noqa: E402
+from common import machine_busy, proc_cpu  # noqa: E402
 
 PEERS_VENV = BENCH / ".venv-peers"
 PEER_REQUIREMENTS = [
@@ -310,7 +311,7 @@ class Provider:
         return dict(self._call("GET", "/stats"))
 
     def cpu_seconds(self) -> float:
-        return _proc_cpu(self.proc.pid)
+        return proc_cpu(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -319,24 +320,6 @@ class Provider:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _HZ
-
-
-def _machine_busy() -> float:
-    """CPU seconds the whole machine spent busy since boot (all cores)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return (sum(values[:8]) - idle) / _HZ
 
 
 # -- running one child ------------------------------------------------------------------
@@ -371,7 +354,7 @@ class Runner:
                 *command,
             ]
         provider_cpu = provider.cpu_seconds() if provider else 0.0
-        busy = _machine_busy()
+        busy = machine_busy()
         started = time.perf_counter()
         with out_path.open("w") as out, err_path.open("w") as err:
             proc = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT)
@@ -387,7 +370,7 @@ class Runner:
             "maxrss_kb": usage.ru_maxrss,
             "child_cpu_s": usage.ru_utime + usage.ru_stime,
             "provider_cpu_s": (provider.cpu_seconds() - provider_cpu) if provider else 0.0,
-            "machine_busy_s": _machine_busy() - busy,
+            "machine_busy_s": machine_busy() - busy,
             "wall_s": wall,
         }
         result: dict[str, Any] | None = None
@@ -808,7 +791,12 @@ class Bench:
         provider = self.provider(0.0)
         for repeat in range(s.repeats):
             result = self.on_fresh_db(
-                "recovery", provider, n=s.recovery_n, concurrency=16, provider_url=provider.url
+                "recovery",
+                provider,
+                n=s.recovery_n,
+                concurrency=16,
+                provider_url=provider.url,
+                provider_pid=provider.proc.pid,
             )
             rows.append({"repeat": repeat, "n": s.recovery_n, **result})
             log(

@@ -82,6 +82,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert {run["backend"] for run in results["inline"]["runs"]} == {"sqlite", "postgresql"}
     assert all("error" not in row for row in results["enqueue"])
     assert all(row["ok"] for row in results["recovery"])
+    assert all(row["reconcile_cpu"]["own"] > 0 for row in results["recovery"])
     assert [level["rows"] for level in results["scale"]["levels"]] == [1000, 3000]
     assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
 
@@ -109,3 +110,6 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])
     budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
     assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
+    recovery = next(t for t in tables if t[0][1] == "µs per row")
+    assert [row[0] for row in recovery[1:]] == ["lookups alone", "`reconcile()`"]
+    assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]
