@@ -151,6 +151,40 @@ def test_rows_are_claimed_far_ahead_only_where_doubt_settles_itself(
     assert sql("SELECT COUNT(*) FROM denpyo_submissions WHERE locked_by IS NOT NULL") == [(4,)]
 
 
+def test_a_freed_slot_sends_its_next_call_before_the_last_outcome_is_settled(
+    ledger: denpyo.Ledger,
+) -> None:
+    """With one slot, the call that takes it when a call returns goes out before that
+    call's outcome is worked out and committed: the slot never waits on a settle."""
+    order: list[str] = []
+
+    async def send(sub: Submission) -> str:
+        order.append(f"send {sub.key}")
+        return "r"
+
+    ledger.channel("c", concurrency=1, verify=lambda sub: denpyo.NotDelivered())(send)
+    ledger.enqueue_many("c", [(f"k{i}", {}) for i in range(3)])
+
+    async def main() -> denpyo.WorkReport:
+        worker = Worker(ledger, concurrency=1, poll_interval=0.05)
+        settle = worker.batcher.__call__
+
+        async def recorded(moves: Any) -> list[Submission | None]:
+            order.extend(f"settle {move.submission_id}" for move in moves)
+            return await settle(moves)
+
+        worker.driver.settle_hook = recorded
+        return await worker.run(until_idle=True)
+
+    report = asyncio.run(main())
+    assert report.outcomes == Counter({"synced": 3})
+    ids = {key: sub.id for key in ("k0", "k1", "k2") if (sub := ledger.get("c", key))}
+    assert order == [
+        "send k0", "send k1", f"settle {ids['k0']}",
+        "send k2", f"settle {ids['k1']}", f"settle {ids['k2']}",
+    ]  # fmt: skip
+
+
 def test_token_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
     monkeypatch.setattr("denpyo.engine.pacing.time.monotonic", lambda: clock[0])
