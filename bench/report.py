@@ -232,17 +232,35 @@ def cpu_per_job(rows: list[dict[str, Any]], peer: str, key: tuple[float, int]) -
     mine = runs_of(rows, peer, key)
     if not mine:
         return {}
-
-    def per_job(value: Any) -> float:
-        return med(value(r) / r["n"] * 1e6 for r in mine) or 0.0
-
     # The worker's CPU while timed (its start-up excluded); the rest over the child's
     # whole life, from which its whole CPU is subtracted (so its start-up cancels out).
+    return median_per_item(
+        mine,
+        {
+            "worker": lambda r: r.get("cpu_s", r["child_cpu_s"]),
+            "provider": lambda r: r["provider_cpu_s"],
+            "rest": lambda r: r["machine_busy_s"] - r["child_cpu_s"] - r["provider_cpu_s"],
+        },
+    )
+
+
+def median_per_item(
+    runs: list[dict[str, Any]], parts: dict[str, Callable[[dict[str, Any]], float]]
+) -> dict[str, float]:
+    """Median µs per item (job or row, `n` of each run) of each part of the runs' CPU
+    seconds, in the order given."""
     return {
-        "worker": per_job(lambda r: r.get("cpu_s", r["child_cpu_s"])),
-        "provider": per_job(lambda r: r["provider_cpu_s"]),
-        "rest": per_job(lambda r: r["machine_busy_s"] - r["child_cpu_s"] - r["provider_cpu_s"]),
+        name: med(seconds(r) / r["n"] * 1e6 for r in runs) or 0.0 for name, seconds in parts.items()
     }
+
+
+def cpu_sum(parts: dict[str, float]) -> str:
+    """Parts of a job's (or row's) CPU and their total: "a + b + c = all"."""
+    return " + ".join(f"{v:,.0f}" for v in parts.values()) + f" = {sum(parts.values()):,.0f}"
+
+
+def cores_of(results: dict[str, Any]) -> int:
+    return int((results.get("meta") or {}).get("nproc") or 2)
 
 
 def section_cpu_per_job(results: dict[str, Any]) -> list[str]:
@@ -255,12 +273,7 @@ def section_cpu_per_job(results: dict[str, Any]) -> list[str]:
         line = [LABELS[peer]]
         for key in keys:
             cost = cpu_per_job(rows, peer, key)
-            line.append(
-                f"{cost['worker']:,.0f} + {cost['provider']:,.0f} + {cost['rest']:,.0f} "
-                f"= {sum(cost.values()):,.0f}"
-                if cost
-                else "–"
-            )
+            line.append(cpu_sum(cost) if cost else "–")
         if any(cell != "–" for cell in line[1:]):
             body.append(line)
     return [
@@ -505,19 +518,17 @@ def section_recovery(results: dict[str, Any]) -> list[str]:
 def cpu_per_row(rows: list[dict[str, Any]], phase: str) -> dict[str, float] | None:
     """Median µs of CPU per row in one phase of the recovery run (`lookup` or
     `reconcile`): this process, the provider, and the rest of the machine."""
-    runs = [r[f"{phase}_cpu"] for r in rows if f"{phase}_cpu" in r]
+    runs = [{"n": r["n"], **r[f"{phase}_cpu"]} for r in rows if f"{phase}_cpu" in r]
     if not runs:
         return None
-    n = rows[0]["n"]
-
-    def per_row(value: Callable[[dict[str, float]], float]) -> float:
-        return (med(value(run) for run in runs) or 0.0) * 1e6 / n
-
-    return {
-        "process": per_row(lambda run: run["own"]),
-        "provider": per_row(lambda run: run["provider"]),
-        "rest": per_row(lambda run: max(run["machine"] - run["own"] - run["provider"], 0.0)),
-    }
+    return median_per_item(
+        runs,
+        {
+            "process": lambda r: r["own"],
+            "provider": lambda r: r["provider"],
+            "rest": lambda r: max(r["machine"] - r["own"] - r["provider"], 0.0),
+        },
+    )
 
 
 def recovery_budget(results: dict[str, Any]) -> list[str]:
@@ -527,17 +538,11 @@ def recovery_budget(results: dict[str, Any]) -> list[str]:
     lookups, reconcile = cpu_per_row(good, "lookup"), cpu_per_row(good, "reconcile")
     if not good or lookups is None or reconcile is None:
         return []
-    cores = int((results.get("meta") or {}).get("nproc") or 2)
+    cores = cores_of(results)
     needed = 0.8 * (med(r["lookup_rate"] for r in good) or 0.0)
     if not needed:
         return []
     one_core, all_cores = 1e6 / needed, cores * 1e6 / needed
-
-    def cost(parts: dict[str, float]) -> str:
-        return (
-            f"{parts['process']:,.0f} + {parts['provider']:,.0f} + {parts['rest']:,.0f}"
-            f" = {sum(parts.values()):,.0f}"
-        )
 
     room_process = one_core - lookups["process"]
     room_machine = all_cores - sum(lookups.values())
@@ -548,7 +553,7 @@ def recovery_budget(results: dict[str, Any]) -> list[str]:
         "",
         table(
             ["", "µs per row"],
-            [["lookups alone", cost(lookups)], ["`reconcile()`", cost(reconcile)]],
+            [["lookups alone", cpu_sum(lookups)], ["`reconcile()`", cpu_sum(reconcile)]],
         ),
         "",
         f"At 0.8× the lookup rate ({fmt_rate(needed)} rows/s) one core has "
@@ -742,7 +747,7 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
     """What the dispatch targets at 0 ms would cost, from this run's CPU per job: one
     worker runs on one core, and everything shares the machine's cores."""
     rows = results.get("dispatch", [])
-    cores = int((results.get("meta") or {}).get("nproc") or 2)
+    cores = cores_of(results)
     body = []
     for key in [k for k in configs(rows) if k[0] == 0]:
         ff, mine = cpu_per_job(rows, "fire_and_forget", key), cpu_per_job(rows, "denpyo", key)

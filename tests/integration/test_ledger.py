@@ -682,27 +682,23 @@ def test_an_inline_settle_is_planned_once_and_reaches_its_row_by_index(
             ).fetchall()
             assert plans and all(row["generic_plans"] > 0 for row in plans)
             conn.execute("SET plan_cache_mode = force_generic_plan")
-            query = store.queries["submission_move_one"]
-            conn.execute(f"PREPARE move_one_plan AS {_numbered(query)}")
+            prepared, nulls = _as_prepared(store.queries["submission_move_one"])
+            conn.execute(f"PREPARE move_one_plan AS {prepared}")
             plan = "\n".join(
                 row["QUERY PLAN"]
-                for row in conn.execute("EXPLAIN EXECUTE move_one_plan" + _nulls(query)).fetchall()
+                for row in conn.execute(f"EXPLAIN EXECUTE move_one_plan {nulls}").fetchall()
             )
             conn.execute("DEALLOCATE move_one_plan")
             conn.execute("RESET plan_cache_mode")
     assert "Index Scan using denpyo_submissions_pkey" in plan and "Seq Scan" not in plan
 
 
-def _numbered(query: str) -> str:
-    """A named query with its %(name)s parameters as $1, $2, ...: for PREPARE."""
+def _as_prepared(query: str) -> tuple[str, str]:
+    """A named query for PREPARE (its %(name)s parameters as $1, $2, ...), and an
+    argument list for EXECUTE with NULL for each."""
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", query)))
-    return re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", query)
-
-
-def _nulls(query: str) -> str:
-    """EXECUTE's argument list: NULL for every parameter."""
-    count = len(dict.fromkeys(re.findall(r"%\((\w+)\)s", query)))
-    return "(" + ", ".join(["NULL"] * count) + ")"
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", query)
+    return numbered, "(" + ", ".join(["NULL"] * len(names)) + ")"
 
 
 def _flaky(sub: Submission) -> str:

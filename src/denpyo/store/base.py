@@ -238,7 +238,7 @@ class Store(ABC):
         if params["lease"]:
             tx.execute("event_insert_sent_inline", {"submission_id": row_id, "actor": actor})
             return row
-        self._event(tx, row_id, "created", None, Status.REQUESTING, 0, actor)
+        tx.execute("event_insert", event_row(row_id, "created", None, Status.REQUESTING, 0, actor))
         if self.notifies:
             tx.execute("submission_notify", {"channel": params["channel"]})
         return row
@@ -340,32 +340,6 @@ class Store(ABC):
                 tx.execute("event_insert", event_params(move, sub.attempts))
             results.append(sub)
         return results
-
-    def _event(
-        self,
-        tx: Tx,
-        submission_id: int,
-        kind: str,
-        from_status: Status | None,
-        to_status: Status | None,
-        attempt: int,
-        actor: str,
-        detail: str | None = None,
-        duration_ms: int | None = None,
-    ) -> None:
-        tx.execute(
-            "event_insert",
-            {
-                "submission_id": submission_id,
-                "kind": kind,
-                "from_status": from_status,
-                "to_status": to_status,
-                "attempt": attempt,
-                "actor": actor,
-                "detail": detail,
-                "duration_ms": duration_ms,
-            },
-        )
 
     def to_submission(self, row: Row) -> Submission:
         error_kind = row["error_kind"]
@@ -487,7 +461,10 @@ class Store(ABC):
             if row is None:
                 raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
             created = self.to_submission(row)
-            self._event(tx, created.id, "created", None, Status.REQUESTING, 0, actor, detail)
+            tx.execute(
+                "event_insert",
+                event_row(created.id, "created", None, Status.REQUESTING, 0, actor, detail),
+            )
             move = replace(created)
             [old] = self._apply(tx, [move])
             if old is None:  # raising here rolls the new row back as well
@@ -524,18 +501,36 @@ def _flag(value: bool | None) -> int | None:
     return None if value is None else int(value)
 
 
+def event_row(
+    submission_id: int,
+    kind: str,
+    from_status: Status | None,
+    to_status: Status | None,
+    attempt: int,
+    actor: str,
+    detail: str | None = None,
+    duration_ms: int | None = None,
+) -> dict[str, Any]:
+    """`event_insert`'s parameters: one line of a submission's history."""
+    return {
+        "submission_id": submission_id,
+        "kind": kind,
+        "from_status": from_status,
+        "to_status": to_status,
+        "attempt": attempt,
+        "actor": actor,
+        "detail": detail,
+        "duration_ms": duration_ms,
+    }
+
+
 def event_params(move: Move, attempt: int) -> dict[str, Any]:
     """`event_insert`'s parameters for the event a move records (`move.event`)."""
-    return {
-        "submission_id": move.submission_id,
-        "kind": move.event,
-        "from_status": move.from_status,
-        "to_status": move.to_status,
-        "attempt": attempt,
-        "actor": move.actor,
-        "detail": move.detail,
-        "duration_ms": move.duration_ms,
-    }
+    assert move.event is not None
+    return event_row(
+        move.submission_id, move.event, move.from_status, move.to_status, attempt,
+        move.actor, move.detail, move.duration_ms,
+    )  # fmt: skip
 
 
 def move_params(move: Move) -> dict[str, Any]:
