@@ -288,6 +288,69 @@ def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> No
             ]  # fmt: skip
 
 
+def _move_paths(ledger: denpyo.Ledger) -> list[Callable[[list[Any]], list[Submission | None]]]:
+    """The ways moves reach the database: the store, and, where the worker runs its
+    claims and settles on its event loop (PostgreSQL), that path."""
+
+    async def natively(batch: list[Any]) -> list[Submission | None]:
+        native = ledger.store.native_async()
+        assert native is not None
+        await native.open()
+        try:
+            return await native.move(batch)
+        finally:
+            await native.close()
+
+    paths = [ledger.store.move]
+    if ledger.store.native_async() is not None:
+        paths.append(lambda batch: asyncio.run(natively(batch)))
+    return paths
+
+
+def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
+    ledger: denpyo.Ledger,
+) -> None:
+    """A move never changes the payload: given the row as the mover read it, the
+    store hands back that payload instead of reading it again (the worker's settles);
+    without it, the stored payload is read. Alone or in a batch, by every path."""
+    import dataclasses
+
+    from denpyo.domain.moves import Move
+
+    ledger.channel("c")(ok)
+
+    def settle(sub: Submission, row: Submission | None) -> Move:
+        return Move(sub.id, Status.REQUESTING, Status.SYNCED, sub.locked_by or "",
+                    expect_locked_by=sub.locked_by, event="settle", row=row)  # fmt: skip
+
+    for n, apply in enumerate(_move_paths(ledger)):
+        ledger.enqueue_many("c", [(f"p{n}-{i}", {"i": i}) for i in range(3)])
+        claimed = ledger.store.claim("c", worker=f"w{n}", limit=3, lease=60)
+        as_read = [dataclasses.replace(sub, payload={"as read by": sub.key}) for sub in claimed]
+
+        alone = apply([settle(claimed[0], as_read[0])])
+        together = apply([settle(claimed[1], as_read[1]), settle(claimed[2], None)])
+        got = [sub.payload if sub else None for sub in [*alone, *together]]
+        assert got == [{"as read by": f"p{n}-0"}, {"as read by": f"p{n}-1"}, {"i": 2}]
+        stored = [ledger.get("c", sub.key) for sub in claimed]
+        assert [sub.payload if sub else None for sub in stored] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    if isinstance(ledger.store, PostgresStore):  # and the server does not send it back
+        from denpyo.store.postgresql import _move_statements
+
+        ledger.enqueue_many("c", [(f"q{i}", {"i": i}) for i in range(3)])
+        held = ledger.store.claim("c", worker="w", limit=3, lease=60)
+        one = _move_statements([settle(held[0], held[0])])
+        batch = _move_statements([settle(held[1], held[1]), settle(held[2], None)])
+        assert [query for query, _ in one + batch] == [
+            "submission_move_one",
+            "submission_move_batch",
+        ]
+        with ledger.store.transaction() as tx:
+            rows = [row for query, params in one + batch for row in tx.fetch_all(query, params)]
+        payloads = {row["id"]: row["payload"] for row in rows}
+        assert payloads == {held[0].id: None, held[1].id: None, held[2].id: {"i": 2}}
+
+
 def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Ledger) -> None:
     """Each move sees the one before it, through the store and, where the worker
     runs its claims and settles on its event loop (PostgreSQL), through that path."""
@@ -304,19 +367,7 @@ def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Le
                  locked_by="w2", lease=60, attempt_delta=1, keep_error=True),
         ]  # fmt: skip
 
-    async def natively(batch: list[Move]) -> list[Submission | None]:
-        native = ledger.store.native_async()
-        assert native is not None
-        await native.open()
-        try:
-            return await native.move(batch)
-        finally:
-            await native.close()
-
-    paths = [ledger.store.move]
-    if ledger.store.native_async() is not None:
-        paths.append(lambda batch: asyncio.run(natively(batch)))
-    for n, apply in enumerate(paths):
+    for n, apply in enumerate(_move_paths(ledger)):
         ledger.enqueue("c", f"k{n}", {})
         [claimed] = ledger.store.claim("c", worker="w1", limit=5, lease=60)
         failed, retaken = apply(moves(claimed.id))

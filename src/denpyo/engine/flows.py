@@ -110,7 +110,7 @@ class Flows:
             token = self.hold()
             hold = Move(
                 sub.id, sub.status, sub.status, token, locked_by=token, lease=spec.lease,
-                keep_error=True,
+                keep_error=True, row=sub,
             )  # fmt: skip
             held = yield from self._settle(hold)
             if held is None:
@@ -142,6 +142,7 @@ class Flows:
             last_error=decided.last_error,
             detail=decided.last_error or decided.remote_id,
             duration_ms=result.duration_ms,
+            row=sub,
         )
         after = yield from self._settle(move)
         if after is None:
@@ -172,19 +173,20 @@ class Flows:
         if decision.next is Next.MARK_SYNCED:
             move = Move(
                 sub.id, kept, Status.SYNCED, self.actor, expect_locked_by=sub.locked_by,
-                event="verify", remote_id=decision.remote_id, detail=decision.note,
+                event="verify", remote_id=decision.remote_id, detail=decision.note, row=sub,
             )  # fmt: skip
         elif decision.next is Next.GIVE_UP:
             kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
             move = Move(
                 sub.id, kept, Status.FAILED, self.actor, expect_locked_by=sub.locked_by,
                 event="verify", error_kind=kind, last_error=decision.note, detail=decision.note,
+                row=sub,
             )  # fmt: skip
         else:  # RECHECK later, or HOLD for a person; the row stays in doubt
             move = Move(
                 sub.id, kept, kept, self.actor, expect_locked_by=sub.locked_by, event="verify",
                 lease=0 if kept is Status.REQUESTING else None, retry_in=decision.retry_in,
-                keep_error=True, detail=decision.note,
+                keep_error=True, detail=decision.note, row=sub,
             )  # fmt: skip
         after = yield from self._settle(move)
         if after is None:
@@ -200,7 +202,7 @@ class Flows:
         return Move(
             sub.id, sub.status, Status.REQUESTING, token, expect_locked_by=expect,
             event="attempt", locked_by=token, lease=spec.lease, attempt_delta=1,
-            keep_error=True, detail=note,
+            keep_error=True, detail=note, row=sub,
         )  # fmt: skip
 
     def _settle(self, move: Move) -> Generator[Effect, Any, Submission | None]:

@@ -335,20 +335,22 @@ class Store(ABC):
             if row is None:
                 results.append(None)
                 continue
-            sub = self.to_submission(row)
+            sub = self.to_submission(row, move.row)
             if move.event:
                 tx.execute("event_insert", event_params(move, sub.attempts))
             results.append(sub)
         return results
 
-    def to_submission(self, row: Row) -> Submission:
+    def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
+        """A row as read; with `known` (the same row as read before a move, which
+        never changes the payload), its payload is taken from there, not parsed again."""
         error_kind = row["error_kind"]
         return Submission(
             id=int(row["id"]),
             channel=row["channel"],
             key=row["key"],
             idempotency_key=row["idempotency_key"],
-            payload=self.parse_payload(row["payload"]),
+            payload=known.payload if known is not None else self.parse_payload(row["payload"]),
             status=Status(row["status"]),
             attempts=int(row["attempts"]),
             next_attempt_at=self.parse_time(row["next_attempt_at"]),

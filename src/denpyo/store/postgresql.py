@@ -259,15 +259,18 @@ class PostgresStore(Store):
     def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """All moves in one statement (one per run, if a row is named twice)."""
         runs = [tx.fetch_all(query, params) for query, params in _move_statements(moves)]
-        return self.moved(runs, len(moves))
+        return self.moved(runs, moves)
 
-    def moved(self, runs: Iterable[Sequence[Row]], count: int) -> list[Submission | None]:
+    def moved(
+        self, runs: Iterable[Sequence[Row]], moves: Sequence[Move]
+    ) -> list[Submission | None]:
         """The rows the move statements returned, in the order of the moves; None
         for a move that lost its compare-and-set."""
-        results: list[Submission | None] = [None] * count
+        results: list[Submission | None] = [None] * len(moves)
         for rows in runs:
             for row in rows:
-                results[int(row["ord"])] = self.to_submission(row)
+                ordinal = int(row["ord"])
+                results[ordinal] = self.to_submission(row, moves[ordinal].row)
         return results
 
     def native_async(self) -> NativeAsync:
@@ -327,7 +330,7 @@ class PostgresAsync(NativeAsync):
         return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        return self.store.moved(await self._run(_move_statements(moves)), len(moves))
+        return self.store.moved(await self._run(_move_statements(moves)), moves)
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -413,11 +416,12 @@ def _distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
 
 
 def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
-    """A move's compare-and-set, the event it records, and its place in the batch."""
+    """A move's compare-and-set, the event it records, its place in the batch, and
+    whether the mover has the row's payload (then it is not sent back)."""
     values = move_params(move)
     values.update(
         ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
-        duration_ms=move.duration_ms,
+        duration_ms=move.duration_ms, payload_known=move.row is not None,
     )  # fmt: skip
     return values
 

@@ -299,7 +299,12 @@ WITH moved AS (
         %(duration_ms)s::int
     FROM moved WHERE %(event)s::text IS NOT NULL
 )
-SELECT *, %(ord)s::int AS ord FROM moved;
+SELECT id, channel, key, idempotency_key,
+    CASE WHEN %(payload_known)s THEN NULL ELSE payload END AS payload,  -- the mover has it
+    status, attempts, next_attempt_at, locked_by, locked_until, remote_id, last_error,
+    error_kind, ordering_key, created_at, updated_at, synced_at, resolution, supersedes,
+    in_doubt, %(ord)s::int AS ord
+FROM moved;
 
 -- submission_move_batch: compare-and-set many rows at once (as submission_move_one), with their events
 WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever their number
@@ -307,7 +312,7 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
         ord int, id bigint, from_status text, to_status text, expect_locked_by text,
         locked_by text, lease float8, attempt_delta int, retry_in float8, remote_id text,
         keep_error bool, error_kind text, last_error text, resolution text, event text,
-        actor text, detail text, duration_ms int)
+        actor text, detail text, duration_ms int, payload_known bool)
 ), moved AS (
     UPDATE denpyo_submissions s SET
         status = m.to_status,
@@ -330,7 +335,7 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
            OR (m.expect_locked_by IS NULL
                AND (s.locked_until IS NULL OR s.locked_until <= now())))
     RETURNING s.*, m.ord, m.event, m.actor AS event_actor, m.detail AS event_detail,
-        m.duration_ms AS event_duration_ms, m.from_status AS event_from,
+        m.duration_ms AS event_duration_ms, m.from_status AS event_from, m.payload_known,
         (s.status = 'requesting' AND s.locked_until <= now())
         OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt
 ), events AS (
@@ -339,7 +344,12 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
     SELECT id, event, event_from, status, attempts, event_actor, event_detail, event_duration_ms
     FROM moved WHERE event IS NOT NULL
 )
-SELECT * FROM moved;
+SELECT id, channel, key, idempotency_key,
+    CASE WHEN payload_known THEN NULL ELSE payload END AS payload,  -- the mover has it
+    status, attempts, next_attempt_at, locked_by, locked_until, remote_id, last_error,
+    error_kind, ordering_key, created_at, updated_at, synced_at, resolution, supersedes,
+    in_doubt, ord
+FROM moved;
 
 -- submission_record_many: insert many rows for the workers, with their events, in one statement
 WITH input AS (
