@@ -1,6 +1,6 @@
 import pytest
 
-from denpyo import Status, TransitionNotAllowed
+from denpyo import InvalidInput, Status, Submission, TransitionNotAllowed
 from denpyo.domain.moves import Move
 from denpyo.domain.status import ALLOWED_MOVES, check_move
 
@@ -48,3 +48,12 @@ def test_move_refuses_a_forbidden_transition_on_construction() -> None:
 def test_keeping_failed_or_rejected_is_an_annotation_not_a_move() -> None:
     Move(1, Status.FAILED, Status.FAILED, actor="x", resolution="abandoned")
     Move(1, Status.REJECTED, Status.REJECTED, actor="x", resolution="abandoned")
+
+
+def test_a_move_refuses_the_row_of_another_submission() -> None:
+    """The moved row would take that row's payload."""
+    other = Submission(id=2, channel="c", key="k", idempotency_key="i", payload={},
+                       status=Status.REQUESTING)  # fmt: skip
+    with pytest.raises(InvalidInput, match="submission 1 was given submission 2"):
+        Move(1, Status.REQUESTING, Status.SYNCED, actor="x", row=other)
+    assert Move(2, Status.REQUESTING, Status.SYNCED, actor="x", row=other).row is other

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from denpyo.domain.status import ErrorKind, Status, check_move
 from denpyo.domain.submission import Submission
+from denpyo.errors import InvalidInput
 
 KEEPABLE = frozenset({Status.FAILED, Status.REJECTED})
 
@@ -53,3 +54,9 @@ class Move:
         # check, a person's note) is not a move; everything else must be allowed.
         if not (self.from_status == self.to_status and self.from_status in KEEPABLE):
             check_move(self.from_status, self.to_status)
+        if self.row is not None and self.row.id != self.submission_id:
+            # Its payload would be handed back as this row's.
+            raise InvalidInput(
+                f"a move of submission {self.submission_id} was given submission "
+                f"{self.row.id} as its row"
+            )
