@@ -30,9 +30,11 @@ LABELS = {
     "dbos": "DBOS",
     "denpyo": "**denpyo**",
     "denpyo_nocall": "denpyo, no call (the ledger alone; not a peer)",
+    "denpyo_store": "denpyo's store alone (no engine, no call; not a peer)",
 }
+NO_CALL = ["denpyo_nocall", "denpyo_store"]  # parts of denpyo measured alone, not peers
 ORDER = [
-    "denpyo", "denpyo_nocall", "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos",
+    "denpyo", *NO_CALL, "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos",
 ]  # fmt: skip
 DURABLE_PEERS = ["outbox", "pgqueuer", "procrastinate", "dbos"]
 
@@ -154,7 +156,7 @@ def section_dispatch(results: dict[str, Any]) -> list[str]:
         rss.append(rss_line)
         cpu.append(cpu_line)
     for peer in peers:
-        if peer in ("denpyo", "denpyo_nocall"):
+        if peer == "denpyo" or peer in NO_CALL:
             continue
         line = [f"denpyo ÷ {LABELS[peer]}"]
         for lat, c in cfgs:
@@ -755,6 +757,7 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
             continue
 
         alone = cpu_per_job(rows, "denpyo_nocall", key)
+        store = cpu_per_job(rows, "denpyo_store", key)
         rates = {p: med(r["rate"] for r in runs_of(rows, p, key)) or 0.0 for p in ORDER}
         leanest = min(
             (durable_cost(cost, ff), p)
@@ -775,8 +778,10 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
                     f"{key[1]} in flight: {goal}",
                     fmt_rate(needed),
                     f"{one_core:,.0f} − {ff['worker']:,.0f} = **{one_core - ff['worker']:,.0f}**",
-                    (f"{alone['worker']:,.0f} / " if alone else "")
-                    + f"{mine['worker'] - ff['worker']:,.0f}",
+                    " / ".join(
+                        [f"{part['worker']:,.0f}" if part else "–" for part in (store, alone)]
+                        + [f"{mine['worker'] - ff['worker']:,.0f}"]
+                    ),
                     f"{all_cores:,.0f} − {sum(ff.values()):,.0f} = "
                     f"**{all_cores - sum(ff.values()):,.0f}**",
                     f"{durable_cost(mine, ff):,.0f}",
@@ -794,17 +799,20 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
         "PostgreSQL: their time per job, less what fire-and-forget's run uses (call, "
         "provider, OS), is the room for all the durable work (the worker's part and the "
         "database's). A target is within reach only where the measured figure fits its room. "
-        "The ledger's cost in the worker is shown twice: *alone*, the worker of *denpyo, no "
-        "call*; *in the run*, denpyo's worker less fire-and-forget's. They differ because in "
-        "the run the worker shares the cores with the provider and PostgreSQL (three busy "
-        "processes) and settles in other batch sizes: read the pair as a range.",
+        "The ledger's cost in the worker is shown three ways: *store*, the worker of "
+        "*denpyo's store alone*: the same claims and settles through the store's API under "
+        "the smallest loop that keeps them busy, with no engine (the floor of the protocol "
+        "itself); *alone*, the worker of *denpyo, no call* (store and engine); *in the run*, "
+        "denpyo's worker less fire-and-forget's. The last two differ because in the run the "
+        "worker shares the cores with the provider and PostgreSQL (three busy processes) and "
+        "settles in other batch sizes: read them as a range.",
         "",
         table(
             [
                 "target",
                 "jobs/s needed",
                 "one core per job − the call = room",
-                "denpyo's ledger in the worker: alone / in the run",
+                "denpyo's ledger in the worker: store / alone / in the run",
                 f"{cores} cores per job − call, provider, OS = room",
                 "denpyo's durable work",
                 "leanest durable peer's",

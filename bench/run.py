@@ -71,8 +71,9 @@ VERSIONED = [
 ]
 ALL_PEERS = [
     "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo", "denpyo_nocall",
+    "denpyo_store",
 ]  # fmt: skip
-NO_CALL = {"denpyo_nocall"}  # the ledger alone: run at 0 ms only, not in enqueue
+NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = ["dispatch", "inline", "enqueue", "recovery", "scale", "backends"]
 PG_URL = os.environ.get(

@@ -19,4 +19,5 @@ PEERS = {
     "dbos": "peers.dbos_peer",
     "denpyo": "peers.denpyo_peer",
     "denpyo_nocall": "peers.denpyo_nocall",
+    "denpyo_store": "peers.denpyo_store",
 }

@@ -1,8 +1,8 @@
 """The benchmark harness works: `bench/run.py --quick` end to end, in the project's venv.
 
 Only the peers that need nothing beyond denpyo's own dependencies run here
-(fire-and-forget, the hand-written outbox, denpyo, and denpyo with a call that
-does nothing); nothing is installed. It
+(fire-and-forget, the hand-written outbox, denpyo, denpyo with a call that
+does nothing, and denpyo's store alone); nothing is installed. It
 checks that every scenario completes and that the report is well formed, never
 how fast anything is.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PEERS = ["fire_and_forget", "outbox", "denpyo", "denpyo_nocall"]
+PEERS = ["fire_and_forget", "outbox", "denpyo", "denpyo_nocall", "denpyo_store"]
 
 
 def _tables(markdown: str) -> list[list[list[str]]]:
