@@ -286,7 +286,10 @@ def section_cpu_per_job(results: dict[str, Any]) -> list[str]:
         "worker column is the cost of the call itself, which every peer pays too; a durable "
         "peer's extra worker and database time is what recording costs it. *denpyo, no call* "
         "runs the same worker over the same rows with a channel that returns at once: its "
-        "worker column is the ledger's own cost per job, measured directly.",
+        "worker column is the ledger's own cost per job, measured directly. *denpyo's store "
+        "alone* makes the same claims and settles through the same store under the smallest "
+        "loop that keeps them busy, with no engine: the part of that cost that is the "
+        "protocol itself (`bench/peers/denpyo_store.py`).",
         "",
         table(["peer", *[f"{lat:g} ms, {c} in flight" for lat, c in keys]], body),
         "",
