@@ -852,7 +852,8 @@ def render(results: dict[str, Any], plot_name: str | None) -> str:
         meta.get("command", "python bench/run.py"),
         "```",
         "",
-        "`make bench` runs `.venv/bin/python bench/run.py`. It creates `bench/.venv-peers` "
+        "`make bench` runs `.venv/bin/python bench/run.py --peer-n dbos=2000,procrastinate=3000 "
+        "--backend-n 3000` (about 50 minutes on this machine). It creates `bench/.venv-peers` "
         "(the peers and matplotlib, never in the project's venv), starts PostgreSQL if needed "
         "and one fake provider process (`python -m denpyo.testing`) per latency, and runs each "
         "measurement in its own process on a fresh database (`CREATE DATABASE … TEMPLATE` of a "
