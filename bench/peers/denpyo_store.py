@@ -26,13 +26,13 @@ from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.worker import Worker
+from denpyo.store.base import NativeAsync
 from peers import denpyo_nocall, denpyo_peer
 from peers.denpyo_nocall import CALLS, DURABLE, done, enqueue, setup
 
 NAME = "denpyo's store alone (no engine, no call)"
 __all__ = ["CALLS", "DURABLE", "NAME", "dispatch", "done", "enqueue", "setup"]
 
-LEASE = 60.0
 ACTOR = "bench-store"
 
 
@@ -42,20 +42,21 @@ async def dispatch(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]:
     if native is None:
         ledger.close()
         raise NotImplementedError(f"no native async store for {ledger.store.dialect}")
+    spec = ledger.channels[denpyo_peer.CHANNEL]
     # As far ahead, and in claims as large, as the worker holds rows of this channel.
-    ahead, batch = Worker(ledger, concurrency=concurrency)._ahead(
-        ledger.channels[denpyo_peer.CHANNEL]
-    )
+    ahead, batch = Worker(ledger, concurrency=concurrency)._ahead(spec)
     await native.open()
     try:
-        settled = await _drive(native, n, concurrency, ahead, batch)
+        settled = await _drive(native, n, concurrency, ahead, batch, spec.lease)
     finally:
         await native.close()
         ledger.close()
     return {"attempted": settled}
 
 
-async def _drive(native: Any, n: int, concurrency: int, ahead: int, batch: int) -> int:
+async def _drive(
+    native: NativeAsync, n: int, concurrency: int, ahead: int, batch: int, lease: float
+) -> int:
     loop = asyncio.get_running_loop()
     ready: list[Submission] = []  # claimed, not started (lowest id last)
     pending: list[tuple[Move, asyncio.Future[None]]] = []  # called, not yet committed
@@ -79,11 +80,8 @@ async def _drive(native: Any, n: int, concurrency: int, ahead: int, batch: int) 
         state["flushing"] = False
         wake.set()
 
-    async def no_call(sub: Submission) -> str:
-        return f"local-{sub.id}"
-
     async def job(sub: Submission) -> None:
-        remote_id = await no_call(sub)
+        remote_id = await denpyo_nocall.no_call(sub)
         move = Move(
             sub.id, Status.REQUESTING, Status.SYNCED, ACTOR, expect_locked_by=sub.locked_by,
             event="settle", remote_id=remote_id, detail=remote_id, duration_ms=0, row=sub,
@@ -106,7 +104,7 @@ async def _drive(native: Any, n: int, concurrency: int, ahead: int, batch: int) 
         wake.clear()
         room = ahead - len(ready) - state["running"]
         if room >= batch:
-            rows = await native.claim(denpyo_peer.CHANNEL, worker=ACTOR, limit=room, lease=LEASE)
+            rows = await native.claim(denpyo_peer.CHANNEL, worker=ACTOR, limit=room, lease=lease)
             ready.extend(reversed(rows))
             start()
             if rows:

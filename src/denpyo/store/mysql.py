@@ -379,7 +379,7 @@ class MysqlStore(Store):
         ids = [move.submission_id for move in won]
         rows = tx.fetch_all("submission_get_many", {"ids": ids})
         known = {move.submission_id: move.row for move in won}
-        moved = {int(row["id"]): self.to_submission(row, known[int(row["id"])]) for row in rows}
+        moved = {sub.id: sub for sub in (self.to_submission(row, known[row["id"]]) for row in rows)}
         events = [
             event_params(move, moved[move.submission_id].attempts) for move in won if move.event
         ]
