@@ -14,11 +14,13 @@
     │   └── KeyReused               the channel and key exist with another payload
     ├── TransitionNotAllowed        a status move SPEC §4 forbids
     ├── LeaseLost                   another process settled or took the row first
+    │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
     ├── SubmissionError             submit() ended without `synced`; .submission tells the state
     │   ├── SubmissionRejected      the provider refused on business grounds
     │   ├── SubmissionFailed        a transient or ambiguous failure, recorded as `failed`
-    │   └── SubmissionInDoubt       the call may have arrived; a verify or a person must decide
+    │   ├── SubmissionInDoubt       the call may have arrived; a verify or a person must decide
+    │   └── SubmissionResolved      a person resolved the row; the engine never calls for it again
     └── ChannelSignal               raised *by channel code* to classify an outcome
         ├── Transient               the provider did not act (5xx, 429, refused); retry later
         └── Rejected                the provider refused on business grounds; do not resend
@@ -83,6 +85,11 @@ class LeaseLost(DenpyoError):
     """The compare-and-set failed: the row is no longer where this process left it."""
 
 
+class LeaseExpired(LeaseLost):
+    """This process's hold on the row may have run out (it stalled, or could not renew
+    the lease): another sender may hold the row now, so the call was not started."""
+
+
 class StoreError(DenpyoError):
     """The database refused an operation; the driver's exception is `__cause__`."""
 
@@ -105,6 +112,11 @@ class SubmissionFailed(SubmissionError):
 
 class SubmissionInDoubt(SubmissionError):
     """The earlier call may have arrived; denpyo will not resend it blindly."""
+
+
+class SubmissionResolved(SubmissionError):
+    """A person resolved the row (abandoned it, or marked it by hand) and nothing
+    resends it: the engine never calls the provider for it again."""
 
 
 class ChannelSignal(DenpyoError):

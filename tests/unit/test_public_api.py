@@ -10,7 +10,7 @@ EXPECTED = {
     "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",
     "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
     "LeaseLost", "StoreError", "SubmissionError", "SubmissionRejected", "SubmissionFailed",
-    "SubmissionInDoubt",
+    "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired",
 }  # fmt: skip
 
 

@@ -49,6 +49,25 @@ class Move:
     duration_ms: int | None = None
     row: Submission | None = field(default=None, compare=False, repr=False)
 
+    @classmethod
+    def release(cls, submission_id: int, token: str, detail: str) -> Move:
+        """Give back a row held for an attempt whose call never started: due again at
+        once, its attempt undone, unlocked (held by `token` until now)."""
+        return cls(
+            submission_id, Status.REQUESTING, Status.REQUESTING, token, expect_locked_by=token,
+            event="released", attempt_delta=-1, retry_in=0, keep_error=True, detail=detail,
+        )  # fmt: skip
+
+    @classmethod
+    def unhold(cls, submission_id: int, status: Status, token: str) -> Move:
+        """Give back a row held only to be verified: in doubt again, due for the next
+        reconciler (a `requesting` row keeps an expired lease, so it stays recognisable)."""
+        doubtful = status is Status.REQUESTING
+        return cls(
+            submission_id, status, status, token, expect_locked_by=token,
+            lease=0 if doubtful else None, retry_in=0, keep_error=True,
+        )  # fmt: skip
+
     def __post_init__(self) -> None:
         # Keeping `failed` or `rejected` while rewriting other fields (a deferred
         # check, a person's note) is not a move; everything else must be allowed.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from denpyo.domain.lease import Lease
 from denpyo.domain.status import ErrorKind, Status
+from denpyo.errors import LeaseExpired
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,24 @@ class Submission:
     """The call may or may not have arrived (SPEC §3), judged by the database
     clock when the row was read: `requesting` with its lease run out, or
     `failed` with an ambiguous error."""
+    lease: Lease | None = field(default=None, compare=False, repr=False)
+    """This process's hold on the row while it sends it (None when it holds none)."""
+
+    def lease_left(self) -> float | None:
+        """Seconds in which this process may still start the row's call, by its own
+        monotonic clock (None: it holds no lease on the row). A channel that does slow
+        work before its request leaves can check it, or call `check_lease()`."""
+        return None if self.lease is None else self.lease.left()
+
+    def check_lease(self) -> None:
+        """Raise `LeaseExpired` if the call may no longer start: the row may belong to
+        another sender by now. Raised before the request leaves, it is not a failure:
+        the row is given back unsent."""
+        if self.lease is not None and self.lease.left() <= 0:
+            raise LeaseExpired(
+                f"{self.channel}:{self.key}: the lease on this row may have run out; "
+                "the call was not started"
+            )
 
     @property
     def in_flight(self) -> bool:

@@ -15,12 +15,14 @@ log = logging.getLogger("denpyo.alerts")
 class Alert:
     """Why a person should look at a submission now."""
 
-    reason: str  # "rejected", "exhausted", "in_doubt"
+    reason: str  # "rejected", "exhausted", "in_doubt"; "renewal_failing" (no submission)
     message: str
-    submission: Submission
+    submission: Submission | None
 
     def __str__(self) -> str:
         sub = self.submission
+        if sub is None:
+            return f"[{self.reason}] {self.message}"
         return f"[{self.reason}] {sub.channel}:{sub.key} (id {sub.id}): {self.message}"
 
 
@@ -41,7 +43,7 @@ class Alerts:
         self.handlers.append(handler)
         return handler
 
-    def raise_alert(self, reason: str, message: str, submission: Submission) -> Alert:
+    def raise_alert(self, reason: str, message: str, submission: Submission | None) -> Alert:
         alert = Alert(reason, message, submission)
         log.warning("%s", alert)
         for handler in self.handlers:

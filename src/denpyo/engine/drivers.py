@@ -28,6 +28,13 @@ def _elapsed_ms(started: float) -> int:
     return int((time.perf_counter() - started) * 1000)
 
 
+def _begin(sub: Submission) -> None:
+    """The last check before a call starts: raises `LeaseExpired` if this process's
+    hold on the row may have run out (then the flow gives the row back unsent)."""
+    if sub.lease is not None:
+        sub.lease.begin()
+
+
 class SyncDriver:
     """Runs flows in the calling thread. Async channels run on the private loop."""
 
@@ -58,6 +65,7 @@ class SyncDriver:
         started = time.perf_counter()
         if isinstance(effect, Call):
             try:
+                _begin(sub)
                 value: Any = (
                     self.bridge.run(spec.send(sub))  # type: ignore[arg-type]
                     if spec.send_is_async
@@ -94,11 +102,10 @@ class AsyncDriver:
         self.calls = calls
         self.settle_hook = settle_hook
         self.native: NativeAsync | None = None  # claims and settles on the loop itself
-        self.on_call: Callable[[int], None] | None = None  # told a row's call has begun
         # A call (or verify) occupies a slot from its start to its end, not while its
         # outcome is being committed: the worker frees the slot for the next call.
-        self.slot_taken: Callable[[ChannelSpec, int], None] | None = None
-        self.slot_freed: Callable[[int], None] | None = None
+        self.slot_taken: Callable[[ChannelSpec, Submission], None] | None = None
+        self.slot_freed: Callable[[Submission], None] | None = None
 
     async def run(self, flow: Generator[Effect, Any, T]) -> T:
         value: Any = None
@@ -134,13 +141,11 @@ class AsyncDriver:
             return await self.native.move(moves)
         return await self.in_db(self.store.move, moves)
 
-    def _began(self, row_id: int) -> None:
-        if self.on_call is not None:
-            self.on_call(row_id)
-
-    def _sync_call(self, spec: ChannelSpec, sub: Submission) -> Any:
-        """A sync channel in a pool thread; it has begun only once a thread runs it."""
-        self._began(sub.id)
+    @staticmethod
+    def _sync_call(spec: ChannelSpec, sub: Submission) -> Any:
+        """A sync channel in a pool thread: it begins only once a thread runs it, which
+        may be late (the pool is busy), so the lease is checked there."""
+        _begin(sub)
         return spec.send(sub)
 
     async def perform(self, effect: Effect) -> Any:
@@ -151,12 +156,12 @@ class AsyncDriver:
                 return await self.settle_hook(effect.moves)
             return await self.move(effect.moves)
         if self.slot_taken is not None:
-            self.slot_taken(effect.spec, effect.submission.id)
+            self.slot_taken(effect.spec, effect.submission)
         try:
             result = await self._outside(effect)
         finally:
             if self.slot_freed is not None:
-                self.slot_freed(effect.submission.id)
+                self.slot_freed(effect.submission)
         if self.slot_freed is not None:
             # The slot may have gone to the next claimed row: let that call leave
             # before this one's outcome is worked out and committed (bench/CHANGES.md).
@@ -171,7 +176,7 @@ class AsyncDriver:
         if isinstance(effect, Call):
             try:
                 if spec.send_is_async:
-                    self._began(sub.id)
+                    _begin(sub)
                     value: Any = await spec.send(sub)  # type: ignore[misc]
                 else:
                     value = await loop.run_in_executor(self.calls, self._sync_call, spec, sub)

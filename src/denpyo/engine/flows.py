@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_payload
 from denpyo.domain.moves import Move
 from denpyo.domain.policy import Alarm, Next, decide_in_doubt, settle
@@ -26,6 +28,7 @@ from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Verdict
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
+from denpyo.errors import LeaseExpired
 from denpyo.store import NewSubmission, Store
 
 log = logging.getLogger("denpyo.engine")
@@ -92,18 +95,22 @@ class Flows:
 
     def submit(self, spec: ChannelSpec, new: NewSubmission) -> Flow:
         """Record, then call, then settle. The row is committed before the call."""
+        since = time.monotonic()  # before the lease starts by the database's clock
         sub, created = yield StoreOp(
             self.store.insert, (new,), {"actor": self.hold(), "lease": spec.lease}
         )
         if created:
-            return (yield from self.attempt(spec, sub))
+            return (yield from self.attempt(spec, replace(sub, lease=Lease(spec.lease, since))))
         check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return (yield from self.resume(spec, sub))
 
     def resume(self, spec: ChannelSpec, sub: Submission) -> Flow:
         """Submit of a channel and key that already exist: never a second call while
-        the row is settled or in flight; a failed row is retried under its key; an
-        in-doubt row is verified first."""
+        the row is settled or in flight, nor once a person resolved it (the row that
+        supersedes it, if a person resent it, is returned instead); a failed row is
+        retried under its key; an in-doubt row is verified first."""
+        if sub.resolution is not None:
+            return (yield from self._successor(sub))
         if sub.status in FINAL or sub.in_flight:
             return sub
         if sub.in_doubt:
@@ -127,6 +134,13 @@ class Flows:
         """Call the provider for a row this actor holds, and record the outcome."""
         # A crash during the call leaves the row `requesting` under this lease.
         result: CallResult = yield Call(spec, sub)
+        if isinstance(result.error, LeaseExpired):
+            # Nothing left: give the row back, due again. If another sender took it
+            # meanwhile, the compare-and-set loses and the row is theirs.
+            released = yield from self._settle(
+                Move.release(sub.id, sub.locked_by or "", f"not sent: {result.error}")
+            )
+            return released or (yield from self._reread(sub))
         outcome = spec.outcome(result.value, result.error)
         decided = settle(sub.attempts, outcome, spec.policy)
         move = Move(
@@ -206,8 +220,27 @@ class Flows:
         )  # fmt: skip
 
     def _settle(self, move: Move) -> Generator[Effect, Any, Submission | None]:
+        """Apply one move. A row it holds (`lease` > 0) carries this process's own
+        deadline for starting its call, counted from before the move was sent."""
+        since = time.monotonic()
         settled: list[Submission | None] = yield Settle([move])
-        return settled[0]
+        after = settled[0]
+        if after is None or not move.lease:
+            return after
+        lease = move.row.lease if move.row is not None else None
+        if lease is None:
+            return replace(after, lease=Lease(move.lease, since))
+        lease.renewed(since)
+        return replace(after, lease=lease)
+
+    def _successor(self, sub: Submission) -> Flow:
+        """The newest row in the chain of resends of a resolved row, else the row."""
+        for _ in range(100):  # a chain of resends is short; never loop for ever
+            newer: Submission | None = yield StoreOp(self.store.find_superseding, (sub.id,))
+            if newer is None:
+                break
+            sub = newer
+        return sub
 
     def _reread(self, sub: Submission) -> Flow:
         current: Submission | None = yield StoreOp(self.store.get, (sub.id,))

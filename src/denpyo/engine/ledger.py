@@ -32,6 +32,7 @@ from denpyo.errors import (
     SubmissionFailed,
     SubmissionInDoubt,
     SubmissionRejected,
+    SubmissionResolved,
     UnknownChannel,
 )
 from denpyo.store import NewSubmission, Store, open_store
@@ -129,8 +130,9 @@ class Ledger:
         """Record the call, make it, record the outcome.
 
         Returns the submission when it is `synced`, or still in flight in another
-        process (status `requesting`). Raises `SubmissionRejected`,
-        `SubmissionFailed` or `SubmissionInDoubt`, each with `.submission`.
+        process (status `requesting`); for a key a person resolved by resending it,
+        the resend. Raises `SubmissionRejected`, `SubmissionFailed`,
+        `SubmissionInDoubt` or `SubmissionResolved`, each with `.submission`.
         """
         spec, new = self._prepare(channel, key, payload, ordering_key)
         sub = self._sync.run(self.flows.submit(spec, new))
@@ -350,8 +352,14 @@ class Ledger:
 
     def _checked(self, new: NewSubmission, sub: Submission) -> Submission:
         """Turn the row a submit ended with into a return or the matching error."""
-        if sub.status is Status.SYNCED or sub.in_flight:
-            return sub
+        if sub.status is Status.SYNCED or sub.in_flight or sub.key != new.key:
+            return sub  # (another key: the resend a person made of this one)
+        if sub.resolution is not None:
+            raise SubmissionResolved(
+                f"{sub.channel}:{sub.key} was resolved by a person ({sub.resolution}); "
+                "it is never sent again: submit a new key to send anew",
+                sub,
+            )
         if sub.status is Status.REJECTED:
             raise SubmissionRejected(f"{sub.channel}:{sub.key} rejected: {sub.last_error}", sub)
         if sub.in_doubt:

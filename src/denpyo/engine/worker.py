@@ -10,6 +10,17 @@ holds, so a long call is never mistaken for a dead sender; a row's lease runs
 out only when its worker is gone (or stalled longer than the lease). Recovery
 needs no table of workers: each row carries its own holder and lease.
 
+A worker that stalled (paused, starved, or cut off from the database so that it
+could not renew) may find that rows it holds now belong to another sender. Each
+hold keeps this process's own deadline (`domain/lease.py`): a call past it
+never starts, and its row is given back unsent. Only a call already on the wire
+when its worker stalled can go out twice; a provider that honours the
+idempotency key closes that window.
+
+Every entry the worker keeps per row (`holds`, `slots`) belongs to one hold, and
+a flow clears only its own: a row settled and claimed again at once (a retry
+due now) has a new hold that the old flow's ending must not touch.
+
 A crash anywhere leaves rows `requesting` with a lease that runs out; the
 reconciler (any worker) then verifies them.
 """
@@ -19,10 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter, defaultdict, deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
@@ -47,15 +61,19 @@ milliseconds drained three times the slots before it returned, and slots sat
 empty (measured: bench/CHANGES.md)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Hold:
-    """A row this worker holds: its lock token and lease, and, while it is only being
-    verified, the status it is held in (a row in doubt must never be given back as
-    if it had not been sent)."""
+    """A row this worker holds: its lock token (a new one when a flow starts a new
+    attempt), this process's deadline for starting its call, and, while it is only
+    being verified, the status it is held in (a row in doubt must never be given
+    back as if it had not been sent). One object per claim: compared by identity."""
 
     token: str
-    lease: float
+    lease: Lease
     verifying: Status | None = None
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
 
 @dataclass
@@ -94,15 +112,18 @@ class Worker:
         # One commit at a time: the settles that arrive meanwhile make the next batch
         # larger (measured faster than two concurrent commits, bench/).
         self.batcher = SettleBatcher(self.driver, commits=1)
-        self.started_calls: set[int] = set()  # rows whose call has begun (added from threads too)
         self.driver.settle_hook = self._settle
-        self.driver.on_call = self.started_calls.add
         self.driver.slot_taken = self._take_slot
         self.driver.slot_freed = self._free_slot
         self.running: Counter[str] = Counter()  # calls in flight per channel
-        self.slots: dict[int, str] = {}  # rows whose call or verify is in flight -> channel
-        self.tasks: dict[asyncio.Task[None], int] = {}
+        # (row, hold token) whose call or verify runs -> channel; a claim's token is
+        # shared by the rows it took, and a row's next hold has another token.
+        self.slots: dict[tuple[int, str | None], str] = {}
+        self.tasks: dict[asyncio.Task[None], tuple[int, Hold]] = {}
         self.holds: dict[int, Hold] = {}
+        self.renewed_at = time.monotonic()  # the last round of renewals that worked
+        self.renewal_failing_since: float | None = None  # monotonic, while renewals fail
+        self.renewal_alerted = False
         self.buckets = {
             spec.name: TokenBucket(spec.rate_limit)
             for spec in ledger.channels.values()
@@ -152,6 +173,7 @@ class Worker:
                     # In-doubt rows are rare: look for them once per poll, not per call.
                     if until_idle or loop.time() - doubt_checked >= self.poll_interval:
                         doubt_checked = loop.time()
+                        await self._revalidate()
                         claimed += await self._claim_in_doubt()
                 except Exception:
                     # A deadlock or a restart is retried at the next poll; `until_idle`
@@ -247,12 +269,17 @@ class Worker:
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         token = self.flows.hold()
+        since = time.monotonic()  # before the database starts the leases
         rows = await self.driver.claim(
             spec.name, worker=token, limit=limit, lease=spec.lease, in_doubt=in_doubt
         )
+        held = []
         for sub in rows:
-            self.holds[sub.id] = Hold(token, spec.lease, sub.status if in_doubt else None)
-        return rows
+            lease = Lease(spec.lease, since)
+            # A flow of this row that is still ending keeps its own Hold object.
+            self.holds[sub.id] = Hold(token, lease, sub.status if in_doubt else None)
+            held.append(replace(sub, lease=lease))
+        return held
 
     def _dispatch(self) -> None:
         """Start claimed calls while there is room."""
@@ -266,13 +293,14 @@ class Worker:
     def _has_room(self) -> bool:
         return len(self.slots) < self.concurrency
 
-    def _take_slot(self, spec: ChannelSpec, row_id: int) -> None:
-        if row_id not in self.slots:
-            self.slots[row_id] = spec.name
+    def _take_slot(self, spec: ChannelSpec, sub: Submission) -> None:
+        slot = (sub.id, sub.locked_by)
+        if slot not in self.slots:
+            self.slots[slot] = spec.name
             self.running[spec.name] += 1
 
-    def _free_slot(self, row_id: int) -> None:
-        channel = self.slots.pop(row_id, None)
+    def _free_slot(self, sub: Submission) -> None:
+        channel = self.slots.pop((sub.id, sub.locked_by), None)
         if channel is not None:
             self.running[channel] -= 1
             if not self.stopping.is_set():
@@ -280,7 +308,8 @@ class Worker:
             self.wakeup.set()
 
     def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
-        self._take_slot(spec, sub.id)
+        hold = self.holds[sub.id]
+        self._take_slot(spec, sub)
         if in_doubt:
             self.report.reconciled += 1
             flow = self.flows.settle_in_doubt(spec, sub)
@@ -298,26 +327,28 @@ class Worker:
                     "a %s flow failed; its row is recovered when its lease ends", spec.name
                 )
             finally:
-                self._free_slot(sub.id)
-                self.holds.pop(sub.id, None)
-                self.started_calls.discard(sub.id)
+                # Only this flow's own entries: the row may be held anew already.
+                self._free_slot(sub)  # the driver frees the slots of later holds
+                if self.holds.get(sub.id) is hold:
+                    del self.holds[sub.id]
                 self.wakeup.set()
 
         task = asyncio.get_running_loop().create_task(run())
-        self.tasks[task] = sub.id
+        self.tasks[task] = (sub.id, hold)
         task.add_done_callback(self.tasks.pop)
 
-    async def _settle(self, moves: Any) -> list[Submission | None]:
-        """Group-commit the moves, and keep track of which rows this worker still holds."""
+    async def _settle(self, moves: Sequence[Move]) -> list[Submission | None]:
+        """Group-commit the moves, and keep track of which rows this worker still holds:
+        only a hold that made the move (its token expected) is changed or ended."""
         results = await self.batcher(moves)
-        for sub in results:
-            if sub is None:
+        for move, sub in zip(moves, results, strict=True):
+            hold = self.holds.get(move.submission_id)
+            if hold is None or hold.token != move.expect_locked_by:
                 continue
-            if sub.status is Status.REQUESTING and sub.locked_by and not sub.in_doubt:
-                spec = self.ledger.channels.get(sub.channel)  # held for a new attempt
-                self.holds[sub.id] = Hold(sub.locked_by, spec.lease if spec else 60.0)
+            if sub is not None and sub.status is Status.REQUESTING and sub.locked_by:
+                hold.token, hold.verifying = sub.locked_by, None  # a new attempt, held
             else:
-                self.holds.pop(sub.id, None)
+                del self.holds[move.submission_id]
         return results
 
     async def _wait(self) -> None:
@@ -329,19 +360,68 @@ class Worker:
 
     # -- background: leases and wake-ups ----------------------------------------------------
 
+    def _shortest_lease(self) -> float:
+        return min([spec.lease for spec in self.ledger.channels.values()] or [60.0])
+
     async def _heartbeat(self) -> None:
         """Renew the leases of held rows every third of the shortest lease, and keep
-        the store tidy (`Store.upkeep`) at the same pace."""
+        the store tidy (`Store.upkeep`) at the same pace. Rows whose deadline passed
+        (the process stalled, or renewals failed) are given back unsent by their
+        flows (`Lease.begin`)."""
         while True:
-            leases = [spec.lease for spec in self.ledger.channels.values()] or [60.0]
-            await asyncio.sleep(min(leases) / 3)
-            holds = [(row_id, hold.token, hold.lease) for row_id, hold in self.holds.items()]
-            try:
-                if holds:
-                    await self.driver.in_db(self.ledger.store.renew, holds)
-                await self.driver.in_db(self.ledger.store.upkeep)
-            except Exception:
-                log.exception("lease renewal or upkeep failed; retrying at the next beat")
+            await asyncio.sleep(self._shortest_lease() / 3)
+            await self.renew()
+
+    async def _revalidate(self) -> None:
+        """After a stall (renewals late by half a beat), renew before looking for rows
+        in doubt: a call of this worker's own that was running through the stall must
+        not be found in doubt and verified, or resent, while it is still on the wire."""
+        if self.holds and time.monotonic() - self.renewed_at > self._shortest_lease() / 2:
+            await self.renew()
+
+    async def renew(self) -> None:
+        """One round of renewals. A renewal that fails extends no deadline; the
+        outage is logged once, alerted past a third of the shortest lease, and
+        over when a renewal succeeds again."""
+        shortest = self._shortest_lease()
+        holds = list(self.holds.values())
+        rows = [(row_id, hold.token, hold.lease.seconds) for row_id, hold in self.holds.items()]
+        since = time.monotonic()
+        try:
+            if rows:
+                renewed = await self.driver.in_db(self.ledger.store.renew, rows)
+                for (row_id, token, _), hold in zip(rows, holds, strict=True):
+                    if row_id in renewed and hold.token == token:
+                        hold.lease.renewed(since)
+            await self.driver.in_db(self.ledger.store.upkeep)
+        except Exception as exc:
+            self._renewal_failed(exc, since, shortest)
+        else:
+            self.renewed_at = since
+            if rows and self.renewal_failing_since is not None:
+                log.warning(
+                    "lease renewal works again after %.1fs",
+                    since - self.renewal_failing_since,
+                )
+                self.renewal_failing_since = None
+
+    def _renewal_failed(self, exc: Exception, since: float, shortest: float) -> None:
+        if self.renewal_failing_since is None:
+            self.renewal_failing_since = since
+            self.renewal_alerted = False
+            log.error(
+                "lease renewal failed (%s); no call starts past its lease until it works "
+                "again", exc, exc_info=exc,
+            )  # fmt: skip
+        elif not self.renewal_alerted and since - self.renewal_failing_since > shortest / 3:
+            self.renewal_alerted = True
+            self.ledger.alerts.raise_alert(
+                "renewal_failing",
+                f"this worker has not renewed its leases for "
+                f"{since - self.renewal_failing_since:.1f}s ({exc}); its held rows "
+                "will be given back or verified",
+                None,
+            )
 
     async def _listen(self) -> None:
         """Wake on the database's notifications (PostgreSQL), instead of only polling."""
@@ -367,10 +447,11 @@ class Worker:
         _, pending = await asyncio.wait(list(self.tasks), timeout=self.grace)
         if not pending:
             return
+        # Revoked here, a call waiting for a pool thread can no longer begin.
         unstarted = {
-            row_id: self.holds[row_id]
-            for row_id in (self.tasks.get(task) for task in pending)
-            if row_id is not None and row_id in self.holds and row_id not in self.started_calls
+            row_id: hold
+            for row_id, hold in (self.tasks[task] for task in pending if task in self.tasks)
+            if self.holds.get(row_id) is hold and hold.lease.revoke()
         }
         for task in pending:
             task.cancel()
@@ -381,21 +462,12 @@ class Worker:
         """Give back rows this worker holds but whose call never began: a row claimed
         to be sent becomes due again with its attempt undone; a row held to be
         verified goes back to being in doubt, due for the next reconciler."""
-        releases = []
-        for row_id, hold in holds.items():
-            if hold.verifying is None:
-                releases.append(
-                    Move(row_id, Status.REQUESTING, Status.REQUESTING, hold.token,
-                         expect_locked_by=hold.token, event="released", attempt_delta=-1,
-                         retry_in=0, keep_error=True, detail="stopped before the call started")
-                )  # fmt: skip
-            else:
-                doubtful = hold.verifying is Status.REQUESTING
-                releases.append(
-                    Move(row_id, hold.verifying, hold.verifying, hold.token,
-                         expect_locked_by=hold.token, lease=0 if doubtful else None,
-                         retry_in=0, keep_error=True)
-                )  # fmt: skip
+        releases = [
+            Move.release(row_id, hold.token, "stopped before the call started")
+            if hold.verifying is None
+            else Move.unhold(row_id, hold.verifying, hold.token)
+            for row_id, hold in holds.items()
+        ]
         if releases:
             done = await self.driver.move(releases)
             self.report.released += sum(1 for sub in done if sub is not None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -293,23 +294,36 @@ class Store(ABC):
             rows = tx.fetch_all("event_list", {"submission_id": submission_id})
         return [self.to_event(row) for row in rows]
 
-    def renew(self, holds: Sequence[tuple[int, str, float]]) -> int:
+    def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
         """Extend the leases of rows still held by their holders: [(id, holder, lease)].
-        Returns how many were still held (a row taken by someone else is not renewed).
+        Returns the ids renewed: a row taken by someone else is not, nor one that a
+        settle has locked at this instant (it is renewed at the next beat, or settled).
 
-        One short transaction per row: a renewal then holds one row lock and never
-        waits while holding another, so it cannot deadlock with a batch of settles
-        that locks the same rows in another order.
+        One transaction, two statements per holder. The rows are locked with SKIP
+        LOCKED, so a renewal never waits for a lock and cannot deadlock with a batch
+        of settles that locks the same rows in another order.
         """
-        renewed = 0
-        for row_id, holder, lease in sorted(holds):
-            with self.transaction() as tx:
-                row = tx.fetch_one(
-                    "submission_renew",
-                    {"id": row_id, "locked_by": holder, "lease": _seconds(lease)},
-                )
-            renewed += row is not None
+        by_holder: dict[tuple[str, float], list[int]] = defaultdict(list)
+        for row_id, holder, lease in holds:
+            by_holder[(holder, lease)].append(row_id)
+        renewed: set[int] = set()
+        with self.transaction() as tx:
+            for (holder, lease), ids in sorted(by_holder.items()):
+                found = [
+                    int(row["id"])
+                    for row in tx.fetch_all(
+                        "submission_renew_lock", {"ids": self.id_list(ids), "locked_by": holder}
+                    )
+                ]
+                if found:
+                    params = {"ids": self.id_list(found), "lease": _seconds(lease)}
+                    tx.execute("submission_renew", params)
+                    renewed.update(found)
         return renewed
+
+    def id_list(self, ids: Sequence[int]) -> Any:
+        """A list of row ids as one query parameter (SQLite: a JSON array)."""
+        return sorted(ids)
 
     def prune(self, older_than: float, batch_size: int = 1000) -> int:
         """Delete one batch of settled rows (and their events) created more than

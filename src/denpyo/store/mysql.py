@@ -65,7 +65,6 @@ EXTRA_QUERIES = frozenset({"submission_get_many"})
 # the named query, or (None) just the id.
 UPDATE_RETURNING: dict[str, str | None] = {
     "submission_move": "submission_get",
-    "submission_renew": None,
 }
 
 Connection = pymysql.connections.Connection

@@ -9,9 +9,9 @@
 -- no UPDATE ... RETURNING:
 -- * submission_insert is a plain INSERT ... RETURNING; a duplicate (channel, key) fails
 --   with error 1062 on denpyo_submissions_channel_key, which MysqlTx turns into "no row".
--- * submission_move and submission_renew are the UPDATE alone; MysqlTx checks that it
---   matched the row (by id) and gives back what RETURNING gives elsewhere: the move's row,
---   read back with submission_get in the same transaction under the row lock; the id.
+-- * submission_move is the UPDATE alone; MysqlTx checks that it matched the row (by id)
+--   and gives back what RETURNING gives elsewhere: the move's row, read back with
+--   submission_get in the same transaction under the row lock.
 
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
@@ -212,11 +212,17 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
 
--- submission_renew: extend the lease of a row its holder still holds (MysqlTx gives back its id)
+-- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
+SELECT id FROM denpyo_submissions
+WHERE id IN %(ids)s AND locked_by = %(locked_by)s AND status IN ('requesting', 'failed')
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- submission_renew: extend the leases of rows found still held (and locked by this transaction)
 UPDATE denpyo_submissions SET
     locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND
-WHERE id = %(id)s AND locked_by = %(locked_by)s AND status IN ('requesting', 'failed');
+WHERE id IN %(ids)s;
 
 -- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
 DELETE FROM denpyo_submissions

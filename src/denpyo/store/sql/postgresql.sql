@@ -159,12 +159,18 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
 
--- submission_renew: extend the lease of a row its holder still holds
+-- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
+SELECT id FROM denpyo_submissions
+WHERE id = ANY(%(ids)s::bigint[]) AND locked_by = %(locked_by)s
+  AND status IN ('requesting', 'failed')
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- submission_renew: extend the leases of rows found still held (and locked by this transaction)
 UPDATE denpyo_submissions SET
     locked_until = now() + make_interval(secs => %(lease)s::float8),
     next_attempt_at = now() + make_interval(secs => %(lease)s::float8)
-WHERE id = %(id)s AND locked_by = %(locked_by)s AND status IN ('requesting', 'failed')
-RETURNING id;
+WHERE id = ANY(%(ids)s::bigint[]);
 
 -- submission_prune: delete one batch of settled rows created before the cutoff, with their events
 WITH gone AS (

@@ -182,12 +182,16 @@ SELECT *,
     OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
 FROM denpyo_submissions WHERE supersedes = :id ORDER BY id LIMIT 1;
 
--- submission_renew: extend the lease of a row its holder still holds
+-- submission_renew_lock: which of a list of rows one holder still holds (ids: a JSON array)
+SELECT id FROM denpyo_submissions
+WHERE id IN (SELECT value FROM json_each(:ids)) AND locked_by = :locked_by
+  AND status IN ('requesting', 'failed');
+
+-- submission_renew: extend the leases of rows found still held (ids: a JSON array)
 UPDATE denpyo_submissions SET
     locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds')
-WHERE id = :id AND locked_by = :locked_by AND status IN ('requesting', 'failed')
-RETURNING id;
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
 DELETE FROM denpyo_submissions WHERE id IN (

@@ -1,0 +1,305 @@
+"""No call goes out twice (SPEC §10.2, §12): a resolved row submitted again, a worker
+that stalled or cannot renew its leases, a finishing flow and a fresh hold on the
+same row, a call waiting for a thread past its lease. Every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import denpyo
+from denpyo import Status, Submission
+from denpyo.engine import operator as op
+from denpyo.engine.worker import Worker
+
+
+def exhausted(ledger: denpyo.Ledger, calls: Counter[str], key: str) -> Submission:
+    """A row whose single attempt failed: only a person moves it now."""
+    with pytest.raises(denpyo.SubmissionFailed) as failed:
+        ledger.submit("mail", key, {"n": 1})
+    sub = failed.value.submission
+    assert sub.is_exhausted and calls[sub.idempotency_key] == 1
+    return sub
+
+
+@pytest.fixture
+def mail(ledger: denpyo.Ledger) -> Counter[str]:
+    """Calls per idempotency key; the first call of each key fails transiently."""
+    calls: Counter[str] = Counter()
+
+    def send(sub: Submission) -> str:
+        calls[sub.idempotency_key] += 1
+        if sub.key.startswith("order:") and "~" not in sub.key:
+            raise denpyo.Transient("503")
+        return f"r-{sub.key}"
+
+    ledger.channel("mail", max_attempts=1, verify=lambda sub: denpyo.NotDelivered())(send)
+    return calls
+
+
+def test_a_row_resent_by_a_person_is_never_sent_again(
+    ledger: denpyo.Ledger, mail: Counter[str]
+) -> None:
+    old = exhausted(ledger, mail, "order:42")
+    resent = op.resolve_resend(ledger, "mail:order:42", note="customer asked").created
+    assert resent is not None
+    ledger.work(until_idle=True)
+    again = ledger.submit("mail", "order:42", {"n": 1})
+    assert (again.id, again.key, again.status) == (resent.id, "order:42~resend1", Status.SYNCED)
+    assert mail == {old.idempotency_key: 1, resent.idempotency_key: 1}
+    assert ledger.work(until_idle=True).attempted == 0
+
+
+def test_an_abandoned_row_is_never_sent_again(ledger: denpyo.Ledger, mail: Counter[str]) -> None:
+    old = exhausted(ledger, mail, "order:7")
+    op.resolve_abandon(ledger, "mail:order:7", note="order cancelled")
+    with pytest.raises(denpyo.SubmissionResolved, match="resolved by a person") as resolved:
+        ledger.submit("mail", "order:7", {"n": 1})
+    assert resolved.value.submission.id == old.id
+    assert resolved.value.submission.resolution is not None
+    ledger.work(until_idle=True)
+    ledger.reconcile()
+    assert mail == {old.idempotency_key: 1}
+
+
+def test_an_in_doubt_row_a_person_resent_is_not_verified_and_sent(
+    ledger: denpyo.Ledger, mail: Counter[str]
+) -> None:
+    """Its own key never arrived, so verify would say "not delivered": the engine
+    must not ask, or the old row goes out beside the person's resend."""
+    from test_operator import in_doubt_requesting
+
+    old_id = in_doubt_requesting(ledger, "order:9", "mail")
+    resend = op.resolve_resend(ledger, str(old_id), note="checked", force_in_doubt=True)
+    assert resend.created is not None
+    again = asyncio.run(ledger.asubmit("mail", "order:9", {"key": "order:9"}))
+    assert again.id == resend.created.id
+    ledger.work(until_idle=True)
+    ledger.reconcile()
+    old = ledger.get_by_id(old_id)
+    assert old is not None and mail[old.idempotency_key] == 0
+    assert mail[resend.created.idempotency_key] == 1
+
+
+def test_a_flow_ending_never_drops_the_fresh_hold_of_its_row(ledger: denpyo.Ledger) -> None:
+    """A transient failure due at once is claimed again while the flow that settled it
+    is still ending: the new hold keeps its lease renewed and its slot counted."""
+    calls: Counter[str] = Counter()
+    second_running = threading.Event()
+    release = asyncio.Event()
+
+    async def send(sub: Submission) -> str:
+        calls[sub.key] += 1
+        if calls[sub.key] == 1:
+            raise denpyo.Transient("503")
+        second_running.set()
+        await release.wait()
+        return "r"
+
+    ledger.channel(
+        "c", concurrency=1, verify=lambda sub: denpyo.NotDelivered(),
+        backoff=denpyo.Backoff(initial=0.001, maximum=0.001),
+    )(send)  # fmt: skip
+    sub = ledger.enqueue("c", "k", {})
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        worker = Worker(ledger, poll_interval=0.02)
+        settle = worker.driver.settle_hook
+        assert settle is not None
+        slowed = [False]
+
+        async def slow_settle(moves: Any) -> list[Submission | None]:
+            done = await settle(moves)
+            if not slowed[0]:  # the first flow lingers after its settle committed
+                slowed[0] = True
+                await asyncio.sleep(0.5)
+            return done
+
+        worker.driver.settle_hook = slow_settle
+        task = asyncio.create_task(worker.run())
+        while not second_running.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.7)  # the first flow has ended by now
+        seen["held"] = sub.id in worker.holds
+        seen["running"] = worker.running["c"]
+        release.set()
+        worker.stop()
+        await task
+
+    asyncio.run(main())
+    assert seen == {"held": True, "running": 1}
+    assert calls == {"k": 2}
+    done = ledger.get("c", "k")
+    assert done is not None and done.status is Status.SYNCED
+
+
+def test_a_stalled_worker_never_starts_a_call_past_its_lease(ledger: denpyo.Ledger) -> None:
+    """The event loop freezes for longer than the lease (as a paused or starved
+    process): rows claimed ahead are given back unsent, never sent late."""
+    late: list[str] = []
+    calls: Counter[str] = Counter()
+
+    async def send(sub: Submission) -> str:
+        calls[sub.key] += 1
+        assert sub.locked_until is not None
+        if datetime.now(UTC) >= sub.locked_until:
+            late.append(sub.key)  # the database may have handed the row to another
+        if sub.key == "k00":
+            time.sleep(2.0)  # the whole process stalls, beyond the 1 s lease
+        return "r"
+
+    ledger.channel("c", lease=1.0, concurrency=1, verify=lambda sub: denpyo.NotDelivered())(send)
+    ledger.enqueue_many("c", [(f"k{i:02}", {}) for i in range(10)])
+    report = ledger.work(until_idle=True, poll_interval=0.05)
+    assert late == []
+    assert report.outcomes["requesting"] > 0  # rows claimed before the stall, given back
+    assert calls == Counter({f"k{i:02}": 1 for i in range(10)})
+    rows = [ledger.get("c", f"k{i:02}") for i in range(10)]
+    assert all(r is not None and r.status is Status.SYNCED for r in rows)
+    kinds = [e.kind for r in rows if r is not None for e in ledger.events(r.id)]
+    assert "released" in kinds
+
+
+def test_renewal_that_fails_stops_calls_past_the_lease_alerts_once_and_recovers(
+    ledger: denpyo.Ledger, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    late: list[str] = []
+    calls: Counter[str] = Counter()
+    real_renew, outage = ledger.store.renew, [True]
+    alerts: list[denpyo.Alert] = []
+    ledger.on_alert(alerts.append)
+
+    async def send(sub: Submission) -> str:
+        calls[sub.key] += 1
+        assert sub.locked_until is not None
+        if outage[0] and datetime.now(UTC) >= sub.locked_until:
+            late.append(sub.key)  # not renewed since the claim: the lease had run out
+        await asyncio.sleep(0.25)
+        return "r"
+
+    ledger.channel("c", lease=0.9, concurrency=1, verify=lambda sub: denpyo.NotDelivered())(send)
+    ledger.enqueue_many("c", [(f"k{i:02}", {}) for i in range(12)])
+
+    def renew(holds: Any) -> set[int]:
+        if outage[0]:
+            raise denpyo.StoreError("the database is unreachable")
+        return real_renew(holds)
+
+    monkeypatch.setattr(ledger.store, "renew", renew)
+
+    async def main() -> denpyo.WorkReport:
+        worker = Worker(ledger, poll_interval=0.05)
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(2.0)
+        outage[0] = False  # the database is back
+        while sum(calls.values()) < 12:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        recovered = worker.renewal_failing_since is None
+        worker.stop()
+        report = await task
+        assert recovered
+        return report
+
+    with caplog.at_level(logging.WARNING, logger="denpyo.worker"):
+        asyncio.run(main())
+    assert late == []
+    assert calls == Counter({f"k{i:02}": 1 for i in range(12)})
+    assert [a.reason for a in alerts] == ["renewal_failing"]
+    failed = [r for r in caplog.records if r.getMessage().startswith("lease renewal failed")]
+    assert len(failed) == 1
+    assert any("works again" in r.getMessage() for r in caplog.records)
+
+
+def test_an_inline_submit_waiting_for_a_thread_past_its_lease_is_not_sent(
+    ledger: denpyo.Ledger,
+) -> None:
+    calls: Counter[str] = Counter()
+    ledger.channel("c", lease=0.5)(lambda sub: calls.update([sub.key]) or "r")
+    ledger.async_driver()  # makes the pools; the call pool gets one thread, kept busy
+    assert ledger._calls is not None
+    ledger._calls.shutdown()
+    busy = ledger._calls = ThreadPoolExecutor(1)
+    busy.submit(time.sleep, 1.0)
+    sub = asyncio.run(ledger.asubmit("c", "k", {}))
+    busy.shutdown()
+    ledger._calls = ThreadPoolExecutor(4)
+    assert calls == {}
+    assert sub.status is Status.REQUESTING and sub.attempts == 0 and sub.locked_by is None
+    assert [e.kind for e in ledger.events(sub.id)][-1] == "released"
+    ledger.work(until_idle=True)  # due at once: a worker sends it, once
+    assert calls == {"k": 1}
+
+
+def test_lease_begin_and_revoke_are_exclusive() -> None:
+    from denpyo.domain.lease import Lease
+
+    started = Lease(10.0)
+    started.begin()
+    assert not started.revoke() and started.left() > 0
+    revoked = Lease(10.0)
+    assert revoked.revoke() and revoked.left() == 0
+    with pytest.raises(denpyo.LeaseExpired):
+        revoked.begin()
+    expired = Lease(1.0, since=time.monotonic() - 0.95)  # in its last tenth
+    with pytest.raises(denpyo.LeaseExpired):
+        expired.begin()
+    expired.renewed(time.monotonic())
+    expired.begin()
+
+
+def test_renewal_renews_many_holders_at_once_and_never_waits_for_a_lock(
+    ledger: denpyo.Ledger, backend: str, db_url: str
+) -> None:
+    """Four holders of 128 rows each are renewed in one transaction; a row another
+    transaction has locked (a settle in flight) is skipped, not waited for, so a
+    renewal cannot deadlock with settles."""
+    from conftest import driver_connection
+
+    ledger.channel("c")(lambda sub: "r")
+    ledger.enqueue_many("c", [(f"k{i:03}", {}) for i in range(4 * 128 + 1)])
+    holds = []
+    for n in range(4):
+        rows = ledger.store.claim("c", worker=f"w/{n}", limit=128, lease=1)
+        holds += [(sub.id, f"w/{n}", 60.0) for sub in rows]
+    [other] = ledger.store.claim("c", worker="other", limit=1, lease=1)
+    stolen = holds[0][0]
+    ledger.store.move([denpyo_move_to(stolen, "thief")])
+    locker = None
+    if backend != "sqlite":  # SQLite has one writer: no row locks to skip
+        locker = driver_connection(backend, db_url)
+        cursor = locker.cursor()
+        cursor.execute(f"SELECT id FROM denpyo_submissions WHERE id = {holds[1][0]} FOR UPDATE")
+    try:
+        renewed = ledger.store.renew([*holds, (other.id, "w/0", 60.0)])
+    finally:
+        if locker is not None:
+            locker.rollback()
+            locker.close()
+    skipped = {stolen, holds[1][0]} if locker is not None else {stolen}
+    assert renewed == {row_id for row_id, _, _ in holds} - skipped
+    now = ledger.store.now()
+    for row_id in (holds[2][0], holds[-1][0]):
+        sub = ledger.get_by_id(row_id)
+        assert sub is not None and sub.locked_until is not None
+        assert (sub.locked_until - now).total_seconds() > 50
+    assert (ledger.get_by_id(other.id) or other).locked_by == "other"
+
+
+def denpyo_move_to(row_id: int, holder: str) -> Any:
+    """Another sender takes a held row (as after its lease ran out)."""
+    from denpyo.domain.moves import Move
+
+    return Move(
+        row_id, Status.REQUESTING, Status.REQUESTING, holder, expect_locked_by="w/0",
+        locked_by=holder, lease=60, keep_error=True,
+    )  # fmt: skip
