@@ -268,3 +268,28 @@ def test_concurrent_sends(provider: FakeProvider) -> None:
     ids = with_channel(channel_for(provider, connection_limit=20), many)
     assert len(set(ids)) == 200
     assert provider.stats().accepted == 200
+
+
+def test_a_call_whose_lease_ran_out_waiting_for_a_connection_never_leaves(
+    provider: FakeProvider,
+) -> None:
+    """The last moment: a connection is ready, nothing is written yet. A call that
+    waited past its lease (here for the only connection) raises LeaseExpired unsent."""
+    from dataclasses import replace
+
+    from denpyo.domain.lease import Lease
+    from denpyo.errors import LeaseExpired
+
+    provider.configure(latency=0.8)
+    channel = channel_for(provider, connection_limit=1)
+
+    async def body(ch: HttpChannel) -> list[Any]:
+        first = replace(sub("first"), lease=Lease(30.0))
+        late = replace(sub("late"), lease=Lease(0.4))  # starts in 0.36 s, or not at all
+        return await asyncio.gather(ch.send(first), ch.send(late), return_exceptions=True)
+
+    sent, refused = with_channel(channel, body)
+    assert isinstance(sent, str) and isinstance(refused, LeaseExpired)
+    assert provider.accepted_keys() == {"first": 1}
+    fresh = replace(sub("fresh"), lease=Lease(30.0))
+    assert isinstance(with_channel(channel, lambda ch: ch.send(fresh)), str)

@@ -17,6 +17,12 @@ How outcomes are classified (SPEC §6) — the point is never to call a request
 
 `verify` never raises for network trouble: it answers `Unknown(why)`.
 
+The last moment: once a connection is ready (new or reused) and before a byte
+of the request is written, the channel asks the submission whether this
+process's lease on it may have run out (`Submission.check_lease`): a worker
+that stalled while waiting for a connection gives the row back unsent, rather
+than send a call that another worker may be verifying and resending.
+
 An aiohttp session belongs to one event loop, and a channel may be used from
 several (a worker's loop, the ledger's background loop), so there is one session
 per loop, made on first use. Call `aclose()` in each loop before it ends, or
@@ -31,7 +37,9 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from contextvars import ContextVar
 from types import TracebackType
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -39,10 +47,29 @@ from yarl import URL
 
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
-from denpyo.errors import ConfigurationError, Rejected, Transient
+from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
 
 _BODY_LIMIT = 500
 _CLOSE_WAIT = 10.0
+
+_sending: ContextVar[Submission | None] = ContextVar("denpyo_http_sending", default=None)
+"""The submission whose request the current task is making (not set for lookups)."""
+
+
+class _LastMomentConnector(aiohttp.TCPConnector):
+    """Hands over a connection only if the request may still leave: the connection is
+    ready (new, reused, or after a wait for a free one) and nothing is written yet."""
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        conn = await super().connect(req, traces, timeout)
+        sub = _sending.get()
+        if sub is not None:
+            try:
+                sub.check_lease()
+            except LeaseExpired:
+                conn.close()
+                raise
+        return conn
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -118,7 +145,7 @@ class HttpChannel:
             for dead in [lp for lp in self._sessions if lp.is_closed()]:
                 del self._sessions[dead]
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.connection_limit),
+                connector=_LastMomentConnector(limit=self.connection_limit),
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers,
             )
@@ -185,6 +212,7 @@ class HttpChannel:
         session = self._session()
         body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
+        sending = _sending.set(sub)
         try:
             async with session.post(
                 self.url, data=body, headers=headers, allow_redirects=False
@@ -210,6 +238,8 @@ class HttpChannel:
             raise ConnectionError(
                 f"network error talking to {self.url} ({exc!r}); the request may have arrived"
             ) from exc
+        finally:
+            _sending.reset(sending)
         if 200 <= status < 300:
             return _id_from(raw, self.id_field)
         if status in (408, 429) or status >= 500:
