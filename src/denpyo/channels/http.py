@@ -35,9 +35,9 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
