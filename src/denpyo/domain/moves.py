@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from denpyo.domain.policy import Settlement
 from denpyo.domain.status import ErrorKind, Status, check_move
 from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidInput
@@ -49,14 +50,153 @@ class Move:
     duration_ms: int | None = None
     row: Submission | None = field(default=None, compare=False, repr=False)
 
+    # -- the engine's moves ------------------------------------------------------------
+    #
+    # A lease of `seconds` > 0 holds the row for `token`; `lease=0` keeps the holder but
+    # expires the lease now (an in-doubt `requesting` row stays recognisable as one);
+    # `lease=None` clears the lock. These special values live here and nowhere else.
+
+    @classmethod
+    def claim(
+        cls, submission_id: int, status: Status, token: str, seconds: float, *, verify: bool
+    ) -> Move:
+        """A worker takes a due row: to send it (its next attempt starts, `requesting`),
+        or, in doubt, only to verify it (its status stays)."""
+        return cls(
+            submission_id,
+            status,
+            status if verify else Status.REQUESTING,
+            token,
+            event=None if verify else "attempt",
+            locked_by=token,
+            lease=seconds,
+            attempt_delta=0 if verify else 1,
+            keep_error=True,
+        )
+
+    @classmethod
+    def hold_to_verify(cls, sub: Submission, token: str, seconds: float) -> Move:
+        """An inline submit takes an in-doubt row of its key, to verify it first."""
+        return cls(
+            sub.id,
+            sub.status,
+            sub.status,
+            token,
+            locked_by=token,
+            lease=seconds,
+            keep_error=True,
+            row=sub,
+        )
+
+    @classmethod
+    def start_attempt(
+        cls, sub: Submission, token: str, seconds: float, note: str, expect: str | None
+    ) -> Move:
+        """The next attempt on a row: `requesting`, held by a fresh `token`, attempts + 1
+        (from a row held by `expect`, or from one nobody holds)."""
+        return cls(
+            sub.id,
+            sub.status,
+            Status.REQUESTING,
+            token,
+            expect_locked_by=expect,
+            event="attempt",
+            locked_by=token,
+            lease=seconds,
+            attempt_delta=1,
+            keep_error=True,
+            detail=note,
+            row=sub,
+        )
+
+    @classmethod
+    def settle(
+        cls, sub: Submission, actor: str, settled: Settlement, duration_ms: int | None
+    ) -> Move:
+        """Record how an attempt on a row this actor holds ended."""
+        return cls(
+            sub.id,
+            Status.REQUESTING,
+            settled.status,
+            actor,
+            expect_locked_by=sub.locked_by,
+            event="settle",
+            retry_in=settled.retry_in,
+            remote_id=settled.remote_id,
+            error_kind=settled.error_kind,
+            last_error=settled.last_error,
+            detail=settled.last_error or settled.remote_id,
+            duration_ms=duration_ms,
+            row=sub,
+        )
+
+    @classmethod
+    def verified_delivered(
+        cls, sub: Submission, actor: str, remote_id: str | None, note: str
+    ) -> Move:
+        """Verify found that the call arrived: `synced`."""
+        return cls(
+            sub.id,
+            sub.status,
+            Status.SYNCED,
+            actor,
+            expect_locked_by=sub.locked_by,
+            event="verify",
+            remote_id=remote_id,
+            detail=note,
+            row=sub,
+        )
+
+    @classmethod
+    def verified_given_up(cls, sub: Submission, actor: str, kind: ErrorKind, note: str) -> Move:
+        """No more attempts after verify: `failed`, with no next step."""
+        return cls(
+            sub.id,
+            sub.status,
+            Status.FAILED,
+            actor,
+            expect_locked_by=sub.locked_by,
+            event="verify",
+            error_kind=kind,
+            last_error=note,
+            detail=note,
+            row=sub,
+        )
+
+    @classmethod
+    def still_in_doubt(cls, sub: Submission, actor: str, retry_in: float | None, note: str) -> Move:
+        """Verify could not tell (or a person must): the row stays in doubt, checked
+        again in `retry_in` seconds (None: only a person moves it)."""
+        return cls(
+            sub.id,
+            sub.status,
+            sub.status,
+            actor,
+            expect_locked_by=sub.locked_by,
+            event="verify",
+            lease=0 if sub.status is Status.REQUESTING else None,
+            retry_in=retry_in,
+            keep_error=True,
+            detail=note,
+            row=sub,
+        )
+
     @classmethod
     def release(cls, submission_id: int, token: str, detail: str) -> Move:
         """Give back a row held for an attempt whose call never started: due again at
         once, its attempt undone, unlocked (held by `token` until now)."""
         return cls(
-            submission_id, Status.REQUESTING, Status.REQUESTING, token, expect_locked_by=token,
-            event="released", attempt_delta=-1, retry_in=0, keep_error=True, detail=detail,
-        )  # fmt: skip
+            submission_id,
+            Status.REQUESTING,
+            Status.REQUESTING,
+            token,
+            expect_locked_by=token,
+            event="released",
+            attempt_delta=-1,
+            retry_in=0,
+            keep_error=True,
+            detail=detail,
+        )
 
     @classmethod
     def unhold(cls, submission_id: int, status: Status, token: str) -> Move:
@@ -64,9 +204,112 @@ class Move:
         reconciler (a `requesting` row keeps an expired lease, so it stays recognisable)."""
         doubtful = status is Status.REQUESTING
         return cls(
-            submission_id, status, status, token, expect_locked_by=token,
-            lease=0 if doubtful else None, retry_in=0, keep_error=True,
-        )  # fmt: skip
+            submission_id,
+            status,
+            status,
+            token,
+            expect_locked_by=token,
+            lease=0 if doubtful else None,
+            retry_in=0,
+            keep_error=True,
+        )
+
+    # -- a person's moves (nobody may hold a live lease on the row) ----------------------
+
+    @classmethod
+    def retry(cls, sub: Submission, actor: str, note: str) -> Move:
+        """A `failed` row due at once, its error kept."""
+        return cls(
+            sub.id,
+            Status.FAILED,
+            Status.FAILED,
+            actor,
+            event="retry",
+            retry_in=0,
+            keep_error=True,
+            detail=note,
+        )
+
+    @classmethod
+    def forced_retry(cls, sub: Submission, actor: str, note: str) -> Move:
+        """An in-doubt row a person checked: sent again under its key, not verified
+        again. A `failed` one becomes transient; a `requesting` one loses its lock, so
+        that to the claim it is "never attempted", due now (what a crash after the
+        commit leaves too)."""
+        if sub.status is Status.FAILED:
+            return cls(
+                sub.id,
+                Status.FAILED,
+                Status.FAILED,
+                actor,
+                event="retry",
+                retry_in=0,
+                error_kind=ErrorKind.TRANSIENT,
+                last_error=sub.last_error,
+                detail=note,
+            )
+        return cls(
+            sub.id,
+            Status.REQUESTING,
+            Status.REQUESTING,
+            actor,
+            event="retry",
+            retry_in=0,
+            keep_error=True,
+            detail=note,
+        )
+
+    @classmethod
+    def give_up(
+        cls,
+        sub: Submission,
+        actor: str,
+        event: str,
+        resolution: str,
+        note: str,
+        failure: tuple[ErrorKind, str] | None = None,
+    ) -> Move:
+        """End all automatic work on a row and record a person's resolution. A
+        `requesting` row becomes `failed` with `failure` (its kind and error)."""
+        if failure is None:
+            return cls(
+                sub.id,
+                sub.status,
+                sub.status,
+                actor,
+                event=event,
+                keep_error=True,
+                resolution=resolution,
+                detail=note,
+            )
+        kind, error = failure
+        return cls(
+            sub.id,
+            sub.status,
+            Status.FAILED,
+            actor,
+            event=event,
+            error_kind=kind,
+            last_error=error,
+            resolution=resolution,
+            detail=note,
+        )
+
+    @classmethod
+    def mark_synced(
+        cls, sub: Submission, actor: str, remote_id: str, resolution: str, note: str
+    ) -> Move:
+        """A person found the call at the provider, under `remote_id`."""
+        return cls(
+            sub.id,
+            sub.status,
+            Status.SYNCED,
+            actor,
+            event="mark_synced",
+            remote_id=remote_id,
+            resolution=resolution,
+            detail=f"remote id {remote_id}: {note}",
+        )
 
     def __post_init__(self) -> None:
         # Keeping `failed` or `rejected` while rewriting other fields (a deferred

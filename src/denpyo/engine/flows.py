@@ -114,12 +114,7 @@ class Flows:
         if sub.status in FINAL or sub.in_flight:
             return sub
         if sub.in_doubt:
-            token = self.hold()
-            hold = Move(
-                sub.id, sub.status, sub.status, token, locked_by=token, lease=spec.lease,
-                keep_error=True, row=sub,
-            )  # fmt: skip
-            held = yield from self._settle(hold)
+            held = yield from self._settle(Move.hold_to_verify(sub, self.hold(), spec.lease))
             if held is None:
                 return (yield from self._reread(sub))
             return (yield from self.settle_in_doubt(spec, held))
@@ -143,22 +138,7 @@ class Flows:
             return released or (yield from self._reread(sub))
         outcome = spec.outcome(result.value, result.error)
         decided = settle(sub.attempts, outcome, spec.policy)
-        move = Move(
-            sub.id,
-            Status.REQUESTING,
-            decided.status,
-            self.actor,
-            expect_locked_by=sub.locked_by,
-            event="settle",
-            retry_in=decided.retry_in,
-            remote_id=decided.remote_id,
-            error_kind=decided.error_kind,
-            last_error=decided.last_error,
-            detail=decided.last_error or decided.remote_id,
-            duration_ms=result.duration_ms,
-            row=sub,
-        )
-        after = yield from self._settle(move)
+        after = yield from self._settle(Move.settle(sub, self.actor, decided, result.duration_ms))
         if after is None:
             log.warning(
                 "lease lost on %s:%s (id %s): another process took the row while it was "
@@ -183,25 +163,13 @@ class Flows:
             if held is None:
                 return (yield from self._reread(sub))
             return (yield from self.attempt(spec, held))
-        kept = sub.status
         if decision.next is Next.MARK_SYNCED:
-            move = Move(
-                sub.id, kept, Status.SYNCED, self.actor, expect_locked_by=sub.locked_by,
-                event="verify", remote_id=decision.remote_id, detail=decision.note, row=sub,
-            )  # fmt: skip
+            move = Move.verified_delivered(sub, self.actor, decision.remote_id, decision.note)
         elif decision.next is Next.GIVE_UP:
             kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
-            move = Move(
-                sub.id, kept, Status.FAILED, self.actor, expect_locked_by=sub.locked_by,
-                event="verify", error_kind=kind, last_error=decision.note, detail=decision.note,
-                row=sub,
-            )  # fmt: skip
+            move = Move.verified_given_up(sub, self.actor, kind, decision.note)
         else:  # RECHECK later, or HOLD for a person; the row stays in doubt
-            move = Move(
-                sub.id, kept, kept, self.actor, expect_locked_by=sub.locked_by, event="verify",
-                lease=0 if kept is Status.REQUESTING else None, retry_in=decision.retry_in,
-                keep_error=True, detail=decision.note, row=sub,
-            )  # fmt: skip
+            move = Move.still_in_doubt(sub, self.actor, decision.retry_in, decision.note)
         after = yield from self._settle(move)
         if after is None:
             return (yield from self._reread(sub))
@@ -212,12 +180,7 @@ class Flows:
         self, spec: ChannelSpec, sub: Submission, note: str, expect: str | None = None
     ) -> Move:
         """Begin the next attempt on a row: `requesting`, held, attempts + 1."""
-        token = self.hold()
-        return Move(
-            sub.id, sub.status, Status.REQUESTING, token, expect_locked_by=expect,
-            event="attempt", locked_by=token, lease=spec.lease, attempt_delta=1,
-            keep_error=True, detail=note, row=sub,
-        )  # fmt: skip
+        return Move.start_attempt(sub, self.hold(), spec.lease, note, expect)
 
     def _settle(self, move: Move) -> Generator[Effect, Any, Submission | None]:
         """Apply one move. A row it holds (`lease` > 0) carries this process's own

@@ -267,18 +267,7 @@ class Store(ABC):
         with self.transaction() as tx:
             found = tx.fetch_all(query, {"channel": channel, "limit": limit})
             moves = [
-                Move(
-                    submission_id=int(row["id"]),
-                    from_status=Status(row["status"]),
-                    to_status=Status(row["status"]) if in_doubt else Status.REQUESTING,
-                    actor=worker,
-                    expect_locked_by=None,
-                    event=None if in_doubt else "attempt",
-                    locked_by=worker,
-                    lease=lease,
-                    attempt_delta=0 if in_doubt else 1,
-                    keep_error=True,
-                )
+                Move.claim(int(row["id"]), Status(row["status"]), worker, lease, verify=in_doubt)
                 for row in found
             ]
             return [sub for sub in self._apply(tx, moves) if sub is not None]

@@ -134,28 +134,14 @@ def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> M
     if sub.status is Status.FAILED:
         if sub.in_doubt:
             _forced(sub, force, "retry")
-            # Transient, so that the worker resends it instead of verifying it again.
-            return Move(
-                sub.id, Status.FAILED, Status.FAILED, actor, event="retry", retry_in=0,
-                error_kind=ErrorKind.TRANSIENT, last_error=sub.last_error,
-                detail=f"forced retry of an in-doubt row: {note}",
-            )  # fmt: skip
-        return Move(
-            sub.id, Status.FAILED, Status.FAILED, actor, event="retry", retry_in=0,
-            keep_error=True, detail=note or "retry requested",
-        )  # fmt: skip
+            return Move.forced_retry(sub, actor, f"forced retry of an in-doubt row: {note}")
+        return Move.retry(sub, actor, note or "retry requested")
     if sub.status is Status.REQUESTING:
         _not_in_flight(sub)
         if not sub.in_doubt:
             raise InvalidInput(f"{label(sub)} has not been sent yet; a worker will send it")
         _forced(sub, force, "retry")
-        # lease=None clears the lock: to the claim query the row is then "requesting,
-        # never attempted", due now, and a worker sends it again under the same key.
-        # A crash after this commit leaves exactly that.
-        return Move(
-            sub.id, Status.REQUESTING, Status.REQUESTING, actor, event="retry", retry_in=0,
-            keep_error=True, detail=f"forced retry of an in-doubt row: {note}",
-        )  # fmt: skip
+        return Move.forced_retry(sub, actor, f"forced retry of an in-doubt row: {note}")
     if sub.status is Status.REJECTED:
         raise TransitionNotAllowed(
             f"{label(sub)} was rejected by the provider; sending it unchanged cannot help: "
@@ -218,10 +204,7 @@ def resolve_mark_synced(
         if sub.attempts == 0:
             raise InvalidInput(f"{label(sub)} was never sent, so it cannot have arrived")
     actor = operator_actor(by)
-    move = Move(
-        sub.id, sub.status, Status.SYNCED, actor, event="mark_synced", remote_id=remote_id,
-        resolution=f"marked synced by {actor}: {note}", detail=f"remote id {remote_id}: {note}",
-    )  # fmt: skip
+    move = Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
     return Resolution("mark_synced", _apply_one(ledger, move))
 
 
@@ -275,20 +258,16 @@ def resolve_resend(
 def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
     """The move that ends all automatic work on a row and records the resolution."""
     if sub.status in (Status.FAILED, Status.REJECTED):
-        return Move(
-            sub.id, sub.status, sub.status, actor, event=event, keep_error=True,
-            resolution=resolution, detail=note,
-        )  # fmt: skip
+        return Move.give_up(sub, actor, event, resolution, note)
     if sub.status is Status.REQUESTING:
         _not_in_flight(sub)
         attempted = sub.attempts > 0  # an attempt was made: it may have arrived
-        return Move(
-            sub.id, Status.REQUESTING, Status.FAILED, actor, event=event,
-            error_kind=ErrorKind.AMBIGUOUS if attempted else ErrorKind.TRANSIENT,
-            last_error=sub.last_error
-            or ("the outcome of the last attempt is unknown" if attempted else "never sent"),
-            resolution=resolution, detail=note,
-        )  # fmt: skip
+        failure = (
+            (ErrorKind.AMBIGUOUS, sub.last_error or "the outcome of the last attempt is unknown")
+            if attempted
+            else (ErrorKind.TRANSIENT, sub.last_error or "never sent")
+        )
+        return Move.give_up(sub, actor, event, resolution, note, failure)
     raise TransitionNotAllowed(f"{label(sub)} is synced: final, nothing to {event}")
 
 
