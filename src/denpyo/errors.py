@@ -3,7 +3,7 @@
 ::
 
     DenpyoError
-    ├── ConfigurationError          the program is wired wrongly; nothing was written
+    ├── ConfigurationError          wired wrongly (a URL, a setting out of range); nothing written
     │   ├── InvalidDatabaseURL      a URL denpyo cannot open
     │   ├── UnknownChannel          a channel name no one registered
     │   └── SchemaError             tables missing, or newer than this denpyo
@@ -11,11 +11,13 @@
     │   ├── PayloadNotJSON
     │   ├── PayloadTooLarge
     │   ├── InvalidKey              empty, too long, or not text
-    │   └── KeyReused               the channel and key exist with another payload
+    │   ├── KeyReused               the channel and key exist with another payload
+    │   └── SubmissionNotFound      no row has that id, or that channel and key
     ├── TransitionNotAllowed        a status move SPEC §4 forbids
     ├── LeaseLost                   another process settled or took the row first
     │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
+    ├── DemoError                   the demo could not play its story
     ├── SubmissionError             submit() ended without `synced`; .submission tells the state
     │   ├── SubmissionRejected      the provider refused on business grounds
     │   ├── SubmissionFailed        a transient or ambiguous failure, recorded as `failed`
@@ -42,7 +44,13 @@ class DenpyoError(Exception):
 
 
 class ConfigurationError(DenpyoError):
-    """The program is wired wrongly (URL, channel registration, schema)."""
+    """The program is wired wrongly (URL, channel or worker settings, schema)."""
+
+
+def require(ok: bool, message: str) -> None:
+    """A setting out of range is a wiring mistake, refused where it is made."""
+    if not ok:
+        raise ConfigurationError(message)
 
 
 class InvalidDatabaseURL(ConfigurationError):
@@ -77,6 +85,10 @@ class KeyReused(InvalidInput):
     """The channel and key exist with a different payload: one key names one intended call."""
 
 
+class SubmissionNotFound(InvalidInput):
+    """No submission has that id, or that channel and key."""
+
+
 class TransitionNotAllowed(DenpyoError):
     """A status move that SPEC §4 does not allow was asked for."""
 
@@ -92,6 +104,10 @@ class LeaseExpired(LeaseLost):
 
 class StoreError(DenpyoError):
     """The database refused an operation; the driver's exception is `__cause__`."""
+
+
+class DemoError(DenpyoError):
+    """The demo could not play its story (a sender died early, a wait ran out)."""
 
 
 class SubmissionError(DenpyoError):

@@ -189,21 +189,30 @@ def test_renewal_that_fails_stops_calls_past_the_lease_alerts_once_and_recovers(
     ledger.channel("c", lease=0.9, concurrency=1, verify=lambda sub: denpyo.NotDelivered())(send)
     ledger.enqueue_many("c", [(f"k{i:02}", {}) for i in range(12)])
 
+    real_upkeep = ledger.store.upkeep
+
     def renew(holds: Any) -> set[int]:
         if outage[0]:
             raise denpyo.StoreError("the database is unreachable")
         return real_renew(holds)
 
+    def upkeep() -> None:
+        if outage[0]:
+            raise denpyo.StoreError("the database is unreachable")
+        real_upkeep()
+
     monkeypatch.setattr(ledger.store, "renew", renew)
+    monkeypatch.setattr(ledger.store, "upkeep", upkeep)
 
     async def main() -> denpyo.WorkReport:
         worker = Worker(ledger, poll_interval=0.05)
         task = asyncio.create_task(worker.run())
         await asyncio.sleep(2.0)
         outage[0] = False  # the database is back
-        while sum(calls.values()) < 12:
+        for _ in range(400):  # the work ends, and a round of renewals works again
+            if sum(calls.values()) >= 12 and worker.renewal_failing_since is None:
+                break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
         recovered = worker.renewal_failing_since is None
         worker.stop()
         report = await task

@@ -12,6 +12,7 @@ from denpyo.domain.policy import (
     decide_in_doubt,
     settle,
 )
+from denpyo.errors import ConfigurationError
 
 NO_JITTER = Backoff(initial=2.0, maximum=100.0, jitter=0.0)
 
@@ -47,7 +48,7 @@ def test_retry_after_wins_within_maximum() -> None:
 
 @pytest.mark.parametrize("bad", [dict(initial=-1), dict(initial=5, maximum=1), dict(jitter=2)])
 def test_backoff_rejects_nonsense(bad: dict[str, float]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError):
         Backoff(**bad)
 
 

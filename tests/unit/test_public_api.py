@@ -1,5 +1,9 @@
 """The public API is deliberately small: this test guards it."""
 
+from pathlib import Path
+
+import pytest
+
 import denpyo
 import denpyo.errors
 
@@ -30,3 +34,47 @@ def test_every_error_descends_from_one_base() -> None:
         ):
             assert issubclass(obj, denpyo.DenpyoError), name
             assert name in (denpyo.errors.__doc__ or ""), f"{name} missing from the error tree"
+
+
+def test_every_denpyo_error_the_package_defines_lives_in_the_error_tree() -> None:
+    """Import every module, then walk DenpyoError's subclasses: each is defined in
+    errors.py and drawn in its docstring, so the tree there is the whole tree."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.walk_packages(denpyo.__path__, "denpyo."):
+        if module.name.split(".")[-1] != "__main__":
+            importlib.import_module(module.name)
+    found, todo = set(), [denpyo.DenpyoError]
+    while todo:
+        cls = todo.pop()
+        found.add(cls)
+        todo.extend(cls.__subclasses__())
+    for cls in found:
+        assert cls.__module__ == "denpyo.errors", (
+            f"{cls.__qualname__} is defined in {cls.__module__}"
+        )
+        assert cls.__name__ in (denpyo.errors.__doc__ or ""), f"{cls.__name__} not in the tree"
+    assert len(found) > 20
+
+
+def test_settings_out_of_range_are_configuration_errors(tmp_path: Path) -> None:
+    from denpyo.engine.worker import Worker
+
+    ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/never-written.db")
+    try:
+        bad: list[dict[str, object]] = [
+            {"lease": 0}, {"concurrency": 0}, {"rate_limit": -1}, {"max_attempts": 0},
+            {"verify": "not callable"},
+        ]  # fmt: skip
+        for options in bad:
+            with pytest.raises(denpyo.ConfigurationError):
+                ledger.channel("c", **options)(lambda sub: "r")  # type: ignore[arg-type]
+        assert ledger.channels == {}
+        with pytest.raises(denpyo.ConfigurationError):
+            denpyo.Backoff(initial=5, maximum=1)
+        for worker_options in ({"concurrency": 0}, {"poll_interval": 0}, {"grace": -1}):
+            with pytest.raises(denpyo.ConfigurationError):
+                Worker(ledger, **worker_options)  # type: ignore[arg-type]
+    finally:
+        ledger.close()

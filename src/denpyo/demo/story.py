@@ -45,7 +45,7 @@ from denpyo.demo.senders import (
     send_naive,
 )
 from denpyo.engine import operator as op
-from denpyo.errors import DenpyoError
+from denpyo.errors import DemoError
 from denpyo.testing import FakeProvider
 
 NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -66,10 +66,6 @@ SQL = {
     "WHERE status = 'synced'",
 }
 STATS = "the provider: GET /stats"
-
-
-class DemoError(DenpyoError):
-    """The demo could not play its story (a sender died early, a wait ran out)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from denpyo.errors import require
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -20,12 +22,9 @@ class Backoff:
     jitter: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.initial < 0 or self.maximum < 0 or self.maximum < self.initial:
-            raise ValueError("Backoff needs 0 <= initial <= maximum")
-        if self.multiplier < 1:
-            raise ValueError("Backoff.multiplier must be at least 1")
-        if not 0 <= self.jitter <= 1:
-            raise ValueError("Backoff.jitter must be between 0 and 1")
+        require(0 <= self.initial <= self.maximum, "Backoff needs 0 <= initial <= maximum")
+        require(self.multiplier >= 1, "Backoff.multiplier must be at least 1")
+        require(0 <= self.jitter <= 1, "Backoff.jitter must be between 0 and 1")
 
     def delay(
         self,

@@ -15,7 +15,7 @@ from enum import Enum
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
-from denpyo.errors import Rejected, Transient
+from denpyo.errors import Rejected, Transient, require
 
 
 class OutcomeKind(Enum):
@@ -62,8 +62,7 @@ class RetryPolicy:
     idempotent: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+        require(self.max_attempts >= 1, "max_attempts must be at least 1")
 
     @property
     def settles_doubt(self) -> bool:

@@ -12,6 +12,7 @@ from denpyo.domain.backoff import Backoff
 from denpyo.domain.policy import Outcome, OutcomeKind, RetryPolicy, classify_exception
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
+from denpyo.errors import require
 
 SendFn = Callable[[Submission], "str | Awaitable[str | None] | None"]
 VerifyFn = Callable[[Submission], "Verdict | Awaitable[Verdict]"]
@@ -40,17 +41,20 @@ class ChannelSpec:
     classify: Classifier | None = None
 
     def __post_init__(self) -> None:
-        if not callable(self.send):
-            raise TypeError(f"channel {self.name!r}: the send function must be callable")
-        if self.verify is not None and not callable(self.verify):
-            raise TypeError(f"channel {self.name!r}: verify must be callable")
-        if self.lease <= 0:
-            raise ValueError(f"channel {self.name!r}: lease must be positive seconds")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"channel {self.name!r}: concurrency must be at least 1")
-        if self.rate_limit is not None and self.rate_limit <= 0:
-            raise ValueError(f"channel {self.name!r}: rate_limit must be positive calls/second")
-        RetryPolicy(self.max_attempts)  # validates max_attempts
+        """Every setting is checked here, once, when the channel is registered."""
+        where = f"channel {self.name!r}"
+        require(callable(self.send), f"{where}: the send function must be callable")
+        require(self.verify is None or callable(self.verify), f"{where}: verify must be callable")
+        require(self.lease > 0, f"{where}: lease must be positive seconds")
+        require(
+            self.concurrency is None or self.concurrency >= 1,
+            f"{where}: concurrency must be at least 1",
+        )
+        require(
+            self.rate_limit is None or self.rate_limit > 0,
+            f"{where}: rate_limit must be positive calls/second",
+        )
+        require(self.max_attempts >= 1, f"{where}: max_attempts must be at least 1")
 
     @cached_property
     def policy(self) -> RetryPolicy:

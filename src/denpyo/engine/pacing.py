@@ -15,8 +15,6 @@ class TokenBucket:
     """`rate` calls per second on average, bursts of at most `burst` calls."""
 
     def __init__(self, rate: float, burst: float | None = None) -> None:
-        if rate <= 0:
-            raise ValueError("rate must be positive")
         self.rate = rate
         self.burst = max(burst if burst is not None else rate, 1.0)
         self.tokens = self.burst

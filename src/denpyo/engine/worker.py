@@ -44,6 +44,7 @@ from denpyo.engine.batching import SettleBatcher
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Flows
 from denpyo.engine.pacing import TokenBucket
+from denpyo.errors import require
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -99,10 +100,9 @@ class Worker:
         grace: float = 30.0,
         actor: str | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if poll_interval <= 0 or grace < 0:
-            raise ValueError("poll_interval must be positive and grace not negative")
+        require(concurrency >= 1, "the worker's concurrency must be at least 1")
+        require(poll_interval > 0, "the worker's poll_interval must be positive seconds")
+        require(grace >= 0, "the worker's grace must not be negative")
         self.ledger = ledger
         self.concurrency = concurrency
         self.poll_interval = poll_interval
@@ -398,7 +398,7 @@ class Worker:
             self._renewal_failed(exc, since, shortest)
         else:
             self.renewed_at = since
-            if rows and self.renewal_failing_since is not None:
+            if self.renewal_failing_since is not None:
                 log.warning(
                     "lease renewal works again after %.1fs",
                     since - self.renewal_failing_since,

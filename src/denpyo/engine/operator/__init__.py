@@ -49,7 +49,6 @@ from denpyo.engine.operator._act import (
 from denpyo.engine.operator._read import (
     History,
     StatusReport,
-    SubmissionNotFound,
     event_json,
     find,
     history,
@@ -67,6 +66,7 @@ from denpyo.engine.operator._run import (
     require_channels,
     serve,
 )
+from denpyo.errors import SubmissionNotFound
 
 __all__ = [
     "MAX_NOTE_LENGTH",

@@ -11,14 +11,10 @@ from denpyo.domain.filters import Filter, parse_when
 from denpyo.domain.limits import check_channel_name
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import InvalidInput
+from denpyo.errors import InvalidInput, SubmissionNotFound
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
-
-
-class SubmissionNotFound(InvalidInput):
-    """No submission has that id, or that channel and key."""
 
 
 def operator_actor(by: str | None = None) -> str:
