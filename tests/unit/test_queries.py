@@ -47,3 +47,32 @@ def _present(dialect: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def test_shared_predicates_are_defined_once_per_database() -> None:
+    """ "In doubt" and "needs a person" are fragments, the same names in every file,
+    and no query spells them out by hand."""
+    from importlib import resources
+
+    from denpyo.store.queries import load_fragments
+
+    for dialect in DIALECTS:
+        text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
+        fragments = load_fragments(text)
+        assert set(fragments) == {"in_doubt", "needs_a_person"}, dialect
+        queries = load_queries(dialect)
+        assert "{{" not in "".join(queries.values())
+        assert "$." not in "".join(queries.values())
+        outside = text.split("\n-- schema_version_create:", 1)[1]
+        assert outside.count("error_kind = 'ambiguous')") == 0, dialect
+
+
+def test_a_fragment_expands_with_or_without_an_alias() -> None:
+    from denpyo.store.queries import expand
+
+    fragments = {"late": "$.due < now()", "open": "{{late}} AND $.done IS NULL"}
+    assert expand("WHERE {{late}}", fragments) == "WHERE (due < now())"
+    assert expand("WHERE {{late s}}", fragments) == "WHERE (s.due < now())"
+    assert expand("{{open s}}", fragments) == "((s.due < now()) AND s.done IS NULL)"
+    with pytest.raises(ValueError, match="no fragment named gone"):
+        expand("{{gone}}", fragments)

@@ -2,6 +2,13 @@
 
 Each query starts with a header line `-- name: what it does` and runs to the
 next header. The files are split once, at import of the store module.
+
+A predicate that several queries share is written once, as a fragment at the
+top of the file: a header `-- @name: what it means`, then its SQL up to the next
+blank line, with `$.` before each column. A query includes it as `{{name}}`, or
+`{{name s}}` for the table aliased `s` (`$.status` becomes `s.status`). The
+expanded text is exactly what the query would spell out, so the planner sees
+the same predicates (partial indexes still match).
 """
 
 from __future__ import annotations
@@ -11,13 +18,41 @@ from functools import cache
 from importlib import resources
 
 HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*): (.+)$", re.MULTILINE)
+FRAGMENT = re.compile(r"^-- @([a-z][a-z0-9_]*): .+\n((?:.+\n?)+)", re.MULTILINE)
+INCLUDE = re.compile(r"\{\{([a-z][a-z0-9_]*)(?: ([a-z][a-z0-9_]*))?\}\}")
 DIALECTS = ("sqlite", "postgresql", "mysql")
+
+
+def load_fragments(text: str) -> dict[str, str]:
+    """{name: sql} of the fragments in a query file (`$.` still in place)."""
+    return {match.group(1): match.group(2).strip() for match in FRAGMENT.finditer(text)}
+
+
+def expand(sql: str, fragments: dict[str, str], depth: int = 0) -> str:
+    """Replace each `{{name}}` / `{{name alias}}` by its fragment, in parentheses. A
+    fragment included by another without an alias takes the outer one's."""
+    if depth > 5:
+        raise ValueError("fragments include each other too deeply")
+
+    def one(match: re.Match[str]) -> str:
+        name, alias = match.group(1), match.group(2)
+        if name not in fragments:
+            raise ValueError(f"no fragment named {name}")
+        body = expand(fragments[name], fragments, depth + 1)
+        if alias is not None:
+            body = body.replace("$.", f"{alias}.")
+        elif depth == 0:  # in a query: bare column names
+            body = body.replace("$.", "")
+        return f"({body})"
+
+    return INCLUDE.sub(one, sql)
 
 
 @cache
 def load_queries(dialect: str) -> dict[str, str]:
     """Return {name: sql} for a dialect; the header comment stays as the first line."""
     text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
+    fragments = load_fragments(text)
     matches = list(HEADER.finditer(text))
     queries: dict[str, str] = {}
     for match, following in zip(matches, [*matches[1:], None], strict=True):
@@ -25,7 +60,7 @@ def load_queries(dialect: str) -> dict[str, str]:
         body = text[match.start() : end].strip().rstrip(";").strip()
         if match.group(1) in queries:
             raise ValueError(f"{dialect}.sql defines {match.group(1)} twice")
-        queries[match.group(1)] = body
+        queries[match.group(1)] = expand(body, fragments)
     return queries
 
 

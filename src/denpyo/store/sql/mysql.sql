@@ -13,6 +13,16 @@
 --   and gives back what RETURNING gives elsewhere: the move's row, read back with
 --   submission_get in the same transaction under the row lock.
 
+-- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
+OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
+
+-- @needs_a_person: in doubt, exhausted (`failed` with no next attempt) or rejected, and not resolved
+$.resolution IS NULL
+AND (($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
+     OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
+     OR $.status = 'rejected')
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INT         NOT NULL PRIMARY KEY,
@@ -48,20 +58,17 @@ RETURNING *, 0 AS in_doubt;
 
 -- submission_get: one submission by id
 SELECT *,
-    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = %(id)s;
 
 -- submission_get_many: submissions by id (a batch of moves read back; MysqlStore._apply)
 SELECT *,
-    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id IN %(ids)s;
 
 -- submission_get_by_key: one submission by channel and business key
 SELECT *,
-    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND `key` = %(key)s;
 
 -- submission_find_ready: due rows of one channel that a sender may attempt now
@@ -88,8 +95,7 @@ FOR UPDATE SKIP LOCKED;
 SELECT s.id, s.status FROM denpyo_submissions s FORCE INDEX (denpyo_submissions_due)
 WHERE s.channel = %(channel)s
   AND s.next_attempt_at <= UTC_TIMESTAMP(6)
-  AND ((s.status = 'requesting' AND s.locked_until <= UTC_TIMESTAMP(6))
-       OR (s.status = 'failed' AND s.error_kind = 'ambiguous'))
+  AND ({{in_doubt s}})
 ORDER BY s.next_attempt_at, s.id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -139,8 +145,7 @@ SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
 -- MariaDB's CAST ignores the offset, so CONVERT_TZ applies it. LENGTH counts bytes in
 -- MariaDB, so the key prefix is measured with CHAR_LENGTH.
 SELECT *,
-    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
 WHERE (%(all_statuses)s
        OR status IN (%(status0)s, %(status1)s, %(status2)s, %(status3)s))
@@ -154,13 +159,9 @@ WHERE (%(all_statuses)s
   AND (%(key_prefix)s IS NULL
        OR LEFT(`key`, CHAR_LENGTH(%(key_prefix)s)) = %(key_prefix)s)
   AND (%(in_doubt)s IS NULL OR %(in_doubt)s = CASE
-        WHEN (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END)
+        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
   AND (%(needs_attention)s IS NULL OR %(needs_attention)s = CASE
-        WHEN resolution IS NULL
-         AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-              OR status = 'rejected') THEN 1 ELSE 0 END)
+        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
   AND (%(resolved)s IS NULL
        OR %(resolved)s = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
 ORDER BY id DESC
@@ -176,18 +177,14 @@ ORDER BY channel, status;
 -- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
 SELECT
     COALESCE(SUM(CASE
-        WHEN (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END), 0) AS in_doubt,
+        WHEN {{in_doubt}} THEN 1 ELSE 0 END), 0) AS in_doubt,
     COALESCE(SUM(CASE
         WHEN status = 'failed' AND next_attempt_at IS NULL AND resolution IS NULL
          AND COALESCE(error_kind, '') <> 'ambiguous' THEN 1 ELSE 0 END), 0) AS exhausted,
     COALESCE(SUM(CASE
         WHEN status = 'rejected' AND resolution IS NULL THEN 1 ELSE 0 END), 0) AS rejected_open,
     COALESCE(SUM(CASE
-        WHEN resolution IS NULL
-         AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-              OR status = 'rejected') THEN 1 ELSE 0 END), 0) AS needs_attention,
+        WHEN {{needs_a_person}} THEN 1 ELSE 0 END), 0) AS needs_attention,
     COALESCE(SUM(CASE
         WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
         THEN 1 ELSE 0 END), 0) AS pending,
@@ -203,13 +200,11 @@ WHERE status IN ('requesting', 'failed', 'rejected') AND (%(channel)s IS NULL OR
 SELECT COUNT(*) AS n FROM denpyo_submissions
 WHERE channel = %(channel)s
   AND next_attempt_at <= UTC_TIMESTAMP(6)
-  AND ((status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-       OR (status = 'failed' AND error_kind = 'ambiguous'));
+  AND ({{in_doubt}});
 
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
-    (status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
 
 -- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for

@@ -1,6 +1,16 @@
 -- Named queries for PostgreSQL. Each query starts with a line `-- name: what it does`.
 -- Times come from the database clock (now()); claims skip rows other workers hold.
 
+-- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+($.status = 'requesting' AND $.locked_until <= now())
+OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
+
+-- @needs_a_person: in doubt, exhausted (`failed` with no next attempt) or rejected, and not resolved
+$.resolution IS NULL
+AND (($.status = 'requesting' AND $.locked_until <= now())
+     OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
+     OR $.status = 'rejected')
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    integer PRIMARY KEY,
@@ -37,14 +47,12 @@ SELECT pg_notify('denpyo', %(channel)s);
 
 -- submission_get: one submission by id
 SELECT *,
-    (status = 'requesting' AND locked_until <= now())
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = %(id)s;
 
 -- submission_get_by_key: one submission by channel and business key
 SELECT *,
-    (status = 'requesting' AND locked_until <= now())
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
 -- event_insert: one line of a submission's history
@@ -61,8 +69,7 @@ SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
 -- Not yet indexed for ten million rows: the counts and filters scan the table.
 SELECT *,
-    (status = 'requesting' AND locked_until <= now())
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
 WHERE (%(all_statuses)s::boolean
        OR status IN (%(status0)s::text, %(status1)s::text, %(status2)s::text, %(status3)s::text))
@@ -72,13 +79,9 @@ WHERE (%(all_statuses)s::boolean
   AND (%(key_prefix)s::text IS NULL
        OR substr(key, 1, length(%(key_prefix)s::text)) = %(key_prefix)s::text)
   AND (%(in_doubt)s::int IS NULL OR %(in_doubt)s::int = CASE
-        WHEN (status = 'requesting' AND locked_until <= now())
-          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END)
+        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
   AND (%(needs_attention)s::int IS NULL OR %(needs_attention)s::int = CASE
-        WHEN resolution IS NULL
-         AND ((status = 'requesting' AND locked_until <= now())
-              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-              OR status = 'rejected') THEN 1 ELSE 0 END)
+        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
   AND (%(resolved)s::int IS NULL
        OR %(resolved)s::int = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
 ORDER BY id DESC
@@ -155,8 +158,7 @@ WHERE channel = %(channel)s
 
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
-    (status = 'requesting' AND locked_until <= now())
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
 
 -- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
@@ -266,8 +268,7 @@ UPDATE denpyo_submissions s SET
     updated_at = now()
 FROM due WHERE s.id = due.id
 RETURNING s.*,
-    (s.status = 'requesting' AND s.locked_until <= now())
-    OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt;
+    {{in_doubt s}} AS in_doubt;
 
 -- submission_move_one: compare-and-set one row from its expected status and holder to its next state, with its event
 -- The batch below, given one move (an inline submit's settle, say), is planned
@@ -296,8 +297,7 @@ WITH moved AS (
            OR (%(expect_locked_by)s::text IS NULL
                AND (locked_until IS NULL OR locked_until <= now())))
     RETURNING *,
-        (status = 'requesting' AND locked_until <= now())
-        OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+        {{in_doubt}} AS in_doubt
 ), events AS (
     INSERT INTO denpyo_events
         (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
@@ -342,8 +342,7 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
                AND (s.locked_until IS NULL OR s.locked_until <= now())))
     RETURNING s.*, m.ord, m.event, m.actor AS event_actor, m.detail AS event_detail,
         m.duration_ms AS event_duration_ms, m.from_status AS event_from, m.payload_known,
-        (s.status = 'requesting' AND s.locked_until <= now())
-        OR (s.status = 'failed' AND s.error_kind = 'ambiguous') AS in_doubt
+        {{in_doubt s}} AS in_doubt
 ), events AS (
     INSERT INTO denpyo_events
         (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)

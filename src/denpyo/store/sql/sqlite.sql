@@ -2,6 +2,16 @@
 -- Times come from the database clock as UTC text; a lease of N seconds is
 -- strftime(..., 'now', '+N seconds'). Writers run inside BEGIN IMMEDIATE.
 
+-- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
+
+-- @needs_a_person: in doubt, exhausted (`failed` with no next attempt) or rejected, and not resolved
+$.resolution IS NULL
+AND (($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
+     OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
+     OR $.status = 'rejected')
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INTEGER PRIMARY KEY,
@@ -39,14 +49,12 @@ RETURNING *, 0 AS in_doubt;
 
 -- submission_get: one submission by id
 SELECT *,
-    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = :id;
 
 -- submission_get_by_key: one submission by channel and business key
 SELECT *,
-    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = :channel AND key = :key;
 
 -- submission_find_ready: due rows of one channel that a sender may attempt now
@@ -66,8 +74,7 @@ LIMIT :limit;
 SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
-  AND ((s.status = 'requesting' AND s.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-       OR (s.status = 'failed' AND s.error_kind = 'ambiguous'))
+  AND ({{in_doubt s}})
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
@@ -95,8 +102,7 @@ WHERE id = :id AND status = :from_status
        OR (:expect_locked_by IS NULL
            AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
 RETURNING *,
-    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt;
+    {{in_doubt}} AS in_doubt;
 
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events
@@ -116,8 +122,7 @@ SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
 -- Not yet indexed for ten million rows: the counts and filters scan the table.
 SELECT *,
-    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
 WHERE (:all_statuses OR status IN (:status0, :status1, :status2, :status3))
   AND (:channel IS NULL OR channel = :channel)
@@ -125,13 +130,9 @@ WHERE (:all_statuses OR status IN (:status0, :status1, :status2, :status3))
   AND (:until IS NULL OR created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
   AND (:key_prefix IS NULL OR substr(key, 1, length(:key_prefix)) = :key_prefix)
   AND (:in_doubt IS NULL OR :in_doubt = CASE
-        WHEN (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END)
+        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
   AND (:needs_attention IS NULL OR :needs_attention = CASE
-        WHEN resolution IS NULL
-         AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-              OR status = 'rejected') THEN 1 ELSE 0 END)
+        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
   AND (:resolved IS NULL OR :resolved = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
 ORDER BY id DESC
 LIMIT :limit;
@@ -146,18 +147,14 @@ ORDER BY channel, status;
 -- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
 SELECT
     COALESCE(SUM(CASE
-        WHEN (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-          OR (status = 'failed' AND error_kind = 'ambiguous') THEN 1 ELSE 0 END), 0) AS in_doubt,
+        WHEN {{in_doubt}} THEN 1 ELSE 0 END), 0) AS in_doubt,
     COALESCE(SUM(CASE
         WHEN status = 'failed' AND next_attempt_at IS NULL AND resolution IS NULL
          AND COALESCE(error_kind, '') <> 'ambiguous' THEN 1 ELSE 0 END), 0) AS exhausted,
     COALESCE(SUM(CASE
         WHEN status = 'rejected' AND resolution IS NULL THEN 1 ELSE 0 END), 0) AS rejected_open,
     COALESCE(SUM(CASE
-        WHEN resolution IS NULL
-         AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-              OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-              OR status = 'rejected') THEN 1 ELSE 0 END), 0) AS needs_attention,
+        WHEN {{needs_a_person}} THEN 1 ELSE 0 END), 0) AS needs_attention,
     COALESCE(SUM(CASE
         WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
         THEN 1 ELSE 0 END), 0) AS pending,
@@ -173,13 +170,11 @@ WHERE status IN ('requesting', 'failed', 'rejected') AND (:channel IS NULL OR ch
 SELECT COUNT(*) AS n FROM denpyo_submissions
 WHERE channel = :channel
   AND next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
-  AND ((status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-       OR (status = 'failed' AND error_kind = 'ambiguous'));
+  AND ({{in_doubt}});
 
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
-    (status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-    OR (status = 'failed' AND error_kind = 'ambiguous') AS in_doubt
+    {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = :id ORDER BY id LIMIT 1;
 
 -- submission_renew_lock: which of a list of rows one holder still holds (ids: a JSON array)
