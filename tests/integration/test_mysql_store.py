@@ -22,7 +22,6 @@ import pytest
 
 import denpyo
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Move
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
 from denpyo.store import NewSubmission, open_store
 from denpyo.store.mysql import MysqlStore, check_server, connect_args
@@ -276,95 +275,6 @@ def test_list_filters_by_time_with_any_utc_offset(store: MysqlStore) -> None:
 # -- claims and moves -----------------------------------------------------------------------
 
 
-def test_two_claims_at_once_take_disjoint_rows(store: MysqlStore, db_url: str) -> None:
-    for i in range(200):
-        store.insert(new(f"k{i}"), actor="t")
-    other = open_store(db_url)
-    claimed: dict[str, list[int]] = {}
-    start = threading.Barrier(2)
-
-    def claim(name: str, s: denpyo.store.Store) -> None:
-        start.wait()
-        claimed[name] = [sub.id for sub in s.claim("c", worker=name, limit=150, lease=60)]
-
-    threads = [
-        threading.Thread(target=claim, args=("a", store)),
-        threading.Thread(target=claim, args=("b", other)),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    other.close()
-    a, b = set(claimed["a"]), set(claimed["b"])
-    assert len(a) == len(claimed["a"]) and len(b) == len(claimed["b"])
-    assert not a & b
-    assert len(a | b) == 200
-    attempts = query(
-        db_url, "SELECT COUNT(*) FROM denpyo_events WHERE kind = 'attempt' GROUP BY submission_id"
-    )
-    assert attempts == [(1,)] * 200
-
-
-def test_claim_skips_rows_another_transaction_has_locked(store: MysqlStore, db_url: str) -> None:
-    ids = [store.insert(new(f"k{i}"), actor="t")[0].id for i in range(10)]
-    locker = raw(db_url)
-    try:
-        with locker.cursor() as cursor:
-            # READ COMMITTED and one row at a time: under REPEATABLE READ a scan of this
-            # tiny table would keep every row it read locked, not only the five.
-            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            cursor.execute("BEGIN")
-            for row_id in ids[:5]:
-                cursor.execute(
-                    "SELECT id FROM denpyo_submissions WHERE id = %s FOR UPDATE", (row_id,)
-                )
-        started = time.monotonic()
-        claimed = store.claim("c", worker="w", limit=10, lease=60)
-        assert time.monotonic() - started < 5, "the claim waited for the locked rows"
-        assert sorted(sub.id for sub in claimed) == ids[5:]
-    finally:
-        locker.rollback()
-        locker.close()
-    assert sorted(sub.id for sub in store.claim("c", worker="w", limit=10, lease=60)) == ids[:5]
-
-
-def test_a_move_that_loses_its_compare_and_set_returns_none(store: MysqlStore) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=60)
-    requesting, synced = denpyo.Status.REQUESTING, denpyo.Status.SYNCED
-
-    def to_synced(expect: str | None) -> Move:
-        return Move(sub.id, requesting, synced, "x", expect_locked_by=expect, event="settle")
-
-    # another holder, or "nobody" while a live lease is held: both lose
-    assert store.move([to_synced("thief"), to_synced(None)]) == [None, None]
-    # a wrong expected status loses too
-    failed = denpyo.Status.FAILED
-    assert store.move([Move(sub.id, failed, synced, "x", expect_locked_by="holder")]) == [None]
-    [won] = store.move([to_synced("holder")])
-    assert won is not None and won.status is synced and won.locked_by is None
-    assert won.synced_at is not None and not won.in_doubt
-    assert store.move([to_synced("holder")]) == [None]  # already moved
-    assert [e.kind for e in store.events(sub.id)] == ["created", "attempt", "settle"]
-
-
-def test_expired_lease_counts_as_nobody_and_in_doubt(store: MysqlStore) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=60)
-    requesting = denpyo.Status.REQUESTING
-    expire = Move(
-        sub.id, requesting, requesting, "holder", expect_locked_by="holder",
-        locked_by="holder", lease=0, keep_error=True,
-    )  # fmt: skip
-    [expired] = store.move([expire])
-    assert expired is not None and expired.in_doubt and expired.locked_by == "holder"
-    take = Move(
-        sub.id, requesting, requesting, "r", expect_locked_by=None, locked_by="r",
-        lease=30, keep_error=True,
-    )  # fmt: skip
-    [held] = store.move([take])
-    assert held is not None and held.locked_by == "r" and not held.in_doubt
-
-
 def test_a_move_that_changes_nothing_still_counts_as_won(store: MysqlStore) -> None:
     """FOUND_ROWS: the row count means rows matched, not rows changed."""
     sub, _ = store.insert(new("k"), actor="holder", lease=60)
@@ -376,14 +286,6 @@ def test_a_move_that_changes_nothing_still_counts_as_won(store: MysqlStore) -> N
         cursor.execute("UPDATE denpyo_submissions SET status = status WHERE id = %s", (sub.id,))
         assert cursor.rowcount == 1
     conn.rollback()
-
-
-def test_renew_extends_only_the_holders_leases(store: MysqlStore) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=1)
-    assert store.renew([(sub.id, "holder", 60), (sub.id, "thief", 60)]) == {sub.id}
-    renewed = store.get(sub.id)
-    assert renewed is not None and renewed.locked_until is not None
-    assert renewed.locked_until - store.now() > timedelta(seconds=50)
 
 
 # -- the caller's transaction ---------------------------------------------------------------

@@ -52,9 +52,9 @@ class Move:
 
     # -- the engine's moves ------------------------------------------------------------
     #
-    # A lease of `seconds` > 0 holds the row for `token`; `lease=0` keeps the holder but
-    # expires the lease now (an in-doubt `requesting` row stays recognisable as one);
-    # `lease=None` clears the lock. These special values live here and nowhere else.
+    # A lease of `seconds` > 0 holds the row for `token`; `lease=0` sets `locked_until`
+    # to now, an expired lease, so that an in-doubt `requesting` row stays recognisable
+    # as one; `lease=None` clears it. These special values live here and nowhere else.
 
     @classmethod
     def claim(
