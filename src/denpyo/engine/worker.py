@@ -122,6 +122,7 @@ class Worker:
         self.tasks: dict[asyncio.Task[None], tuple[int, Hold]] = {}
         self.holds: dict[int, Hold] = {}
         self.renewed_at = time.monotonic()  # the last round of renewals that worked
+        self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
         self.renewal_failing_since: float | None = None  # monotonic, while renewals fail
         self.renewal_alerted = False
         self.buckets = {
@@ -383,6 +384,10 @@ class Worker:
         """One round of renewals. A renewal that fails extends no deadline; the
         outage is logged once, alerted past a third of the shortest lease, and
         over when a renewal succeeds again."""
+        async with self.renewing:
+            await self._renew_round()
+
+    async def _renew_round(self) -> None:
         shortest = self._shortest_lease()
         holds = list(self.holds.values())
         rows = [(row_id, hold.token, hold.lease.seconds) for row_id, hold in self.holds.items()]
