@@ -62,7 +62,7 @@ milliseconds drained three times the slots before it returned, and slots sat
 empty (measured: bench/CHANGES.md)."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Hold:
     """A row this worker holds: its lock token (a new one when a flow starts a new
     attempt), this process's deadline for starting its call, and, while it is only
@@ -72,9 +72,6 @@ class Hold:
     token: str
     lease: Lease
     verifying: Status | None = None
-
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
 
 
 @dataclass
