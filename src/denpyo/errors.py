@@ -142,7 +142,8 @@ class ChannelSignal(DenpyoError):
 class Transient(ChannelSignal):
     """The provider did not act (5xx, 429, refused connection): retry after back-off.
 
-    `retry_after` (seconds), when the provider said it, overrides the back-off.
+    `retry_after` (seconds), when the provider said it, is a floor for the back-off:
+    the next attempt waits the longer of the two.
     """
 
     def __init__(self, message: str = "transient failure", *, retry_after: float | None = None):

@@ -41,9 +41,12 @@ def test_backoff_jitter_stays_within_range() -> None:
     assert len(set(draws)) > 100
 
 
-def test_retry_after_wins_within_maximum() -> None:
+def test_retry_after_is_a_floor_within_maximum() -> None:
     assert NO_JITTER.delay(1, retry_after=30) == 30
     assert NO_JITTER.delay(1, retry_after=10_000) == 100
+    # Never shorter than the back-off: Retry-After 0 or 1 does not speed up retries.
+    assert NO_JITTER.delay(4, retry_after=0) == NO_JITTER.delay(4)
+    assert NO_JITTER.delay(4, retry_after=1) == NO_JITTER.delay(4) > 1
 
 
 @pytest.mark.parametrize("bad", [dict(initial=-1), dict(initial=5, maximum=1), dict(jitter=2)])

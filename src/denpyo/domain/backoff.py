@@ -33,11 +33,14 @@ class Backoff:
         retry_after: float | None = None,
         rng: random.Random | None = None,
     ) -> float:
-        """Seconds to wait after `attempts` attempts. A provider's Retry-After wins
-        over the computed delay (it knows its own limits), within `maximum`."""
-        if retry_after is not None and retry_after >= 0:
-            return min(retry_after, self.maximum)
+        """Seconds to wait after `attempts` attempts. A provider's Retry-After is a
+        floor, never a shortcut: the longer of it and the computed delay, within
+        `maximum` (a storm of `429, Retry-After: 0` must not use up every attempt
+        in a second)."""
         exponent = max(attempts - 1, 0)
         base = min(self.initial * self.multiplier ** min(exponent, 64), self.maximum)
         draw = (rng or random).random()
-        return base * (1 - self.jitter * draw)
+        delay = base * (1 - self.jitter * draw)
+        if retry_after is not None and retry_after > delay:
+            return min(retry_after, self.maximum)
+        return delay
