@@ -293,3 +293,17 @@ def test_a_call_whose_lease_ran_out_waiting_for_a_connection_never_leaves(
     assert provider.accepted_keys() == {"first": 1}
     fresh = replace(sub("fresh"), lease=Lease(30.0))
     assert isinstance(with_channel(channel, lambda ch: ch.send(fresh)), str)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["not a url", "http//missing-colon", "ftp://x/y", "http://", "http://127.0.0.1:99999/x", ""],
+)
+def test_a_malformed_url_is_refused_when_the_channel_is_made(bad: str) -> None:
+    """Not at the first call, where the client's error would be taken as ambiguous
+    and the row would wait for a person as if the call might have arrived."""
+    with pytest.raises(ConfigurationError, match="not an absolute http"):
+        HttpChannel(bad)
+    with pytest.raises(ConfigurationError, match="lookup_url"):
+        HttpChannel("http://127.0.0.1:8000/send", lookup_url=f"{bad}/{{idempotency_key}}")
+    HttpChannel("https://api.example/send", lookup_url="https://api.example/m/{idempotency_key}")

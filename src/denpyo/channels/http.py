@@ -90,6 +90,21 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def _checked_url(value: str, what: str) -> str:
+    """An absolute http(s) URL with a host and a valid port, else ConfigurationError
+    now: a URL the client cannot use would fail every call before a byte leaves."""
+    try:
+        url = URL(value.replace("{idempotency_key}", "key"))
+        valid = url.scheme in ("http", "https") and bool(url.host) and url.port is not None
+    except (TypeError, ValueError, AttributeError):
+        valid = False
+    if not valid:
+        raise ConfigurationError(
+            f"{what} {value!r} is not an absolute http:// or https:// URL with a host"
+        )
+    return value
+
+
 def _short(body: bytes) -> str:
     return body[: _BODY_LIMIT * 4].decode("utf-8", "replace").strip()[:_BODY_LIMIT]
 
@@ -120,7 +135,9 @@ class HttpChannel:
     ) -> None:
         if lookup_url is not None and "{idempotency_key}" not in lookup_url:
             raise ConfigurationError("lookup_url must contain the placeholder {idempotency_key}")
-        self.url = url
+        if lookup_url is not None:
+            _checked_url(lookup_url, "lookup_url")
+        self.url = _checked_url(url, "url")
         self.lookup_url = lookup_url
         self.timeout = timeout
         self.headers: dict[str, str] = dict(headers or {})
