@@ -48,14 +48,18 @@ class Lease:
             return 0.0
         return max(0.0, self.deadline - time.monotonic())
 
+    def check(self, what: str = "this row") -> None:
+        """Raise `LeaseExpired` if the call may no longer start."""
+        if self.left() <= 0:
+            raise LeaseExpired(
+                f"{what}: the lease may have run out (this process stalled, or could not "
+                "renew it); the call was not started"
+            )
+
     def begin(self) -> None:
         """Mark the call as started; raise `LeaseExpired` if it may no longer start."""
         with _lock:
-            if self.revoked or time.monotonic() >= self.deadline:
-                raise LeaseExpired(
-                    "the lease on this row may have run out (this process stalled, or "
-                    "could not renew it): the call was not started"
-                )
+            self.check()
             self.started = True
 
     def revoke(self) -> bool:

@@ -8,7 +8,6 @@ from typing import Any
 
 from denpyo.domain.lease import Lease
 from denpyo.domain.status import ErrorKind, Status
-from denpyo.errors import LeaseExpired
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +50,8 @@ class Submission:
         """Raise `LeaseExpired` if the call may no longer start: the row may belong to
         another sender by now. Raised before the request leaves, it is not a failure:
         the row is given back unsent."""
-        if self.lease is not None and self.lease.left() <= 0:
-            raise LeaseExpired(
-                f"{self.channel}:{self.key}: the lease on this row may have run out; "
-                "the call was not started"
-            )
+        if self.lease is not None:
+            self.lease.check(f"{self.channel}:{self.key}")
 
     @property
     def in_flight(self) -> bool:

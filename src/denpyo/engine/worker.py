@@ -386,13 +386,14 @@ class Worker:
 
     async def _renew_round(self) -> None:
         shortest = self._shortest_lease()
-        holds = list(self.holds.values())
-        rows = [(row_id, hold.token, hold.lease.seconds) for row_id, hold in self.holds.items()]
+        # Tokens as sent: a hold that starts a new attempt meanwhile is not this renewal's.
+        held = [(row_id, hold, hold.token) for row_id, hold in self.holds.items()]
         since = time.monotonic()
         try:
-            if rows:
+            if held:
+                rows = [(row_id, token, hold.lease.seconds) for row_id, hold, token in held]
                 renewed = await self.driver.in_db(self.ledger.store.renew, rows)
-                for (row_id, token, _), hold in zip(rows, holds, strict=True):
+                for row_id, hold, token in held:
                     if row_id in renewed and hold.token == token:
                         hold.lease.renewed(since)
             await self.driver.in_db(self.ledger.store.upkeep)
