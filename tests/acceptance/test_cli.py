@@ -95,7 +95,7 @@ def script_channel(ledger: denpyo.Ledger, **options: Any) -> dict[str, str]:
 def in_doubt(ledger: denpyo.Ledger, key: str, idempotency_key: str | None = None) -> int:
     """A row as a crash leaves it: attempted, its lease run out, due for the reconciler."""
     new = NewSubmission("email", key, idempotency_key or f"idem-{key}", json.dumps({"k": key}))
-    sub, _ = ledger.store.insert(new, actor="w/1", lease=60)
+    sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     S = denpyo.Status
     expire = Move(
         sub.id, S.REQUESTING, S.REQUESTING, "w/1", expect_locked_by="w/1", locked_by="w/1",

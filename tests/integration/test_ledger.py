@@ -6,6 +6,7 @@ import asyncio
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -289,22 +290,19 @@ def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> No
 
 
 def _move_paths(ledger: denpyo.Ledger) -> list[Callable[[list[Any]], list[Submission | None]]]:
-    """The ways moves reach the database: the store, and, where the worker runs its
-    claims and settles on its event loop (PostgreSQL), that path."""
+    """The ways moves reach the database: the store, and the worker's async form
+    (on its event loop where the driver has one: PostgreSQL)."""
 
     async def natively(batch: list[Any]) -> list[Submission | None]:
-        native = ledger.store.native_async()
-        assert native is not None
+        native = ledger.store.async_ops(db)
         await native.open()
         try:
             return await native.move(batch)
         finally:
             await native.close()
 
-    paths = [ledger.store.move]
-    if ledger.store.native_async() is not None:
-        paths.append(lambda batch: asyncio.run(natively(batch)))
-    return paths
+    db = ThreadPoolExecutor(1)
+    return [ledger.store.move, lambda batch: asyncio.run(natively(batch))]
 
 
 def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(

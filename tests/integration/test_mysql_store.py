@@ -230,7 +230,7 @@ def test_status_check_constraint_refuses_a_bad_status(db_url: str) -> None:
 
 def test_keys_compare_byte_for_byte(store: MysqlStore) -> None:
     keys = ["order:1", "ORDER:1", "order:1 ", "ördér:1"]
-    created = [store.insert(new(key), actor="t")[1] for key in keys]
+    created = [store.record(new(key), actor="t")[1] for key in keys]
     assert created == [True] * len(keys)
     for key in keys:
         found = store.get_by_key("c", key)
@@ -240,18 +240,18 @@ def test_keys_compare_byte_for_byte(store: MysqlStore) -> None:
 def test_duplicate_key_returns_the_row_but_a_duplicate_idempotency_key_raises(
     store: MysqlStore,
 ) -> None:
-    first, created = store.insert(new("k", idempotency_key="idem-1"), actor="t")
+    first, created = store.record(new("k", idempotency_key="idem-1"), actor="t")
     assert created
-    again, created = store.insert(new("k"), actor="t")
+    again, created = store.record(new("k"), actor="t")
     assert not created and again.id == first.id
     with pytest.raises(StoreError) as caught:
-        store.insert(new("other", idempotency_key="idem-1"), actor="t")
+        store.record(new("other", idempotency_key="idem-1"), actor="t")
     assert isinstance(caught.value.__cause__, pymysql.err.IntegrityError)
     assert store.get_by_key("c", "other") is None
 
 
 def test_times_are_aware_utc_from_the_database_clock(store: MysqlStore) -> None:
-    sub, _ = store.insert(new("k"), actor="t", lease=30)
+    sub, _ = store.record(new("k"), actor="t", lease=30)
     now = store.now()
     assert now.tzinfo is UTC
     assert sub.created_at is not None and sub.locked_until is not None
@@ -261,7 +261,7 @@ def test_times_are_aware_utc_from_the_database_clock(store: MysqlStore) -> None:
 
 
 def test_list_filters_by_time_with_any_utc_offset(store: MysqlStore) -> None:
-    sub, _ = store.insert(new("k"), actor="t")
+    sub, _ = store.record(new("k"), actor="t")
     assert sub.created_at is not None
     tokyo = timezone(timedelta(hours=9))
     before = (sub.created_at - timedelta(seconds=1)).astimezone(tokyo)
@@ -277,7 +277,7 @@ def test_list_filters_by_time_with_any_utc_offset(store: MysqlStore) -> None:
 
 def test_a_move_that_changes_nothing_still_counts_as_won(store: MysqlStore) -> None:
     """FOUND_ROWS: the row count means rows matched, not rows changed."""
-    sub, _ = store.insert(new("k"), actor="holder", lease=60)
+    sub, _ = store.record(new("k"), actor="holder", lease=60)
     conn = store._connection()
     assert conn.client_flag & pymysql.constants.CLIENT.FOUND_ROWS
     with conn.cursor() as cursor:
@@ -331,7 +331,7 @@ def _kill(url: str, connection_id: int) -> None:
 def test_reconnects_after_the_server_dropped_an_idle_connection(
     store: MysqlStore, db_url: str
 ) -> None:
-    sub, _ = store.insert(new("k"), actor="t")
+    sub, _ = store.record(new("k"), actor="t")
     first = store._connection()
     _kill(db_url, first.thread_id())
     time.sleep(0.1)
@@ -343,7 +343,7 @@ def test_reconnects_after_the_server_dropped_an_idle_connection(
 def test_a_transaction_cut_short_fails_and_the_next_one_reconnects(
     store: MysqlStore, db_url: str
 ) -> None:
-    sub, _ = store.insert(new("k"), actor="t")
+    sub, _ = store.record(new("k"), actor="t")
     with pytest.raises(StoreError) as caught, store.transaction() as tx:
         tx.fetch_one("submission_get", {"id": sub.id})
         conn = store._connection()
@@ -352,7 +352,7 @@ def test_a_transaction_cut_short_fails_and_the_next_one_reconnects(
         tx.fetch_one("submission_get", {"id": sub.id})
     assert isinstance(caught.value.__cause__, pymysql.err.MySQLError)
     assert store.get(sub.id) is not None
-    assert store.insert(new("k2"), actor="t")[1]
+    assert store.record(new("k2"), actor="t")[1]
 
 
 def test_each_thread_has_its_own_connection(store: MysqlStore) -> None:

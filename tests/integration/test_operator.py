@@ -51,7 +51,7 @@ def submit(ledger: denpyo.Ledger, key: str, channel_name: str = "email") -> denp
 def in_doubt_requesting(ledger: denpyo.Ledger, key: str, channel_name: str = "email") -> int:
     """A row as a crash leaves it: `requesting`, attempted once, lease run out."""
     new = NewSubmission(channel_name, key, f"idem-{key}", json.dumps({"key": key}))
-    sub, _ = ledger.store.insert(new, actor="w/1", lease=60)
+    sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     S = denpyo.Status
     expire = Move(
         sub.id, S.REQUESTING, S.REQUESTING, "w/1", expect_locked_by="w/1", locked_by="w/1",
@@ -64,7 +64,7 @@ def in_doubt_requesting(ledger: denpyo.Ledger, key: str, channel_name: str = "em
 
 def in_flight(ledger: denpyo.Ledger, key: str) -> int:
     new = NewSubmission("email", key, f"idem-{key}", "{}")
-    sub, _ = ledger.store.insert(new, actor="w/2", lease=600)
+    sub, _ = ledger.store.record(new, actor="w/2", lease=600)
     return sub.id
 
 
@@ -335,7 +335,7 @@ def test_resend_is_one_transaction(ledger: denpyo.Ledger, mixed: dict[str, int])
         return Move(mixed["k-rejected"], S.FAILED, S.FAILED, "operator:x", event="resend")
 
     with pytest.raises(denpyo.LeaseLost):
-        ledger.store.insert_resend(new, actor="operator:x", detail="d", replace=stale)
+        ledger.store.record_resend(new, actor="operator:x", detail="d", replace=stale)
     assert ledger.get("email", "k-new") is None
 
 

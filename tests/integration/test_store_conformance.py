@@ -1,11 +1,13 @@
 """The store's contract under concurrency, the same on SQLite, PostgreSQL and MariaDB:
 two claimers take disjoint rows, a locked row is skipped, a compare-and-set loses
 when the row moved, an expired lease counts as nobody's, renewal extends only the
-holder's leases. Each test on a fresh real database."""
+holder's leases, a batch mixes winners and losers, a key is recorded once, prune
+takes only settled rows, the counts follow the moves. Each test on a fresh real database."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -34,7 +36,7 @@ def new(key: str, channel: str = "c") -> NewSubmission:
 
 def test_two_claims_at_once_take_disjoint_rows(store: Store, db_url: str, sql: SQL) -> None:
     for i in range(200):
-        store.insert(new(f"k{i}"), actor="t")
+        store.record(new(f"k{i}"), actor="t")
     other = open_store(db_url)
     claimed: dict[str, list[int]] = {}
     start = threading.Barrier(2)
@@ -68,7 +70,7 @@ def test_claim_skips_rows_another_transaction_has_locked(
 ) -> None:
     """(SQLite has one writer at a time and no row locks: nothing to skip.) If the
     claim waited for the locked rows, it would never return while they are held."""
-    ids = [store.insert(new(f"k{i}"), actor="t")[0].id for i in range(10)]
+    ids = [store.record(new(f"k{i}"), actor="t")[0].id for i in range(10)]
     locker = driver_connection(backend, db_url)
     try:
         cursor = locker.cursor()
@@ -88,7 +90,7 @@ def test_claim_skips_rows_another_transaction_has_locked(
 
 
 def test_a_move_that_loses_its_compare_and_set_returns_none(store: Store) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=60)
+    sub, _ = store.record(new("k"), actor="holder", lease=60)
 
     def to_synced(expect: str | None) -> Move:
         return Move(
@@ -108,7 +110,7 @@ def test_a_move_that_loses_its_compare_and_set_returns_none(store: Store) -> Non
 
 
 def test_an_expired_lease_counts_as_nobody_and_in_doubt(store: Store) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=60)
+    sub, _ = store.record(new("k"), actor="holder", lease=60)
     [expired] = store.move([Move.still_in_doubt(sub, "holder", 0, "lease run out")])
     assert expired is not None and expired.in_doubt
     [verifying] = store.claim("c", worker="r", limit=5, lease=30, in_doubt=True)
@@ -117,10 +119,112 @@ def test_an_expired_lease_counts_as_nobody_and_in_doubt(store: Store) -> None:
 
 
 def test_renewal_extends_only_the_holders_leases(store: Store) -> None:
-    sub, _ = store.insert(new("k"), actor="holder", lease=1)
+    sub, _ = store.record(new("k"), actor="holder", lease=1)
     assert store.renew([(sub.id, "holder", 60), (sub.id, "thief", 60)]) == {sub.id}
     assert store.renew([(sub.id, "thief", 60)]) == set()
     renewed = store.get(sub.id)
     assert renewed is not None and renewed.locked_until is not None
     assert renewed.locked_until - store.now() > timedelta(seconds=50)
     assert renewed.status is Status.REQUESTING and renewed.locked_by == "holder"
+
+
+def test_a_batch_of_moves_mixes_winners_and_losers_in_order(store: Store) -> None:
+    """Results come back in the order of the moves, None for each loser; a row named
+    twice takes its moves one after the other, each with its event."""
+    a, _ = store.record(new("a"), actor="h", lease=60)
+    b, _ = store.record(new("b"), actor="h", lease=60)
+    moves = [
+        Move.release(a.id, "h", "never started"),
+        Move.release(b.id, "thief", "not the holder"),
+        Move.claim(a.id, Status.REQUESTING, "w2", 60, verify=False),
+        Move.release(a.id, "h", "no longer the holder"),
+    ]
+    released, lost, claimed, late = store.move(moves)
+    assert lost is None and late is None
+    assert released is not None and released.locked_by is None and released.attempts == 0
+    assert claimed is not None and claimed.locked_by == "w2" and claimed.attempts == 1
+    assert claimed.payload == {"n": 1}
+    assert [e.kind for e in store.events(a.id)] == ["created", "attempt", "released", "attempt"]
+    assert [e.kind for e in store.events(b.id)] == ["created", "attempt"]
+
+
+def test_record_returns_the_row_already_recorded_for_a_key(store: Store) -> None:
+    first, created = store.record(new("k"), actor="t")
+    again, created_again = store.record(new("k"), actor="t")
+    assert created and not created_again and again.id == first.id
+    assert again.idempotency_key == first.idempotency_key
+
+    seen: list[str] = []
+    recorded = store.record_many(
+        [new("k"), new("k2")], actor="t", check=lambda fresh, old: seen.append(old.key)
+    )
+    assert recorded == 1 and seen == ["k"]
+    assert [e.kind for e in store.events(first.id)] == ["created"]
+
+
+def test_prune_deletes_only_settled_rows_and_their_history(store: Store) -> None:
+    settled, _ = store.record(new("settled"), actor="h", lease=60)
+    [doubt] = store.move([Move.still_in_doubt(settled, "h", 0, "lease run out")])
+    assert doubt is not None
+    [synced] = store.move([Move.mark_synced(doubt, "op", "r-1", "found", "seen there")])
+    assert synced is not None and synced.status is Status.SYNCED
+    waiting, _ = store.record(new("waiting"), actor="t")
+    held, _ = store.record(new("held"), actor="h", lease=60)
+    time.sleep(0.02)  # created strictly before the cutoff, on a millisecond clock
+    assert store.prune(older_than=0, batch_size=10) == 1
+    assert store.get(settled.id) is None and store.events(settled.id) == []
+    assert store.get(waiting.id) is not None and store.get(held.id) is not None
+    assert store.prune(older_than=0, batch_size=10) == 0
+
+
+def test_counts_follow_the_moves(store: Store) -> None:
+    doubtful, _ = store.record(new("doubtful"), actor="h", lease=60)
+    store.move([Move.still_in_doubt(doubtful, "h", 0, "lease run out")])
+    store.record(new("waiting"), actor="t")
+    store.record(new("other", channel="d"), actor="t")
+    settled, _ = store.record(new("settled"), actor="h", lease=60)
+    [doubt] = store.move([Move.still_in_doubt(settled, "h", 0, "lease run out")])
+    assert doubt is not None
+    store.move([Move.mark_synced(doubt, "op", "r-1", "found", "seen there")])
+
+    assert sorted(store.count_by_status()) == [
+        ("c", Status.REQUESTING, 2), ("c", Status.SYNCED, 1), ("d", Status.REQUESTING, 1),
+    ]  # fmt: skip
+    counts = store.count_attention("c")
+    assert (counts["in_doubt"], counts["needs_attention"], counts["pending"]) == (1, 1, 2)
+    assert counts["oldest_pending"] is not None and counts["now"] >= counts["oldest_pending"]
+    assert store.count_attention("d")["in_doubt"] == 0
+    assert store.count_in_doubt_due("c") == 1
+
+
+CLAIM_INDEXES = {
+    "sqlite": {"submission_find_ready": "denpyo_submissions_ready",
+               "submission_find_in_doubt": "denpyo_submissions_in_doubt",
+               "submission_count_in_doubt_due": "denpyo_submissions_in_doubt"},
+    "postgresql": {"submission_claim_ready": "denpyo_submissions_ready",
+                   "submission_claim_in_doubt": "denpyo_submissions_in_doubt",
+                   "submission_count_in_doubt_due": "denpyo_submissions_in_doubt"},
+    "mysql": {"submission_find_ready": "denpyo_submissions_due",
+              "submission_find_in_doubt": "denpyo_submissions_due"},
+}  # fmt: skip
+
+
+def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url: str) -> None:
+    """The claims (and the reconciler's count) read their partial index, not the table:
+    the shared "in doubt" predicate must not hide the index's own from the planner.
+    PostgreSQL is asked with sequential scans off, so that an empty table's plan shows
+    whether the index can serve the query at all."""
+    params = {"channel": "c", "limit": 64, "worker": "w", "lease": 30.0}
+    conn = driver_connection(backend, db_url)
+    try:
+        cursor = conn.cursor()
+        if backend == "postgresql":
+            cursor.execute("SET enable_seqscan = off")
+        for name, index in CLAIM_INDEXES[backend].items():
+            explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
+            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
+            plan = "\n".join(str(row) for row in cursor.fetchall())
+            assert index in plan, (name, plan)
+    finally:
+        conn.rollback()
+        conn.close()

@@ -19,7 +19,7 @@ from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, checked_verdict
 from denpyo.engine.flows import Call, CallResult, Check, Effect, Settle, StoreOp
 from denpyo.store import Store
-from denpyo.store.base import NativeAsync
+from denpyo.store.driver import AsyncStore, InThreads
 
 T = TypeVar("T")
 
@@ -101,7 +101,8 @@ class AsyncDriver:
         self.db = db
         self.calls = calls
         self.settle_hook = settle_hook
-        self.native: NativeAsync | None = None  # claims and settles on the loop itself
+        # Claims and settles from the loop; a running worker puts the store's own here.
+        self.ops: AsyncStore = InThreads(store, db)
         # A call (or verify) occupies a slot from its start to its end, not while its
         # outcome is being committed: the worker frees the slot for the next call.
         self.slot_taken: Callable[[ChannelSpec, Submission], None] | None = None
@@ -128,18 +129,12 @@ class AsyncDriver:
     async def claim(
         self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool
     ) -> list[Submission]:
-        if self.native is not None:
-            return await self.native.claim(
-                channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
-            )
-        return await self.in_db(
-            self.store.claim, channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+        return await self.ops.claim(
+            channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
         )
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        if self.native is not None:
-            return await self.native.move(moves)
-        return await self.in_db(self.store.move, moves)
+        return await self.ops.move(moves)
 
     @staticmethod
     def _sync_call(spec: ChannelSpec, sub: Submission) -> Any:

@@ -97,7 +97,7 @@ class Flows:
         """Record, then call, then settle. The row is committed before the call."""
         since = time.monotonic()  # before the lease starts by the database's clock
         sub, created = yield StoreOp(
-            self.store.insert, (new,), {"actor": self.hold(), "lease": spec.lease}
+            self.store.record, (new,), {"actor": self.hold(), "lease": spec.lease}
         )
         if created:
             return (yield from self.attempt(spec, replace(sub, lease=Lease(spec.lease, since))))

@@ -160,7 +160,7 @@ class Ledger:
         SQLAlchemy Connection or Session) the row joins the caller's open
         transaction: rolled back, no row; committed, a worker sends it."""
         _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
-        sub, created = self.store.insert(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
+        sub, created = self.store.record(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
         if not created:
             check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return sub
@@ -193,7 +193,7 @@ class Ledger:
         def same_call(new: NewSubmission, sub: Submission) -> None:
             check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
 
-        return self.store.insert_many(
+        return self.store.record_many(
             prepared(), actor=self.flows.actor, check=same_call, conn=_dbapi_connection(conn)
         )
 

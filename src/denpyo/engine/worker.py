@@ -141,16 +141,14 @@ class Worker:
         self.wakeup.set()
 
     async def run(self, *, until_idle: bool = False) -> WorkReport:
-        native = self.ledger.store.native_async()
-        if native is not None:
-            await native.open()
-            self.driver.native = native
+        ops = self.ledger.store.async_ops(self.driver.db)
+        await ops.open()
+        self.driver.ops, in_threads = ops, self.driver.ops
         try:
             return await self._run(until_idle)
         finally:
-            self.driver.native = None
-            if native is not None:
-                await native.close()
+            self.driver.ops = in_threads
+            await ops.close()
 
     async def _run(self, until_idle: bool) -> WorkReport:
         helpers = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import unquote, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
-from denpyo.store.base import NewSubmission, Store
+from denpyo.store.driver import NewSubmission, Store
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "open_store"]
 

@@ -7,9 +7,9 @@ hide rows that others committed since, and gap locks would make claims queue
 behind each other), strict SQL mode, and the FOUND_ROWS flag, so that an UPDATE
 reports the rows it *matched*: that is how a compare-and-set learns it won.
 
-MariaDB has no `UPDATE ... RETURNING` and no `ON CONFLICT`, so three named
-queries get help from `MysqlTx` (see `fetch_one`), inside the one transaction.
-It has no LISTEN/NOTIFY: workers poll.
+MariaDB has no `UPDATE ... RETURNING` and no `ON CONFLICT`: its writes are the
+portable ones of store/generic.py, and `MysqlTx.insert` reads a duplicate
+(channel, key) as "no row". It has no LISTEN/NOTIFY: workers poll.
 
 A connection that the server dropped (restart, KILL, idle timeout) is thrown
 away; the next transaction opens a fresh one. A transaction that was open when
@@ -34,10 +34,9 @@ import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import CLIENT
 
-from denpyo.domain.moves import Move
-from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
-from denpyo.store.base import Row, Store, Tx, event_params, move_params
+from denpyo.store.driver import Row, Tx
+from denpyo.store.generic import GenericSqlStore
 from denpyo.store.queries import split_statements
 
 SCHEMES = ("mysql", "mariadb", "mysql+pymysql")
@@ -56,16 +55,6 @@ ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 CHANNEL_KEY_INDEX = "denpyo_submissions_channel_key"
 MINIMUM_MARIADB = (10, 6)  # FOR UPDATE SKIP LOCKED; INSERT/DELETE ... RETURNING since 10.5
-
-EXTRA_QUERIES = frozenset({"submission_get_many"})
-"""Queries only MariaDB has: the read-back of a batch of moves (`MysqlStore._apply`)."""
-
-# Named UPDATEs that end in RETURNING on the other databases. Here the UPDATE runs
-# alone, and MysqlTx gives back what RETURNING would: the row, read back by id with
-# the named query, or (None) just the id.
-UPDATE_RETURNING: dict[str, str | None] = {
-    "submission_move": "submission_get",
-}
 
 Connection = pymysql.connections.Connection
 
@@ -123,26 +112,12 @@ def connect_args(url: str) -> dict[str, Any]:
     return args
 
 
-# Reads that take a shared lock when they run on the caller's connection. That
-# transaction is often REPEATABLE READ (MySQL's default), whose plain reads see a
-# snapshot taken at its first read; when an INSERT then fails on a duplicate
-# (channel, key) that another process committed since, a plain read of that row
-# would miss it. A locking read sees the latest committed version, and costs no
-# new lock: the failed INSERT already holds a shared lock on that row.
-LOCKING_ON_CALLERS_CONNECTION = frozenset({"submission_get_by_key"})
-
-
 class MysqlTx(Tx):
-    def __init__(self, store: MysqlStore, conn: Connection, *, callers: bool = False) -> None:
+    def __init__(self, store: MysqlStore, conn: Connection) -> None:
         self.queries = store.queries
         self.conn = conn
-        self.callers = callers  # the caller's connection, in the caller's transaction
 
     def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        if query == "submission_insert":
-            return self._insert(params or {})
-        if query in UPDATE_RETURNING:
-            return self._update(query, params or {})
         with self._run(query, params) as cursor:
             row: Row | None = cursor.fetchone()
             return row
@@ -151,32 +126,28 @@ class MysqlTx(Tx):
         with self._run(query, params) as cursor:
             return list(cursor.fetchall())
 
-    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
-        self._run(query, params).close()
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        """The rows matched, not changed: the store's connections carry the FOUND_ROWS
+        flag, so a compare-and-set that wins counts 1 even when it changed no value."""
+        with self._run(query, params) as cursor:
+            return int(cursor.rowcount)
 
-    def script(self, sql: str) -> None:
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """PyMySQL writes an INSERT ... VALUES for many rows as one multi-row INSERT,
+        once the statement's name comment is off."""
+        sql = "\n".join(
+            line for line in self.queries[query].splitlines() if not line.startswith("--")
+        )
         with self.conn.cursor() as cursor:
-            for statement in split_statements(sql):
-                cursor.execute(statement)
+            cursor.executemany(sql, [dict(row) for row in rows])
 
-    def _run(self, query: str, params: Mapping[str, Any] | None) -> pymysql.cursors.DictCursor:
-        sql = self.queries[query]
-        if self.callers and query in LOCKING_ON_CALLERS_CONNECTION:
-            sql += "\nLOCK IN SHARE MODE"
-        cursor = self.conn.cursor(pymysql.cursors.DictCursor)
-        # Always a mapping, so `%%` in a query means the same with or without parameters.
-        cursor.execute(sql, dict(params or {}))
-        return cursor
-
-    def _insert(self, params: Mapping[str, Any]) -> Row | None:
+    def insert(self, query: str, params: Mapping[str, Any]) -> Row | None:
         """INSERT ... RETURNING; an existing (channel, key) gives None, as ON CONFLICT DO
         NOTHING does elsewhere. Only that unique index counts: a clash on the
         idempotency key, or any other error, still raises. InnoDB undoes just the failed
         statement, so the transaction goes on (and the caller's, on its connection)."""
         try:
-            with self._run("submission_insert", params) as cursor:
-                row: Row | None = cursor.fetchone()
-                return row
+            return self.fetch_one(query, params)
         except pymysql.err.IntegrityError as exc:
             # "Duplicate entry '...' for key 'denpyo_submissions_channel_key'": the index
             # is named last (the entry itself is the caller's text, so it is not searched).
@@ -187,42 +158,19 @@ class MysqlTx(Tx):
                 return None
             raise
 
-    def _update(self, query: str, params: Mapping[str, Any]) -> Row | None:
-        """A compare-and-set UPDATE of the row `params["id"]`, then what RETURNING gives."""
-        if not self.matched(query, params):
-            return None
-        read_back = UPDATE_RETURNING[query]
-        if read_back is None:
-            return {"id": params["id"]}
-        return self.fetch_one(read_back, {"id": params["id"]})
-
-    def matched(self, query: str, params: Mapping[str, Any]) -> bool:
-        """Run a compare-and-set UPDATE of the row `params["id"]`: did it win?
-
-        The UPDATE matches the row only while it is still where the caller expects
-        (status, holder); FOUND_ROWS makes the row count mean "matched", so 0 is a
-        lost race even when nothing would have changed, and 1 a win. The winner holds
-        the row's lock until commit, so a read-back sees exactly what it wrote.
-        Only the store's own connections carry FOUND_ROWS; these queries never run on
-        a caller's connection (`Store.insert` is the only operation that does).
-        """
-        with self._run(query, params) as cursor:
-            matched = cursor.rowcount
-        if matched > 1:  # pragma: no cover - id is the primary key
-            raise StoreError(f"{query} matched {matched} rows for id {params['id']}")
-        return matched == 1
-
-    def insert_rows(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """A one-row INSERT ... VALUES query, for many rows in one statement (PyMySQL
-        writes them as one multi-row INSERT once the name comment is off)."""
-        sql = "\n".join(
-            line for line in self.queries[query].splitlines() if not line.startswith("--")
-        )
+    def script(self, sql: str) -> None:
         with self.conn.cursor() as cursor:
-            cursor.executemany(sql, [dict(row) for row in rows])
+            for statement in split_statements(sql):
+                cursor.execute(statement)
+
+    def _run(self, query: str, params: Mapping[str, Any] | None) -> pymysql.cursors.DictCursor:
+        cursor = self.conn.cursor(pymysql.cursors.DictCursor)
+        # Always a mapping, so `%%` in a query means the same with or without parameters.
+        cursor.execute(self.queries[query], dict(params or {}))
+        return cursor
 
 
-class MysqlStore(Store):
+class MysqlStore(GenericSqlStore):
     dialect = "mysql"
 
     def __init__(self, url: str) -> None:
@@ -331,7 +279,7 @@ class MysqlStore(Store):
                 )
             # The caller's transaction: run inside it, never commit it.
             with _wrapped():
-                yield MysqlTx(self, conn, callers=True)
+                yield MysqlTx(self, conn)
             return
         own = self._begin()
         try:
@@ -364,27 +312,6 @@ class MysqlStore(Store):
                 _close_quietly(conn)
             self._all.clear()
         self._local = threading.local()
-
-    def _apply(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
-        """Each move's compare-and-set UPDATE on its own (its row count says whether it
-        won), then one read-back of the rows that moved and one INSERT of their events:
-        n + 2 statements, not 3n. A batch naming a row twice reads each move back at once."""
-        assert isinstance(tx, MysqlTx)
-        if len({move.submission_id for move in moves}) != len(moves):
-            return super()._apply(tx, moves)
-        won = [move for move in moves if tx.matched("submission_move", move_params(move))]
-        if not won:
-            return [None] * len(moves)
-        ids = [move.submission_id for move in won]
-        rows = tx.fetch_all("submission_get_many", {"ids": ids})
-        known = {move.submission_id: move.row for move in won}
-        moved = {sub.id: sub for sub in (self.to_submission(row, known[row["id"]]) for row in rows)}
-        events = [
-            event_params(move, moved[move.submission_id].attempts) for move in won if move.event
-        ]
-        if events:
-            tx.insert_rows("event_insert", events)
-        return [moved.get(move.submission_id) for move in moves]
 
 
 def check_server(info: str) -> None:

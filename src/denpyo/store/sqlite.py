@@ -16,7 +16,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
-from denpyo.store.base import Row, Store, Tx
+from denpyo.store.driver import Row, Tx
+from denpyo.store.generic import GenericSqlStore
 from denpyo.store.queries import split_statements
 
 BUSY_TIMEOUT_MS = 30_000
@@ -36,15 +37,21 @@ class SqliteTx(Tx):
     def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         return [dict(row) for row in self.conn.execute(self.queries[query], params or {})]
 
-    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> None:
-        self.conn.execute(self.queries[query], params or {}).close()
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        cursor = self.conn.execute(self.queries[query], params or {})
+        matched = cursor.rowcount
+        cursor.close()
+        return matched
+
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.conn.executemany(self.queries[query], rows).close()
 
     def script(self, sql: str) -> None:
         for statement in split_statements(sql):
             self.conn.execute(statement).close()
 
 
-class SqliteStore(Store):
+class SqliteStore(GenericSqlStore):
     dialect = "sqlite"
 
     def __init__(self, path: str) -> None:

@@ -249,7 +249,7 @@ def resolve_resend(
     def replaced(created: Submission) -> Move:
         return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
 
-    created, old = ledger.store.insert_resend(
+    created, old = ledger.store.record_resend(
         new, actor=actor, detail=f"resend of {label(sub)} by {actor}: {note}", replace=replaced
     )
     return Resolution("resend", old, created)

@@ -5,13 +5,10 @@
 -- Parameters are PyMySQL's %(name)s, so a literal percent sign must be written %%.
 -- `key` is a reserved word in MariaDB: always quoted.
 --
--- Three queries need help from MysqlTx (mysql.py), because MariaDB has no ON CONFLICT and
--- no UPDATE ... RETURNING:
--- * submission_insert is a plain INSERT ... RETURNING; a duplicate (channel, key) fails
---   with error 1062 on denpyo_submissions_channel_key, which MysqlTx turns into "no row".
--- * submission_move is the UPDATE alone; MysqlTx checks that it matched the row (by id)
---   and gives back what RETURNING gives elsewhere: the move's row, read back with
---   submission_get in the same transaction under the row lock.
+-- MariaDB has no ON CONFLICT and no UPDATE ... RETURNING (store/generic.py writes with
+-- what it has): submission_insert is a plain INSERT ... RETURNING, whose error 1062 on
+-- denpyo_submissions_channel_key MysqlTx.insert reads as "no row"; submission_move is
+-- the UPDATE alone, whose matched-row count (the FOUND_ROWS flag) says whether it won.
 
 -- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
@@ -38,9 +35,6 @@ INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
 -- schema_lock: serialise migrations; a session lock, as DDL commits (MysqlStore.migrate ends the session)
 SELECT GET_LOCK('denpyo_migrate', 60) AS locked;
 
--- submission_notify: MariaDB has no notifications; workers poll
-SELECT 1;
-
 -- clock_now: the database clock
 SELECT UTC_TIMESTAMP(6) AS now;
 
@@ -61,7 +55,7 @@ SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = %(id)s;
 
--- submission_get_many: submissions by id (a batch of moves read back; MysqlStore._apply)
+-- submission_get_many: submissions by id (the rows a batch of moves changed)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id IN %(ids)s;
@@ -70,6 +64,16 @@ FROM denpyo_submissions WHERE id IN %(ids)s;
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND `key` = %(key)s;
+
+-- submission_get_existing: the row an insert found in its way, by channel and business key
+-- A locking read: on a caller's connection the transaction may be REPEATABLE READ, whose
+-- plain reads see the snapshot of its first read and would miss a row that another
+-- process committed since; a locking read sees the latest version, and takes no new
+-- lock (the failed INSERT holds a shared lock on that row already).
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE channel = %(channel)s AND `key` = %(key)s
+LOCK IN SHARE MODE;
 
 -- submission_find_ready: due rows of one channel that a sender may attempt now
 -- FORCE INDEX: InnoDB locks the rows a locking read *reads*, before any sort and LIMIT.
@@ -100,7 +104,7 @@ ORDER BY s.next_attempt_at, s.id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- submission_move: compare-and-set one row from its expected status and holder (MysqlTx reads it back)
+-- submission_move: compare-and-set one row from its expected status and holder (read back with submission_get_many)
 -- MariaDB applies SET assignments left to right and a later one sees the new value of an
 -- earlier column: so no assignment below reads a column that an earlier one sets.
 UPDATE denpyo_submissions SET

@@ -29,37 +29,20 @@ SELECT pg_advisory_xact_lock(7316001);
 -- clock_now: the database clock
 SELECT now() AS now;
 
--- submission_insert: record a new submission; nothing when (channel, key) exists
-INSERT INTO denpyo_submissions (
-    channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
-    locked_by, locked_until, next_attempt_at
-) VALUES (
-    %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s::jsonb, 'requesting', %(attempts)s,
-    %(ordering_key)s, %(supersedes)s, %(locked_by)s,
-    now() + make_interval(secs => %(lease)s::float8),
-    now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
-)
-ON CONFLICT (channel, key) DO NOTHING
-RETURNING *, false AS in_doubt;
-
--- submission_notify: wake the workers listening for this channel when the transaction commits
-SELECT pg_notify('denpyo', %(channel)s);
-
 -- submission_get: one submission by id
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = %(id)s;
 
--- submission_get_by_key: one submission by channel and business key
+-- submission_get_existing: the row an insert found in its way, by channel and business key
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
--- event_insert: one line of a submission's history
-INSERT INTO denpyo_events
-    (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
-VALUES (%(submission_id)s, %(kind)s, %(from_status)s, %(to_status)s, %(attempt)s, %(actor)s,
-        %(detail)s, %(duration_ms)s);
+-- submission_get_by_key: one submission by channel and business key
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
@@ -191,8 +174,8 @@ WITH gone AS (
 )
 SELECT id FROM gone;
 
--- PostgreSQL does in one statement what the other databases do in several (see
--- EXTRA_QUERIES in postgresql.py): fewer round trips on the hot path.
+-- The writes: PostgreSQL does in one statement what the other databases do in several
+-- (store/generic.py): fewer round trips on the hot path.
 
 -- submission_record: insert a row with its created (and first attempt) events, and wake the workers
 WITH new AS (
@@ -208,10 +191,11 @@ WITH new AS (
     ON CONFLICT (channel, key) DO NOTHING
     RETURNING *
 ), events AS (
-    INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
-    SELECT id, 'created', NULL, 'requesting', 0, %(actor)s FROM new
+    INSERT INTO denpyo_events
+        (submission_id, kind, from_status, to_status, attempt, actor, detail)
+    SELECT id, 'created', NULL, 'requesting', 0, %(actor)s, %(detail)s FROM new
     UNION ALL
-    SELECT id, 'attempt', 'requesting', 'requesting', 1, %(actor)s FROM new
+    SELECT id, 'attempt', 'requesting', 'requesting', 1, %(actor)s, NULL FROM new
     WHERE %(lease)s::float8 IS NOT NULL
 ), woken AS (
     SELECT pg_notify('denpyo', %(channel)s) FROM new WHERE %(lease)s::float8 IS NULL

@@ -12,6 +12,10 @@ AND (($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f'
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
      OR $.status = 'rejected')
 
+-- @in_doubt_index: the predicate of the index denpyo_submissions_in_doubt, word for word (SQLite uses a partial index only for a query that repeats its predicate)
+($.status = 'requesting' AND $.locked_until IS NOT NULL)
+OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INTEGER PRIMARY KEY,
@@ -25,9 +29,6 @@ SELECT COALESCE(MAX(version), 0) AS version FROM denpyo_schema_version;
 INSERT INTO denpyo_schema_version (version) VALUES (:version);
 
 -- schema_lock: serialise migrations; BEGIN IMMEDIATE already holds the write lock
-SELECT 1;
-
--- submission_notify: SQLite has no notifications; workers poll
 SELECT 1;
 
 -- clock_now: the database clock
@@ -52,7 +53,17 @@ SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = :id;
 
+-- submission_get_many: submissions by id (ids: a JSON array; the rows a batch of moves changed)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- submission_get_by_key: one submission by channel and business key
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE channel = :channel AND key = :key;
+
+-- submission_get_existing: the row an insert found in its way, by channel and business key
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = :channel AND key = :key;
@@ -74,11 +85,12 @@ LIMIT :limit;
 SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND {{in_doubt_index s}}
   AND ({{in_doubt s}})
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
--- submission_move: compare-and-set one row from its expected status and holder to its next state
+-- submission_move: compare-and-set one row from its expected status and holder to its next state (read back with submission_get_many)
 UPDATE denpyo_submissions SET
     status = :to_status,
     attempts = attempts + :attempt_delta,
@@ -100,9 +112,7 @@ UPDATE denpyo_submissions SET
 WHERE id = :id AND status = :from_status
   AND (locked_by IS :expect_locked_by
        OR (:expect_locked_by IS NULL
-           AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
-RETURNING *,
-    {{in_doubt}} AS in_doubt;
+           AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))));
 
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events
@@ -170,6 +180,7 @@ WHERE status IN ('requesting', 'failed', 'rejected') AND (:channel IS NULL OR ch
 SELECT COUNT(*) AS n FROM denpyo_submissions
 WHERE channel = :channel
   AND next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND {{in_doubt_index}}
   AND ({{in_doubt}});
 
 -- submission_find_superseding: the resend that replaced a submission, if any

@@ -1,0 +1,281 @@
+"""What a database must implement to hold denpyo's ledger: every operation, in one place.
+
+`Store` lists the operations that the engine, the CLI and the operator use. A
+database implements all of them. A SQL database gets almost all of them from
+`SqlStore` (store/sql_store.py) by supplying:
+
+- `sql/<dialect>.sql`, the named queries that its classes list in `QUERIES`,
+  and `migrations/<dialect>/`, the numbered schema scripts;
+- `transaction()`, `reading()` and `one_statement()`: contexts that yield a `Tx`,
+  the executor below, which runs one named statement at a time and knows no
+  query names;
+- the four writes inside a transaction (record one, record many, claim, move):
+  from `GenericSqlStore` (store/generic.py: several portable statements each;
+  SQLite and MariaDB), or its own (PostgreSQL: one statement each).
+
+The worker's hot path, claims and settles, also has an async form, `AsyncStore`:
+`InThreads` runs the sync operations in the worker's database threads, and a
+driver with an asyncio API gives its own (PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from denpyo.domain.filters import Filter
+from denpyo.domain.moves import Move
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Event, Submission
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NewSubmission:
+    """What submit and enqueue ask the store to record."""
+
+    channel: str
+    key: str
+    idempotency_key: str
+    payload_json: str
+    ordering_key: str | None = None
+    supersedes: int | None = None
+
+
+class Store(ABC):
+    """Every operation on the ledger's tables. Each database implements all of them."""
+
+    dialect: ClassVar[str]
+    notifies: ClassVar[bool] = False  # the database wakes workers when a row commits
+
+    # -- schema ------------------------------------------------------------------------
+
+    @abstractmethod
+    def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks, under a lock; returns their numbers."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The newest migration applied (0: none)."""
+
+    @abstractmethod
+    def latest_version(self) -> int:
+        """The newest migration this denpyo knows."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The database clock, which every lease and due time is measured against."""
+
+    # -- writes --------------------------------------------------------------------------
+
+    @abstractmethod
+    def record(
+        self, new: NewSubmission, *, actor: str, lease: float | None = None, conn: Any = None
+    ) -> tuple[Submission, bool]:
+        """Record a submission with its `created` event, or return the row already
+        recorded for its channel and key: (row, created). With `lease`, the row is
+        created held by `actor` with its first attempt started (inline submit);
+        without, it waits for a worker (enqueue). With `conn`, inside the caller's
+        open transaction on that connection, never committed here."""
+
+    @abstractmethod
+    def record_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any = None,
+    ) -> int:
+        """Record many submissions for the workers in one transaction; returns how many
+        were new. `news` may be produced while the rows are written: if it raises,
+        nothing is written. `check(new, existing)` sees each key already recorded
+        with another idempotency key, and may raise likewise."""
+
+    @abstractmethod
+    def record_resend(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        detail: str,
+        replace: Callable[[Submission], Move],
+    ) -> tuple[Submission, Submission]:
+        """Record `new` (a resend, waiting for a worker) and apply `replace(new_row)` to
+        the row it replaces, in one transaction: a crash leaves both or neither.
+        Raises `LeaseLost` (nothing written) when the old row moved meanwhile, and
+        `InvalidInput` when the new channel and key exist already. Returns (new, old)."""
+
+    @abstractmethod
+    def claim_ready(
+        self, channel: str, *, worker: str, limit: int, lease: float
+    ) -> list[Submission]:
+        """Hold up to `limit` due rows of a channel (never attempted, or a transient
+        failure due for retry) for `worker`, and start their next attempt, with its
+        event, in the same transaction. Rows others hold are skipped, never waited for."""
+
+    @abstractmethod
+    def claim_in_doubt(
+        self, channel: str, *, worker: str, limit: int, lease: float
+    ) -> list[Submission]:
+        """Hold up to `limit` due in-doubt rows of a channel for `worker`, so that one
+        reconciler at a time verifies each; their status does not change."""
+
+    def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        """`claim_in_doubt` or `claim_ready`."""
+        claim = self.claim_in_doubt if in_doubt else self.claim_ready
+        return claim(channel, worker=worker, limit=limit, lease=lease)
+
+    @abstractmethod
+    def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        """Apply compare-and-set moves (domain/moves.py), each with its event, in one
+        transaction, in order (a row may be named twice); None where a move lost
+        because the row was no longer where the move expected it."""
+
+    @abstractmethod
+    def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
+        """Extend the leases of rows still held by their holders: [(id, holder, lease)].
+        Returns the ids renewed. A row taken by someone else is not renewed, nor one a
+        settle has locked at this instant (never waited for: no deadlock with it)."""
+
+    @abstractmethod
+    def prune(self, older_than: float, batch_size: int = 1000) -> int:
+        """Delete one batch of settled rows (and their events) created more than
+        `older_than` seconds ago: `synced`, and `rejected` or exhausted `failed` rows
+        that a person has resolved. Returns how many."""
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, submission_id: int) -> Submission | None: ...
+
+    @abstractmethod
+    def get_by_key(self, channel: str, key: str) -> Submission | None: ...
+
+    @abstractmethod
+    def find_superseding(self, submission_id: int) -> Submission | None:
+        """The submission that resends `submission_id`, if there is one."""
+
+    @abstractmethod
+    def events(self, submission_id: int) -> list[Event]:
+        """A submission's history, oldest first."""
+
+    @abstractmethod
+    def list_submissions(self, flt: Filter) -> list[Submission]:
+        """Rows matching an operator's filter, newest first."""
+
+    @abstractmethod
+    def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
+        """(channel, status, rows) for every pair that has rows."""
+
+    @abstractmethod
+    def count_attention(self, channel: str | None = None) -> dict[str, Any]:
+        """Counts of the rows a person may need to see (in_doubt, exhausted,
+        rejected_open, needs_attention, pending, resolved), the oldest pending row's
+        creation time (`oldest_pending`) and the database clock (`now`)."""
+
+    @abstractmethod
+    def count_in_doubt_due(self, channel: str) -> int:
+        """In-doubt rows of one channel that a reconciler would take now."""
+
+    # -- connections ---------------------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def upkeep(self) -> None:
+        """Housekeeping a worker runs now and then (PostgreSQL: fold the running counts)."""
+        return
+
+    async def listen(self, wake: Callable[[str], None]) -> None:
+        """Call `wake(channel)` whenever a row is enqueued, until cancelled. A database
+        without notifications returns at once, and workers poll."""
+        return
+
+    def async_ops(self, db: Executor) -> AsyncStore:
+        """The worker's claims and settles for its event loop: by default the sync
+        operations, run on `db` (the threads that hold the store's connections)."""
+        return InThreads(self, db)
+
+
+class AsyncStore(ABC):
+    """The worker's hot path on its event loop. Opened and closed by the worker."""
+
+    async def open(self) -> None:
+        return
+
+    async def close(self) -> None:
+        return
+
+    @abstractmethod
+    async def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        """As `Store.claim`."""
+
+    @abstractmethod
+    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        """As `Store.move`."""
+
+
+class InThreads(AsyncStore):
+    """The sync operations, each run on the store's database threads."""
+
+    def __init__(self, store: Store, db: Executor) -> None:
+        self.store = store
+        self.db = db
+
+    async def claim(
+        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+    ) -> list[Submission]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.db,
+            lambda: self.store.claim(
+                channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+            ),
+        )
+
+    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.db, self.store.move, moves)
+
+
+class Tx(ABC):
+    """The executor of a SQL database: one open transaction that runs named
+    statements and returns rows as mappings. It knows no query names; what a
+    statement means is the store's business."""
+
+    @abstractmethod
+    def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
+
+    @abstractmethod
+    def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+
+    @abstractmethod
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        """Run a statement; returns the rows it matched (for an UPDATE: whether a
+        compare-and-set won, even when it changed no value)."""
+
+    @abstractmethod
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run one statement for each of `rows` (an INSERT: in one round trip where
+        the driver can)."""
+
+    def insert(self, query: str, params: Mapping[str, Any]) -> Row | None:
+        """Run an INSERT ... RETURNING of a submission; None when its channel and key
+        are recorded already (the statement says ON CONFLICT DO NOTHING where the
+        database has it; MariaDB's executor reads the duplicate-key error so)."""
+        return self.fetch_one(query, params)
+
+    @abstractmethod
+    def script(self, sql: str) -> None:
+        """Run a migration script (several statements, no parameters)."""

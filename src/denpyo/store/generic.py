@@ -1,0 +1,105 @@
+"""The four writes in portable SQL, several statements each: SQLite and MariaDB.
+
+Neither database has `UPDATE ... RETURNING`, and MariaDB has no `ON CONFLICT`,
+so a write is built from what both have: an INSERT that returns its row (or
+nothing when the channel and key exist, see `Tx.insert`), a compare-and-set
+UPDATE per move whose matched-row count says whether it won, one read-back of
+the rows that moved, and one multi-row INSERT of their events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+from denpyo.domain.moves import Move
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Submission
+from denpyo.store.driver import NewSubmission, Row, Tx
+from denpyo.store.sql_store import (
+    SqlStore,
+    distinct_runs,
+    event_params,
+    event_row,
+    insert_params,
+    move_params,
+)
+
+
+class GenericSqlStore(SqlStore):
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "submission_insert", "event_insert", "event_insert_sent_inline",
+            "submission_find_ready", "submission_find_in_doubt", "submission_move",
+            "submission_get_many",
+        }
+    )  # fmt: skip
+
+    def record_in(
+        self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
+    ) -> Row | None:
+        row = tx.insert("submission_insert", insert_params(new, actor, lease))
+        if row is None:
+            return None
+        row_id = int(row["id"])
+        if lease:
+            tx.execute("event_insert_sent_inline", {"submission_id": row_id, "actor": actor})
+        else:
+            created = event_row(row_id, "created", None, Status.REQUESTING, 0, actor, detail)
+            tx.execute("event_insert", created)
+        return row
+
+    def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
+        return sum(
+            self.record_in(tx, new, actor=actor, lease=None, detail=None) is not None
+            for new in news
+        )
+
+    def claim_ready(
+        self, channel: str, *, worker: str, limit: int, lease: float
+    ) -> list[Submission]:
+        return self._claim("submission_find_ready", channel, worker, limit, lease, verify=False)
+
+    def claim_in_doubt(
+        self, channel: str, *, worker: str, limit: int, lease: float
+    ) -> list[Submission]:
+        return self._claim("submission_find_in_doubt", channel, worker, limit, lease, verify=True)
+
+    def _claim(
+        self, query: str, channel: str, worker: str, limit: int, lease: float, *, verify: bool
+    ) -> list[Submission]:
+        """Find and lock the due rows, then move each to held, in one transaction."""
+        with self.transaction() as tx:
+            found = tx.fetch_all(query, {"channel": channel, "limit": limit})
+            moves = [
+                Move.claim(int(row["id"]), Status(row["status"]), worker, lease, verify=verify)
+                for row in found
+            ]
+            return [sub for sub in self.move_in(tx, moves) if sub is not None]
+
+    def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
+        """Per run of distinct rows: each move's UPDATE (a winner holds its row's lock
+        until commit, so the read-back sees exactly what it wrote), one read-back of
+        the winners, one INSERT of their events: n + 2 statements, not 3n."""
+        results: list[Submission | None] = [None] * len(moves)
+        for run in distinct_runs(moves):
+            won = [
+                (ordinal, move)
+                for ordinal, move in run
+                if tx.execute("submission_move", move_params(move))
+            ]
+            if not won:
+                continue
+            ids = self.id_list([move.submission_id for _, move in won])
+            rows = {
+                int(row["id"]): row for row in tx.fetch_all("submission_get_many", {"ids": ids})
+            }
+            events = []
+            for ordinal, move in won:
+                sub = self.to_submission(rows[move.submission_id], move.row)
+                results[ordinal] = sub
+                if move.event:
+                    events.append(event_params(move, sub.attempts))
+            if events:
+                tx.execute_many("event_insert", events)
+        return results

@@ -1,0 +1,437 @@
+"""Every operation of the store over named SQL queries, for any SQL database.
+
+A database supplies its connections (`transaction`, and `reading` and
+`one_statement` where it has a cheaper way), its query file, and the four writes
+inside a transaction (`record_in`, `record_many_in`, `move_in`, and the claims):
+see store/driver.py. Everything else (reads, counts, renewals, pruning,
+migrations, and how a write is wrapped in its transaction) is written once here,
+so that the databases cannot drift apart in behaviour, only in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from denpyo.domain.filters import Filter
+from denpyo.domain.moves import Move
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.submission import Event, Submission
+from denpyo.errors import InvalidInput, LeaseLost, SchemaError
+from denpyo.store.driver import NewSubmission, Row, Store, Tx
+from denpyo.store.queries import load_migrations, load_queries
+
+
+class SqlStore(Store):
+    """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
+
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "schema_version_create", "schema_version_get", "schema_version_add",
+            "schema_lock", "clock_now", "submission_get", "submission_get_by_key",
+            "submission_get_existing", "submission_find_superseding", "event_list",
+            "submission_list", "submission_count_by_status", "submission_count_attention",
+            "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
+            "submission_prune",
+        }
+    )  # fmt: skip
+    """The named queries this class runs; each layer below lists its own, and a
+    database's query file defines exactly the union (tests/unit/test_queries.py)."""
+
+    def __init__(self) -> None:
+        self.queries = load_queries(self.dialect)
+
+    # -- what a SQL database supplies ---------------------------------------------------
+
+    @abstractmethod
+    def transaction(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """A transaction on the store's own connection (committed at the end), or
+        inside the caller's open transaction on `conn` (never committed here)."""
+
+    def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """The context of an operation a database may complete in one atomic statement
+        (PostgreSQL's), sparing the BEGIN and COMMIT round trips."""
+        return self.transaction(conn)
+
+    def reading(self) -> AbstractContextManager[Tx]:
+        """A transaction that only reads (SQLite: without taking the write lock)."""
+        return self.transaction()
+
+    @abstractmethod
+    def record_in(
+        self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
+    ) -> Row | None:
+        """Insert the row with its `created` event (`detail` in it), and with `lease`
+        its first `attempt` event; wake the workers for a row they must send. None
+        when the channel and key exist already (nothing written)."""
+
+    @abstractmethod
+    def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
+        """`record_in` for each of `news`, for the workers; returns how many were new."""
+
+    @abstractmethod
+    def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
+        """`Store.move` inside a transaction."""
+
+    def parse_time(self, value: Any) -> datetime | None:
+        """Turn a driver's timestamp into an aware UTC datetime."""
+        if value is None or isinstance(value, datetime):
+            return value
+        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+
+    def parse_payload(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+    def id_list(self, ids: Sequence[int]) -> Any:
+        """A list of row ids as one query parameter (SQLite: a JSON array)."""
+        return sorted(ids)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def latest_version(self) -> int:
+        migrations = load_migrations(self.dialect)
+        return migrations[-1][0] if migrations else 0
+
+    def migrate(self) -> list[int]:
+        with self.transaction() as tx:
+            tx.execute("schema_lock")
+            tx.execute("schema_version_create")
+            current = self._version(tx)
+            if current > self.latest_version():
+                raise SchemaError(
+                    f"the database is at schema {current}; this denpyo knows "
+                    f"{self.latest_version()}: upgrade denpyo"
+                )
+            applied = []
+            for version, script in load_migrations(self.dialect):
+                if version > current:
+                    tx.script(script)
+                    tx.execute("schema_version_add", {"version": version})
+                    applied.append(version)
+            return applied
+
+    def schema_version(self) -> int:
+        with self.transaction() as tx:
+            tx.execute("schema_version_create")
+            return self._version(tx)
+
+    def _version(self, tx: Tx) -> int:
+        row = tx.fetch_one("schema_version_get")
+        return int(row["version"]) if row else 0
+
+    def now(self) -> datetime:
+        with self.reading() as tx:
+            row = tx.fetch_one("clock_now")
+        assert row is not None
+        now = self.parse_time(row["now"])
+        assert now is not None
+        return now
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def record(
+        self, new: NewSubmission, *, actor: str, lease: float | None = None, conn: Any = None
+    ) -> tuple[Submission, bool]:
+        with self.one_statement(conn) as tx:
+            row = self.record_in(tx, new, actor=actor, lease=lease, detail=None)
+            if row is None:
+                existing = self._existing(tx, new)
+                assert existing is not None, "a conflicting row must exist"
+                return existing, False
+            return self.to_submission(row), True
+
+    def record_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any = None,
+    ) -> int:
+        recorded: list[NewSubmission] = []
+
+        def tracked() -> Iterator[NewSubmission]:
+            for new in news:
+                recorded.append(new)
+                yield new
+
+        with self.transaction(conn) as tx:
+            created = self.record_many_in(tx, tracked(), actor)
+            if created < len(recorded):
+                for new in recorded:
+                    existing = self._existing(tx, new)
+                    if existing is not None and existing.idempotency_key != new.idempotency_key:
+                        check(new, existing)
+            return created
+
+    def _existing(self, tx: Tx, new: NewSubmission) -> Submission | None:
+        """The row an insert found in its way, read in the same transaction."""
+        row = tx.fetch_one("submission_get_existing", {"channel": new.channel, "key": new.key})
+        return self.to_submission(row) if row else None
+
+    def record_resend(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        detail: str,
+        replace: Callable[[Submission], Move],
+    ) -> tuple[Submission, Submission]:
+        with self.transaction() as tx:
+            row = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
+            if row is None:
+                raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
+            created = self.to_submission(row)
+            move = replace(created)
+            [old] = self.move_in(tx, [move])
+            if old is None:  # raising here rolls the new row back as well
+                raise LeaseLost(
+                    f"submission {move.submission_id} moved while the resend was being "
+                    "recorded; nothing was written: look again"
+                )
+            return created, old
+
+    def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+        distinct = len({move.submission_id for move in moves}) == len(moves)
+        with self.one_statement() if distinct else self.transaction() as tx:
+            return self.move_in(tx, moves)
+
+    def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
+        """One transaction, two statements per holder. The rows are locked with SKIP
+        LOCKED, so a renewal never waits for a lock and cannot deadlock with a batch
+        of settles that locks the same rows in another order.
+        """
+        by_holder: dict[tuple[str, float], list[int]] = defaultdict(list)
+        for row_id, holder, lease in holds:
+            by_holder[(holder, lease)].append(row_id)
+        renewed: set[int] = set()
+        with self.transaction() as tx:
+            for (holder, lease), ids in sorted(by_holder.items()):
+                found = [
+                    int(row["id"])
+                    for row in tx.fetch_all(
+                        "submission_renew_lock", {"ids": self.id_list(ids), "locked_by": holder}
+                    )
+                ]
+                if found:
+                    params = {"ids": self.id_list(found), "lease": seconds(lease)}
+                    tx.execute("submission_renew", params)
+                    renewed.update(found)
+        return renewed
+
+    def prune(self, older_than: float, batch_size: int = 1000) -> int:
+        """Small batches keep each transaction short."""
+        with self.transaction() as tx:
+            rows = tx.fetch_all(
+                "submission_prune", {"older_than": seconds(older_than), "limit": batch_size}
+            )
+        return len(rows)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, submission_id: int) -> Submission | None:
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_get", {"id": submission_id})
+        return self.to_submission(row) if row else None
+
+    def get_by_key(self, channel: str, key: str) -> Submission | None:
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_get_by_key", {"channel": channel, "key": key})
+        return self.to_submission(row) if row else None
+
+    def events(self, submission_id: int) -> list[Event]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("event_list", {"submission_id": submission_id})
+        return [self.to_event(row) for row in rows]
+
+    def list_submissions(self, flt: Filter) -> list[Submission]:
+        """Rows matching `flt`, newest first. Every value is a bound parameter."""
+        statuses = [status.value for status in flt.statuses]
+        padded = (statuses * 4)[:4] if statuses else [None] * 4
+        params: dict[str, Any] = {
+            "all_statuses": not statuses,
+            **{f"status{i}": value for i, value in enumerate(padded)},
+            "channel": flt.channel,
+            "since": flt.since.isoformat() if flt.since else None,
+            "until": flt.until.isoformat() if flt.until else None,
+            "key_prefix": flt.key_prefix,
+            "in_doubt": _flag(flt.in_doubt),
+            "needs_attention": _flag(flt.needs_attention),
+            "resolved": _flag(flt.resolved),
+            "limit": flt.limit,
+        }
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_list", params)
+        return [self.to_submission(row) for row in rows]
+
+    def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
+        """Folds the running counts first, where the database keeps them (`upkeep`)."""
+        self.upkeep()
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_count_by_status", {"channel": channel})
+        return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
+
+    def count_attention(self, channel: str | None = None) -> dict[str, Any]:
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_count_attention", {"channel": channel})
+        assert row is not None
+        counts: dict[str, Any] = {
+            name: int(row[name] or 0)
+            for name in (
+                "in_doubt",
+                "exhausted",
+                "rejected_open",
+                "needs_attention",
+                "pending",
+                "resolved",
+            )
+        }
+        counts["oldest_pending"] = self.parse_time(row["oldest_pending"])
+        counts["now"] = self.parse_time(row["now"])
+        return counts
+
+    def count_in_doubt_due(self, channel: str) -> int:
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
+        return int(row["n"]) if row else 0
+
+    def find_superseding(self, submission_id: int) -> Submission | None:
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
+        return self.to_submission(row) if row else None
+
+    def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
+        """A row as read; with `known` (the same row as read before a move, which
+        never changes the payload), its payload is taken from there, not parsed again."""
+        error_kind = row["error_kind"]
+        return Submission(
+            id=int(row["id"]),
+            channel=row["channel"],
+            key=row["key"],
+            idempotency_key=row["idempotency_key"],
+            payload=known.payload if known is not None else self.parse_payload(row["payload"]),
+            status=Status(row["status"]),
+            attempts=int(row["attempts"]),
+            next_attempt_at=self.parse_time(row["next_attempt_at"]),
+            locked_by=row["locked_by"],
+            locked_until=self.parse_time(row["locked_until"]),
+            remote_id=row["remote_id"],
+            last_error=row["last_error"],
+            error_kind=ErrorKind(error_kind) if error_kind else None,
+            ordering_key=row["ordering_key"],
+            created_at=self.parse_time(row["created_at"]),
+            updated_at=self.parse_time(row["updated_at"]),
+            synced_at=self.parse_time(row["synced_at"]),
+            resolution=row["resolution"],
+            supersedes=row["supersedes"],
+            in_doubt=bool(row["in_doubt"]),
+        )
+
+    def to_event(self, row: Row) -> Event:
+        at = self.parse_time(row["at"])
+        assert at is not None
+        return Event(
+            id=int(row["id"]),
+            submission_id=int(row["submission_id"]),
+            at=at,
+            kind=row["kind"],
+            from_status=Status(row["from_status"]) if row["from_status"] else None,
+            to_status=Status(row["to_status"]) if row["to_status"] else None,
+            attempt=int(row["attempt"]),
+            actor=row["actor"],
+            detail=row["detail"],
+            duration_ms=row["duration_ms"],
+        )
+
+
+def insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[str, Any]:
+    return {
+        "channel": new.channel,
+        "key": new.key,
+        "idempotency_key": new.idempotency_key,
+        "payload": new.payload_json,
+        "ordering_key": new.ordering_key,
+        "supersedes": new.supersedes,
+        "attempts": 1 if lease else 0,
+        "locked_by": actor if lease else None,
+        "lease": seconds(lease),
+    }
+
+
+def seconds(value: float | None) -> float | None:
+    """Durations go to SQL rounded to milliseconds (SQLite reads them as text)."""
+    return None if value is None else round(max(float(value), 0.0), 3)
+
+
+def distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
+    """Moves (with their position) in consecutive runs that name each row once: one
+    statement applies one move per row, so a row named again begins the next run."""
+    runs: list[list[tuple[int, Move]]] = []
+    seen: set[int] = set()
+    for ordinal, move in enumerate(moves):
+        if not runs or move.submission_id in seen:
+            runs.append([])
+            seen = set()
+        runs[-1].append((ordinal, move))
+        seen.add(move.submission_id)
+    return runs
+
+
+def _flag(value: bool | None) -> int | None:
+    """An optional yes/no filter as SQL sees it: 1, 0, or NULL for "either"."""
+    return None if value is None else int(value)
+
+
+def event_row(
+    submission_id: int,
+    kind: str,
+    from_status: Status | None,
+    to_status: Status | None,
+    attempt: int,
+    actor: str,
+    detail: str | None = None,
+    duration_ms: int | None = None,
+) -> dict[str, Any]:
+    """`event_insert`'s parameters: one line of a submission's history."""
+    return {
+        "submission_id": submission_id,
+        "kind": kind,
+        "from_status": from_status,
+        "to_status": to_status,
+        "attempt": attempt,
+        "actor": actor,
+        "detail": detail,
+        "duration_ms": duration_ms,
+    }
+
+
+def event_params(move: Move, attempt: int) -> dict[str, Any]:
+    """`event_insert`'s parameters for the event a move records (`move.event`)."""
+    assert move.event is not None
+    return event_row(
+        move.submission_id, move.event, move.from_status, move.to_status, attempt,
+        move.actor, move.detail, move.duration_ms,
+    )  # fmt: skip
+
+
+def move_params(move: Move) -> dict[str, Any]:
+    return {
+        "id": move.submission_id,
+        "from_status": move.from_status.value,
+        "to_status": move.to_status.value,
+        "expect_locked_by": move.expect_locked_by,
+        "locked_by": move.locked_by,
+        "lease": seconds(move.lease),
+        "attempt_delta": move.attempt_delta,
+        "retry_in": seconds(move.retry_in),
+        "remote_id": move.remote_id,
+        "keep_error": move.keep_error,
+        "error_kind": move.error_kind.value if move.error_kind else None,
+        "last_error": move.last_error,
+        "resolution": move.resolution,
+    }
