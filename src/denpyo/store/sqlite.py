@@ -9,10 +9,12 @@ because a ledger that forgets a committed row after a power cut is no ledger.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
@@ -21,6 +23,12 @@ from denpyo.store.generic import GenericSqlStore
 from denpyo.store.queries import split_statements
 
 BUSY_TIMEOUT_MS = 30_000
+PRAGMAS = (
+    f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = FULL",
+    "PRAGMA foreign_keys = ON",
+)
 
 
 class SqliteTx(Tx):
@@ -66,22 +74,43 @@ class SqliteStore(GenericSqlStore):
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=30
-                )
-            except sqlite3.Error as exc:
-                raise ConfigurationError(f"cannot open SQLite database {self.path}: {exc}") from exc
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
+        return conn if conn is not None else self._keep(self._open(create=False))
+
+    def _keep(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
         return conn
+
+    def _open(self, *, create: bool) -> sqlite3.Connection:
+        """A connection set up for the ledger. Only `migrate` creates a missing file:
+        a command that reads, pointed at a mistyped path, must not leave an empty
+        database there that a later `migrate` would make look healthy."""
+        where = os.path.abspath(self.path)
+        uri = f"{Path(where).as_uri()}?mode={'rwc' if create else 'rw'}"
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30
+            )
+            conn.row_factory = sqlite3.Row
+            for pragma in PRAGMAS:
+                conn.execute(pragma)
+            return conn
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            if not create and not os.path.exists(where):
+                raise SchemaError(
+                    f"no SQLite database at {where}: `denpyo migrate` creates it"
+                ) from exc
+            raise ConfigurationError(f"cannot open SQLite database {where}: {exc}") from exc
+
+    def migrate(self) -> list[int]:
+        """The one operation that creates the database file."""
+        if getattr(self._local, "conn", None) is None:
+            self._keep(self._open(create=True))
+        return super().migrate()
 
     @contextmanager
     def transaction(self, conn: Any = None, *, write: bool = True) -> Iterator[Tx]:
@@ -93,6 +122,7 @@ class SqliteStore(GenericSqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with _wrapped():
+                self._check_same_database(conn)
                 previous = conn.row_factory
                 conn.row_factory = sqlite3.Row
                 try:
@@ -109,6 +139,16 @@ class SqliteStore(GenericSqlStore):
                 own.execute("ROLLBACK")
                 raise
             own.execute("COMMIT")
+
+    def _check_same_database(self, conn: sqlite3.Connection) -> None:
+        """A row written on a connection to another file lands where no worker looks."""
+        row = conn.execute("PRAGMA database_list").fetchone()
+        theirs = row[2] if row else ""
+        if not theirs or not os.path.exists(theirs) or not os.path.samefile(theirs, self.path):
+            raise ConfigurationError(
+                f"conn is connected to {theirs or 'a temporary database'!r}, but this ledger "
+                f"stores in {os.path.abspath(self.path)!r}: nothing was written"
+            )
 
     def reading(self) -> AbstractContextManager[Tx]:
         """Readers do not queue behind writers: in WAL mode they see the last commit."""

@@ -1,0 +1,126 @@
+"""Pointed at the wrong database, denpyo says so and writes nothing: a caller's
+connection to another database, a SQLite file that does not exist, a path it
+cannot open. On SQLite, PostgreSQL and MariaDB where the item touches them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import denpyo
+from conftest import driver_connection
+from denpyo.errors import ConfigurationError, SchemaError
+
+PAYLOAD = {"to": "a@example.com"}
+
+
+def _rows(backend: str, url: str) -> int:
+    conn = driver_connection(backend, url)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SELECT COUNT(*) FROM denpyo_submissions")
+        return int(cursor.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_enqueue_on_a_connection_to_another_database_is_refused(
+    backend: str, db_url: str, empty_url: str
+) -> None:
+    """The row would land in the other database, where no worker ever looks."""
+    with denpyo.Ledger(empty_url) as other:
+        other.migrate()
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("email")(lambda sub: "sent")
+        conn = driver_connection(backend, empty_url)
+        try:
+            with pytest.raises(ConfigurationError, match="nothing was written"):
+                ledger.enqueue("email", "k1", PAYLOAD, conn=conn)
+            with pytest.raises(ConfigurationError, match="nothing was written"):
+                ledger.enqueue_many("email", [("k2", PAYLOAD)], conn=conn)
+            conn.commit()
+        finally:
+            conn.close()
+    assert _rows(backend, empty_url) == 0 and _rows(backend, db_url) == 0
+
+
+def test_enqueue_on_the_same_database_spelled_otherwise_is_accepted(
+    backend: str, db_url: str
+) -> None:
+    """`localhost` and `127.0.0.1`, or a relative and an absolute path: one database."""
+    if backend == "sqlite":
+        other_spelling = f"sqlite:///{Path(db_url.removeprefix('sqlite:///')).resolve()}"
+    else:
+        other_spelling = db_url.replace("127.0.0.1", "localhost")
+        assert other_spelling != db_url
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("email")(lambda sub: "sent")
+        conn = driver_connection(backend, other_spelling)
+        try:
+            ledger.enqueue("email", "k1", PAYLOAD, conn=conn)
+            conn.commit()
+        finally:
+            conn.close()
+    assert _rows(backend, db_url) == 1
+
+
+def test_reading_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+    with denpyo.Ledger(f"sqlite:///{typo}") as ledger:
+        with pytest.raises(SchemaError, match=f"no SQLite database at {typo}"):
+            ledger.get_by_id(1)
+        with pytest.raises(SchemaError, match="`denpyo migrate` creates it"):
+            ledger.get("email", "k1")
+    assert not typo.exists()
+    with denpyo.Ledger(f"sqlite:///{typo}") as ledger:
+        ledger.migrate()
+    assert typo.exists()
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "denpyo.cli", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize("command", [["status"], ["list"], ["show", "1"]])
+def test_a_read_command_on_a_missing_file_says_which_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    done = _cli("--db", "sqlite:///typo.db", *command, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path / "typo.db") in lines[0], done.stderr
+    assert not (tmp_path / "typo.db").exists()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a file system mounted read-only, holding a migrated database
+    (file permissions would not stop root, which the test machine may be)."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("cannot mount a file system here")
+    try:
+        with denpyo.Ledger(f"sqlite:///{mount}/app.db") as ledger:
+            ledger.migrate()
+        for suffix in ("-wal", "-shm"):
+            (mount / f"app.db{suffix}").unlink(missing_ok=True)
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+def test_a_database_it_cannot_write_is_one_line_and_exit_2(read_only_dir: Path) -> None:
+    """Setting up the journal (WAL) is the first write SQLite tries, before any of
+    denpyo's statements: its failure must read as any other error."""
+    done = _cli("--db", f"sqlite:///{read_only_dir}/app.db", "status", cwd=read_only_dir.parent)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot open SQLite database" in done.stderr
+    assert "Traceback" not in done.stderr
