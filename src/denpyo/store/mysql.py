@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -181,8 +180,6 @@ class MysqlStore(GenericSqlStore):
         self._local = threading.local()
         self._all: list[Connection] = []
         self._lock = threading.Lock()
-        self._own_identity: tuple[Any, ...] | None = None
-        self._same: weakref.WeakSet[Connection] = weakref.WeakSet()
 
     def parse_time(self, value: Any) -> datetime | None:
         """DATETIME(6) arrives naive; every time denpyo writes is UTC."""
@@ -282,8 +279,9 @@ class MysqlStore(GenericSqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with _wrapped():
-                self._check_same_database(conn)
-                yield MysqlTx(self, conn)
+                tx = MysqlTx(self, conn)
+                self.check_same_database(tx, conn)
+                yield tx
             return
         own = self._begin()
         try:
@@ -299,26 +297,6 @@ class MysqlStore(GenericSqlStore):
             # than asked to ROLLBACK.
             self._discard(own)
             raise
-
-    def _check_same_database(self, conn: Connection) -> None:
-        """A row written on a connection to another schema lands where no worker
-        looks. The schema, host and port as the two connections spelled them are
-        compared first (no round trip); where they differ, each server is asked."""
-        theirs = (_text(conn.db), conn.host, conn.port)
-        if theirs == (self.args["database"], self.args["host"], self.args["port"]):
-            return
-        if conn in self._same:
-            return
-        if self._own_identity is None:
-            with self.transaction() as tx:
-                assert isinstance(tx, MysqlTx)
-                self._own_identity = _identity(tx.conn)
-        if _identity(conn) != self._own_identity:
-            raise ConfigurationError(
-                f"conn is connected to schema {theirs[0]!r} at {conn.host}:{conn.port}, "
-                f"but this ledger stores in {self.where}: nothing was written"
-            )
-        self._same.add(conn)
 
     def _abandon(self, conn: Connection) -> None:
         """Roll back after an error; a connection that cannot roll back is dropped."""
@@ -378,17 +356,6 @@ def _message(exc: pymysql.err.MySQLError) -> str:
     if len(exc.args) >= 2 and isinstance(exc.args[1], str):
         return exc.args[1]
     return str(exc) or type(exc).__name__
-
-
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _identity(conn: Connection) -> tuple[Any, ...]:
-    """Who the server says it is: the schema in use, its host name and port."""
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT DATABASE(), @@hostname, @@port")
-        return tuple(cursor.fetchone() or ())
 
 
 def _close_quietly(conn: Connection) -> None:

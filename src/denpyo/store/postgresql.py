@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
@@ -95,9 +94,6 @@ class PostgresStore(SqlStore):
         self.conninfo = conninfo
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self.max_connections = max_connections
-        self._own_address: tuple[str, str, int] | None = None
-        self._own_identity: tuple[Any, ...] = ()
-        self._same: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
     @property
     def pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
@@ -128,8 +124,9 @@ class PostgresStore(SqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with _wrapped(), conn.cursor(row_factory=dict_row) as cursor:
-                self._check_same_database(conn)
-                yield PostgresTx(self, cursor)
+                tx = PostgresTx(self, cursor)
+                self.check_same_database(tx, conn)
+                yield tx
             return
         with _wrapped():
             own = self._begin()
@@ -151,26 +148,6 @@ class PostgresStore(SqlStore):
 
     def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
         return self.transaction(conn) if conn is not None else self._autocommit()
-
-    def _check_same_database(self, conn: psycopg.Connection[Any]) -> None:
-        """A row written on a connection to another database lands where no worker
-        looks. The addresses as the two connections spelled them are compared first
-        (no round trip); where they differ (`localhost` and `127.0.0.1`, say), each
-        server is asked who it is, once per caller's connection."""
-        if self._own_address is None:
-            with self.pool.connection() as own:
-                self._own_address = _address(own)
-                self._own_identity = _identity(own)
-        if _address(conn) == self._own_address or conn in self._same:
-            return
-        if _identity(conn) != self._own_identity:
-            raise ConfigurationError(
-                f"conn is connected to database {conn.info.dbname!r} at "
-                f"{conn.info.host}:{conn.info.port}, but this ledger stores in "
-                f"{self._own_address[0]!r} at {self._own_address[1]}:{self._own_address[2]}: "
-                "nothing was written"
-            )
-        self._same.add(conn)
 
     def reading(self) -> AbstractContextManager[Tx]:
         return self._autocommit()
@@ -376,20 +353,6 @@ class PostgresAsync(AsyncStore):
                     if attempt > self.max_connections:
                         raise
         raise AssertionError("unreachable")
-
-
-def _address(conn: psycopg.Connection[Any]) -> tuple[str, str, int]:
-    """The database, host and port a connection was opened to, as the client knows them."""
-    return conn.info.dbname, conn.info.host, conn.info.port
-
-
-def _identity(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
-    """Who the server says it is: its database, port and start time (in the caller's
-    transaction, a read that changes nothing)."""
-    row = conn.execute(
-        "SELECT current_database(), current_setting('port'), pg_postmaster_start_time()"
-    ).fetchone()
-    return tuple(row.values()) if isinstance(row, dict) else tuple(row or ())
 
 
 RECORD_CHUNK = 1000

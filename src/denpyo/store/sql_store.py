@@ -11,6 +11,7 @@ so that the databases cannot drift apart in behaviour, only in SQL.
 from __future__ import annotations
 
 import json
+import weakref
 from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,7 +23,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import InvalidInput, LeaseLost, SchemaError
+from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError
 from denpyo.store.driver import NewSubmission, Row, Store, Tx
 from denpyo.store.queries import load_migrations, load_queries
 
@@ -33,8 +34,9 @@ class SqlStore(Store):
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "schema_version_create", "schema_version_get", "schema_version_add",
-            "schema_lock", "clock_now", "submission_get", "submission_get_by_key",
-            "submission_get_existing", "submission_find_superseding", "event_list",
+            "schema_lock", "clock_now", "database_identity", "submission_get",
+            "submission_get_by_key", "submission_get_existing", "submission_find_superseding",
+            "event_list",
             "submission_list", "submission_count_by_status", "submission_count_attention",
             "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
             "submission_prune",
@@ -45,6 +47,8 @@ class SqlStore(Store):
 
     def __init__(self) -> None:
         self.queries = load_queries(self.dialect)
+        self._own_identity: Row | None = None
+        self._same: weakref.WeakSet[Any] = weakref.WeakSet()  # callers' connections checked
 
     # -- what a SQL database supplies ---------------------------------------------------
 
@@ -77,6 +81,29 @@ class SqlStore(Store):
     @abstractmethod
     def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """`Store.move` inside a transaction."""
+
+    def check_same_database(self, tx: Tx, conn: Any) -> None:
+        """Refuse a caller's connection to another database: a row written there lands
+        where no worker looks. Each server says which database the connection works in
+        (`database_identity`), once per connection where the driver lets it be
+        remembered (sqlite3's cannot: there the question is a local call)."""
+        remembered = _weakly_referable(conn)
+        if remembered and conn in self._same:
+            return
+        if self._own_identity is None:
+            with self.reading() as own:
+                self._own_identity = own.fetch_one("database_identity")
+        theirs = tx.fetch_one("database_identity")
+        if theirs is None or not self.same_database(self._own_identity or {}, theirs):
+            raise ConfigurationError(
+                f"conn works in {_described(theirs)}, but this ledger stores in "
+                f"{_described(self._own_identity)}: nothing was written"
+            )
+        if remembered:
+            self._same.add(conn)
+
+    def same_database(self, ours: Row, theirs: Row) -> bool:
+        return dict(ours) == dict(theirs)
 
     def parse_time(self, value: Any) -> datetime | None:
         """Turn a driver's timestamp into an aware UTC datetime."""
@@ -380,6 +407,20 @@ def distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
         runs[-1].append((ordinal, move))
         seen.add(move.submission_id)
     return runs
+
+
+def _weakly_referable(value: Any) -> bool:
+    try:
+        weakref.ref(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _described(identity: Row | None) -> str:
+    if not identity:
+        return "an unknown database"
+    return ", ".join(f"{name} {value}" for name, value in identity.items())
 
 
 def _flag(value: bool | None) -> int | None:

@@ -122,11 +122,12 @@ class SqliteStore(GenericSqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with _wrapped():
-                self._check_same_database(conn)
                 previous = conn.row_factory
                 conn.row_factory = sqlite3.Row
                 try:
-                    yield SqliteTx(self, conn)
+                    tx = SqliteTx(self, conn)
+                    self.check_same_database(tx, conn)
+                    yield tx
                 finally:
                     conn.row_factory = previous
             return
@@ -140,15 +141,10 @@ class SqliteStore(GenericSqlStore):
                 raise
             own.execute("COMMIT")
 
-    def _check_same_database(self, conn: sqlite3.Connection) -> None:
-        """A row written on a connection to another file lands where no worker looks."""
-        row = conn.execute("PRAGMA database_list").fetchone()
-        theirs = row[2] if row else ""
-        if not theirs or not os.path.exists(theirs) or not os.path.samefile(theirs, self.path):
-            raise ConfigurationError(
-                f"conn is connected to {theirs or 'a temporary database'!r}, but this ledger "
-                f"stores in {os.path.abspath(self.path)!r}: nothing was written"
-            )
+    def same_database(self, ours: Row, theirs: Row) -> bool:
+        """The same file, however its path was spelled (a temporary one is nobody's)."""
+        mine, other = ours.get("file"), theirs.get("file")
+        return bool(mine and other and os.path.exists(other) and os.path.samefile(mine, other))
 
     def reading(self) -> AbstractContextManager[Tx]:
         """Readers do not queue behind writers: in WAL mode they see the last commit."""

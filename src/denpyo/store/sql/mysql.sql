@@ -35,6 +35,9 @@ INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
 -- schema_lock: serialise migrations; a session lock, as DDL commits (MysqlStore.migrate ends the session)
 SELECT GET_LOCK('denpyo_migrate', 60) AS locked;
 
+-- database_identity: which database this connection works in: the schema in use, the server's host name and port
+SELECT DATABASE() AS `database`, @@hostname AS host, @@port AS port;
+
 -- clock_now: the database clock
 SELECT UTC_TIMESTAMP(6) AS now;
 

@@ -26,6 +26,10 @@ INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
 -- schema_lock: serialise migrations across processes until the transaction ends
 SELECT pg_advisory_xact_lock(7316001);
 
+-- database_identity: which database this connection works in: its name, and the server's port and start time
+SELECT current_database() AS database, current_setting('port') AS port,
+    pg_postmaster_start_time() AS started;
+
 -- clock_now: the database clock
 SELECT now() AS now;
 

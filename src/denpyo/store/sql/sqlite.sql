@@ -31,6 +31,9 @@ INSERT INTO denpyo_schema_version (version) VALUES (:version);
 -- schema_lock: serialise migrations; BEGIN IMMEDIATE already holds the write lock
 SELECT 1;
 
+-- database_identity: which database this connection works in: its main file
+SELECT file FROM pragma_database_list WHERE name = 'main';
+
 -- clock_now: the database clock
 SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
 
