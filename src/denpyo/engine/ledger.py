@@ -179,30 +179,61 @@ class Ledger:
         is kept: the ledger's own transaction rolls back, and in yours (`conn`) you
         roll back, as after any error inside a transaction.
         Returns how many rows were new."""
-        seen: set[str] = set()
-
-        def prepared() -> Iterator[NewSubmission]:
-            for item in items:
-                key, payload, ordering_key = (*item, None)[:3]
-                _, new = self._prepare(channel, key, payload, ordering_key)
-                if key in seen:
-                    raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
-                seen.add(key)
-                yield new
-
-        def same_call(new: NewSubmission, sub: Submission) -> None:
-            check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
-
         return self.store.record_many(
-            prepared(), actor=self.flows.actor, check=same_call, conn=_dbapi_connection(conn)
+            self._prepared_many(channel, items),
+            actor=self.flows.actor,
+            check=_same_call,
+            conn=_dbapi_connection(conn),
         )
 
+    def _prepared_many(
+        self, channel: str, items: Iterable[tuple[str, Any] | tuple[str, Any, str | None]]
+    ) -> Iterator[NewSubmission]:
+        """Each item checked as it is written; a key twice in one call is refused."""
+        seen: set[str] = set()
+        for item in items:
+            key, payload, ordering_key = (*item, None)[:3]
+            _, new = self._prepare(channel, key, payload, ordering_key)
+            if key in seen:
+                raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
+            seen.add(key)
+            yield new
+
     async def aenqueue(
-        self, channel: str, key: str, payload: Any, *, ordering_key: str | None = None
+        self,
+        channel: str,
+        key: str,
+        payload: Any,
+        *,
+        conn: Any = None,
+        ordering_key: str | None = None,
     ) -> Submission:
-        """`enqueue` for asyncio applications (in its own transaction)."""
-        return await self.async_driver().in_db(
-            self.enqueue, channel, key, payload, ordering_key=ordering_key
+        """`enqueue` for asyncio applications. With `conn` (psycopg's AsyncConnection,
+        asyncpg, aiosqlite, aiomysql, or SQLAlchemy's AsyncConnection or AsyncSession)
+        the row joins the caller's open transaction: rolled back, no row; committed,
+        a worker sends it. Without, in the ledger's own transaction."""
+        if conn is None:
+            return await self.async_driver().in_db(
+                self.enqueue, channel, key, payload, ordering_key=ordering_key
+            )
+        _, new = self._prepare(channel, key, payload, ordering_key)
+        sub, created = await self.store.arecord(new, actor=self.flows.actor, conn=conn)
+        if not created:
+            check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
+        return sub
+
+    async def aenqueue_many(
+        self,
+        channel: str,
+        items: Iterable[tuple[str, Any] | tuple[str, Any, str | None]],
+        *,
+        conn: Any = None,
+    ) -> int:
+        """`enqueue_many` for asyncio applications; `conn` as in `aenqueue`."""
+        if conn is None:
+            return await self.async_driver().in_db(self.enqueue_many, channel, items)
+        return await self.store.arecord_many(
+            self._prepared_many(channel, items), actor=self.flows.actor, check=_same_call, conn=conn
         )
 
     # -- read -----------------------------------------------------------------------
@@ -217,9 +248,15 @@ class Ledger:
     def get_by_id(self, submission_id: int) -> Submission | None:
         return self.store.get(submission_id)
 
+    async def aget_by_id(self, submission_id: int) -> Submission | None:
+        return await self.async_driver().in_db(self.store.get, submission_id)
+
     def events(self, submission_id: int) -> list[Event]:
         """A submission's history, oldest first."""
         return self.store.events(submission_id)
+
+    async def aevents(self, submission_id: int) -> list[Event]:
+        return await self.async_driver().in_db(self.store.events, submission_id)
 
     # -- work -------------------------------------------------------------------------
 
@@ -371,6 +408,10 @@ class Ledger:
         if sub.status is Status.FAILED:
             raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
+
+
+def _same_call(new: NewSubmission, sub: Submission) -> None:
+    check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
 
 
 def _dbapi_connection(conn: Any) -> Any:

@@ -99,6 +99,24 @@ class Store(ABC):
         with another idempotency key, and may raise likewise."""
 
     @abstractmethod
+    async def arecord(
+        self, new: NewSubmission, *, actor: str, conn: Any
+    ) -> tuple[Submission, bool]:
+        """`record` for the workers, inside an application's open asyncio transaction
+        on `conn` (store/async_conn.py lists the drivers), never committed here."""
+
+    @abstractmethod
+    async def arecord_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any,
+    ) -> int:
+        """`record_many` inside an application's open asyncio transaction on `conn`."""
+
+    @abstractmethod
     def record_resend(
         self,
         new: NewSubmission,

@@ -24,7 +24,7 @@ import contextlib
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -149,12 +149,7 @@ class MysqlTx(Tx):
         try:
             return self.fetch_one(query, params)
         except pymysql.err.IntegrityError as exc:
-            # "Duplicate entry '...' for key 'denpyo_submissions_channel_key'": the index
-            # is named last (the entry itself is the caller's text, so it is not searched).
-            index_named = _message(exc).endswith(
-                (f"'{CHANNEL_KEY_INDEX}'", f".{CHANNEL_KEY_INDEX}'")
-            )
-            if _code(exc) == ER_DUP_ENTRY and index_named:
+            if _channel_key_taken(exc):
                 return None
             raise
 
@@ -298,6 +293,12 @@ class MysqlStore(GenericSqlStore):
             self._discard(own)
             raise
 
+    def errors(self) -> AbstractContextManager[None]:
+        return _wrapped()
+
+    def duplicate(self, exc: BaseException) -> bool:
+        return _channel_key_taken(exc)
+
     def _abandon(self, conn: Connection) -> None:
         """Roll back after an error; a connection that cannot roll back is dropped."""
         if conn.open:
@@ -356,6 +357,14 @@ def _message(exc: pymysql.err.MySQLError) -> str:
     if len(exc.args) >= 2 and isinstance(exc.args[1], str):
         return exc.args[1]
     return str(exc) or type(exc).__name__
+
+
+def _channel_key_taken(exc: BaseException) -> bool:
+    """ "Duplicate entry '...' for key 'denpyo_submissions_channel_key'": the index is
+    named last (the entry itself is the caller's text, so it is not searched)."""
+    if not isinstance(exc, pymysql.err.IntegrityError) or _code(exc) != ER_DUP_ENTRY:
+        return False
+    return _message(exc).endswith((f"'{CHANNEL_KEY_INDEX}'", f".{CHANNEL_KEY_INDEX}'"))
 
 
 def _close_quietly(conn: Connection) -> None:

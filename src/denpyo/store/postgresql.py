@@ -149,6 +149,9 @@ class PostgresStore(SqlStore):
     def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
         return self.transaction(conn) if conn is not None else self._autocommit()
 
+    def errors(self) -> AbstractContextManager[None]:
+        return _wrapped()
+
     def reading(self) -> AbstractContextManager[Tx]:
         return self._autocommit()
 
@@ -214,7 +217,14 @@ class PostgresStore(SqlStore):
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
         """Rows in chunks, one statement each, pipelined: the next chunk is prepared
         while the server writes the one before."""
-        assert isinstance(tx, PostgresTx)
+        if not isinstance(tx, PostgresTx):  # an application's asyncio connection
+            return sum(
+                int(row["created"])
+                for chunk in _chunks(news, RECORD_CHUNK)
+                if (
+                    row := tx.fetch_one("submission_record_many", _record_many_params(chunk, actor))
+                )
+            )
         conn = tx.cursor.connection
         query = self.queries["submission_record_many"]
         cursors = []

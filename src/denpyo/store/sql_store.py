@@ -10,12 +10,13 @@ so that the databases cannot drift apart in behaviour, only in SQL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
 from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from denpyo.domain.moves import Move
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError
+from denpyo.store.async_conn import BridgedConnection, BridgedTx, executor_for
 from denpyo.store.driver import NewSubmission, Row, Store, Tx
 from denpyo.store.queries import load_migrations, load_queries
 
@@ -105,6 +107,57 @@ class SqlStore(Store):
     def same_database(self, ours: Row, theirs: Row) -> bool:
         return dict(ours) == dict(theirs)
 
+    def errors(self) -> AbstractContextManager[None]:
+        """Where the driver's errors become StoreError (and missing tables SchemaError)."""
+        return nullcontext()
+
+    def duplicate(self, exc: BaseException) -> bool:
+        """Whether an INSERT's error means its channel and key exist (where the
+        database has no ON CONFLICT and says so by an error)."""
+        return False
+
+    def _in(self, conn: Any, *, one_statement: bool = False) -> AbstractContextManager[Tx]:
+        """The store's transaction, or the caller's (`conn`: a driver connection, or
+        an asyncio one reached from a thread)."""
+        if isinstance(conn, BridgedConnection):
+            return self._bridged(conn)
+        return self.one_statement(conn) if one_statement else self.transaction(conn)
+
+    @contextmanager
+    def _bridged(self, conn: BridgedConnection) -> Iterator[Tx]:
+        with self.errors():
+            tx = BridgedTx(conn, self.queries, self.duplicate)
+            self.check_same_database(tx, conn.executor.conn)
+            yield tx
+
+    async def arecord(
+        self, new: NewSubmission, *, actor: str, conn: Any
+    ) -> tuple[Submission, bool]:
+        bridged = await self._bridge(conn)
+        return await asyncio.to_thread(self.record, new, actor=actor, conn=bridged)
+
+    async def arecord_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any,
+    ) -> int:
+        bridged = await self._bridge(conn)
+        return await asyncio.to_thread(
+            self.record_many, news, actor=actor, check=check, conn=bridged
+        )
+
+    async def _bridge(self, conn: Any) -> BridgedConnection:
+        executor = await executor_for(conn)
+        if executor.dialect != self.dialect:
+            raise ConfigurationError(
+                f"this ledger stores in {self.dialect}; conn is a {executor.dialect} "
+                "connection: nothing was written"
+            )
+        return BridgedConnection(executor, asyncio.get_running_loop())
+
     def parse_time(self, value: Any) -> datetime | None:
         """Turn a driver's timestamp into an aware UTC datetime."""
         if value is None or isinstance(value, datetime):
@@ -164,7 +217,7 @@ class SqlStore(Store):
     def record(
         self, new: NewSubmission, *, actor: str, lease: float | None = None, conn: Any = None
     ) -> tuple[Submission, bool]:
-        with self.one_statement(conn) as tx:
+        with self._in(conn, one_statement=True) as tx:
             row = self.record_in(tx, new, actor=actor, lease=lease, detail=None)
             if row is None:
                 existing = self._existing(tx, new)
@@ -187,7 +240,7 @@ class SqlStore(Store):
                 recorded.append(new)
                 yield new
 
-        with self.transaction(conn) as tx:
+        with self._in(conn) as tx:
             created = self.record_many_in(tx, tracked(), actor)
             if created < len(recorded):
                 for new in recorded:

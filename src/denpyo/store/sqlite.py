@@ -146,6 +146,9 @@ class SqliteStore(GenericSqlStore):
         mine, other = ours.get("file"), theirs.get("file")
         return bool(mine and other and os.path.exists(other) and os.path.samefile(mine, other))
 
+    def errors(self) -> AbstractContextManager[None]:
+        return _wrapped()
+
     def reading(self) -> AbstractContextManager[Tx]:
         """Readers do not queue behind writers: in WAL mode they see the last commit."""
         return self.transaction(write=False)

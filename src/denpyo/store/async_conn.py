@@ -1,0 +1,214 @@
+"""An application's own asyncio connection, in its open transaction, for `aenqueue`.
+
+The store's writes are sync code, written once. `aenqueue(conn=...)` runs them
+in a thread, and each of their statements goes back to the event loop to run
+on the caller's connection (`BridgedTx`): the row commits or rolls back with
+the application's own write. Two thread hops per statement are the price;
+the statements themselves are the same as `enqueue`'s.
+
+Drivers are recognised by their type's module, so none is imported here:
+psycopg's `AsyncConnection`, asyncpg, aiosqlite, aiomysql, and SQLAlchemy's
+`AsyncConnection` and `AsyncSession` over any of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+from denpyo.errors import ConfigurationError, StoreError
+from denpyo.store.driver import Row, Tx
+
+T = TypeVar("T")
+
+
+class AsyncExecutor(ABC):
+    """Runs statements on one asyncio driver connection."""
+
+    dialect: str
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @abstractmethod
+    async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]: ...
+
+    @abstractmethod
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int: ...
+
+    async def execute_many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        for row in rows:
+            await self.execute(sql, row)
+
+
+class PsycopgExecutor(AsyncExecutor):
+    dialect = "postgresql"
+
+    async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
+        from psycopg.rows import dict_row
+
+        async with self.conn.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(sql, params)
+            return list(await cursor.fetchall()) if cursor.description else []
+
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        async with self.conn.cursor() as cursor:
+            await cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+
+PLACEHOLDER = re.compile(r"%\(([a-z_][a-z0-9_]*)\)[sb]|%%")
+
+
+def numbered(sql: str) -> tuple[str, list[str]]:
+    """psycopg's `%(name)s` placeholders as asyncpg's `$1`, and the names in order."""
+    names: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        name = match.group(1)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return PLACEHOLDER.sub(one, sql), names
+
+
+class AsyncpgExecutor(AsyncExecutor):
+    dialect = "postgresql"
+
+    async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
+        text, names = numbered(sql)
+        try:
+            rows = await self.conn.fetch(text, *[params[name] for name in names])
+        except Exception as exc:
+            raise _asyncpg_error(exc) from exc
+        return [dict(row) for row in rows]
+
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        text, names = numbered(sql)
+        try:
+            status = await self.conn.execute(text, *[params[name] for name in names])
+        except Exception as exc:
+            raise _asyncpg_error(exc) from exc
+        count = str(status).rsplit(" ", 1)[-1]  # "INSERT 0 1", "UPDATE 3"
+        return int(count) if count.isdigit() else 0
+
+
+def _asyncpg_error(exc: Exception) -> Exception:
+    if type(exc).__module__.startswith("asyncpg"):
+        return StoreError(f"PostgreSQL: {exc}")
+    return exc
+
+
+class AiosqliteExecutor(AsyncExecutor):
+    dialect = "sqlite"
+
+    async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
+        async with self.conn.execute(sql, dict(params)) as cursor:
+            rows = await cursor.fetchall()
+            names = [column[0] for column in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        async with self.conn.execute(sql, dict(params)) as cursor:
+            return int(cursor.rowcount)
+
+
+class AiomysqlExecutor(AsyncExecutor):
+    dialect = "mysql"
+
+    async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
+        async with self.conn.cursor() as cursor:
+            await cursor.execute(sql, dict(params))
+            rows = await cursor.fetchall()
+            names = [column[0] for column in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        async with self.conn.cursor() as cursor:
+            await cursor.execute(sql, dict(params))
+            return int(cursor.rowcount)
+
+
+EXECUTORS: dict[tuple[str, str], type[AsyncExecutor]] = {
+    ("psycopg", "AsyncConnection"): PsycopgExecutor,
+    ("asyncpg", "Connection"): AsyncpgExecutor,
+    ("aiosqlite", "Connection"): AiosqliteExecutor,
+    ("aiomysql", "Connection"): AiomysqlExecutor,
+}
+
+
+async def executor_for(conn: Any) -> AsyncExecutor:
+    """The executor for an application's asyncio connection; SQLAlchemy's are
+    unwrapped to their driver connection, in the session's transaction."""
+    module = type(conn).__module__
+    if module.startswith("sqlalchemy"):
+        if hasattr(conn, "get_bind"):  # AsyncSession: its connection, begun if need be
+            conn = await conn.connection()
+        raw = await conn.get_raw_connection()
+        conn = raw.driver_connection
+    for klass in type(conn).__mro__:
+        found = EXECUTORS.get((klass.__module__.split(".")[0], klass.__name__))
+        if found is not None:
+            return found(conn)
+    raise ConfigurationError(
+        f"aenqueue cannot join a {module}.{type(conn).__name__} transaction; conn must be "
+        "a psycopg AsyncConnection, an asyncpg Connection, an aiosqlite Connection, an "
+        "aiomysql Connection, or a SQLAlchemy AsyncConnection or AsyncSession"
+    )
+
+
+class BridgedConnection:
+    """An application's asyncio connection, as the store's sync code sees it from a
+    thread: every statement is sent back to the event loop that owns the connection."""
+
+    def __init__(self, executor: AsyncExecutor, loop: asyncio.AbstractEventLoop) -> None:
+        self.executor = executor
+        self.loop = loop
+
+
+class BridgedTx(Tx):
+    """`duplicate(exc)`: whether an INSERT's error means that its channel and key are
+    recorded already (MariaDB, which has no ON CONFLICT)."""
+
+    def __init__(
+        self,
+        bridged: BridgedConnection,
+        queries: Mapping[str, str],
+        duplicate: Callable[[BaseException], bool],
+    ) -> None:
+        self.bridged = bridged
+        self.queries = queries
+        self.duplicate = duplicate
+
+    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.bridged.loop).result()
+
+    def fetch_one(self, query: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        rows = self.fetch_all(query, params)
+        return rows[0] if rows else None
+
+    def fetch_all(self, query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return self._wait(self.bridged.executor.fetch_all(self.queries[query], params or {}))
+
+    def execute(self, query: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._wait(self.bridged.executor.execute(self.queries[query], params or {}))
+
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._wait(self.bridged.executor.execute_many(self.queries[query], rows))
+
+    def insert(self, query: str, params: Mapping[str, Any]) -> Row | None:
+        try:
+            return self.fetch_one(query, params)
+        except Exception as exc:
+            if self.duplicate(exc):
+                return None
+            raise
+
+    def script(self, sql: str) -> None:
+        raise StoreError("migrations do not run on an application's connection")
