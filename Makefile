@@ -29,8 +29,8 @@ chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
 
 lint: setup  ## ruff and mypy, as CI would
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
 bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~50 min)
