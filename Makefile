@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all chaos lint bench services clean
+.PHONY: setup demo test test-all chaos lint docs bench services clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,11 @@ lint: setup  ## ruff and mypy, as CI would
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
+docs: setup  ## the documentation site (docs/, mkdocs.yml) into site/; warnings are errors
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~50 min)
 	$(BIN)/python bench/run.py $(BENCH_SIZES)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
