@@ -271,6 +271,31 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert snapshot(db_url) == before
 
 
+def test_resend_refuses_a_payload_no_database_can_store(
+    db_url: str, seeded: dict[str, int], tmp_path: Path
+) -> None:
+    """A corrected payload is checked like any other: exit 2, one line, nothing written."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes('{"to": "café"}'.encode("latin-1"))
+    resend = ["resolve", str(seeded["k-failed"]), "--resend", "--note", "fixed", "--payload"]
+    cases = [
+        ('{"to": "\\ud800"}', "lone surrogate"),
+        ('{"to": "a\\u0000b"}', "NUL"),
+        (f"@{deep}", "nested more than"),
+        ("[" * 5_000 + "]" * 5_000, "nested more than"),
+        (f"@{latin1}", "cannot read the payload file"),
+    ]
+    before = snapshot(db_url)
+    procs = run_all([[*resend, payload] for payload, _ in cases], db_url)
+    for (payload, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (payload[:40], proc.stderr[-500:])
+        assert text in proc.stderr and proc.stderr.startswith("error: "), proc.stderr[-500:]
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", proc.stderr[-500:]
+    assert snapshot(db_url) == before
+
+
 def test_usage_and_configuration_errors(tmp_path: Path) -> None:
     """Refusals that happen before any row is read: the same on every backend."""
     db = f"sqlite:///{tmp_path}/none.db"

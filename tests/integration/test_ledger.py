@@ -235,6 +235,62 @@ def test_bad_input_writes_nothing(
     assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(0,)] and calls.calls == []
 
 
+def nested(depth: int) -> list[Any]:
+    """Arrays `depth` levels deep."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("key", "payload", "ordering_key", "error"),
+    [
+        ("k", {"to": "\ud800"}, None, denpyo.PayloadNotJSON),
+        ("k", {"\udfff": "a lone surrogate as a field name"}, None, denpyo.PayloadNotJSON),
+        ("k", {"to": "a\x00b"}, None, denpyo.PayloadNotJSON),
+        ("k", nested(100_000), None, denpyo.PayloadNotJSON),
+        ("k", nested(32), None, denpyo.PayloadNotJSON),
+        ("\ud800", {}, None, denpyo.InvalidKey),
+        ("k", {}, "\udfff", denpyo.InvalidKey),
+    ],
+    ids=["surrogate", "surrogate-name", "nul", "deep-100000", "deep-32", "key", "ordering-key"],
+)
+def test_text_no_database_can_store_is_refused_by_every_entry_and_writes_nothing(
+    ledger: denpyo.Ledger,
+    sql: SQL,
+    key: str,
+    payload: Any,
+    ordering_key: str | None,
+    error: type[Exception],
+) -> None:
+    """Lone surrogates, NUL and nesting past what every database keeps are the
+    package's own errors, never a driver's UnicodeEncodeError or a RecursionError."""
+    calls = Script(ok)
+    ledger.channel("c")(calls)
+    entries: list[Callable[[], Any]] = [
+        lambda: ledger.submit("c", key, payload, ordering_key=ordering_key),
+        lambda: ledger.enqueue("c", key, payload, ordering_key=ordering_key),
+        lambda: ledger.enqueue_many("c", [("first", {}), (key, payload, ordering_key)]),
+        lambda: asyncio.run(ledger.asubmit("c", key, payload, ordering_key=ordering_key)),
+        lambda: asyncio.run(ledger.aenqueue("c", key, payload, ordering_key=ordering_key)),
+    ]
+    for entry in entries:
+        with pytest.raises(error):
+            entry()
+    assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(0,)] and calls.calls == []
+
+
+def test_payloads_up_to_the_nesting_limit_are_kept_and_read_back(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    deepest = nested(31)
+    text = {"escaped": "\\u0000 is text here, not a NUL", "é": "\U0001f600"}
+    assert ledger.enqueue("c", "deep", deepest).payload == deepest
+    assert ledger.enqueue("c", "text", text).payload == text
+    assert ledger.get("c", "deep").payload == deepest  # type: ignore[union-attr]
+    assert ledger.get("c", "text").payload == text  # type: ignore[union-attr]
+
+
 def test_disallowed_move_raises_and_writes_nothing(ledger: denpyo.Ledger) -> None:
     ledger.channel("c")(ok)
     sub = ledger.submit("c", "k", {})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,9 @@ from denpyo.cli import render
 from denpyo.cli.app import Env, fail, json_option, main, pass_env
 from denpyo.cli.commands import filter_options
 from denpyo.domain.filters import parse_duration
+from denpyo.domain.limits import decode_payload
 from denpyo.engine import operator as op
-from denpyo.errors import InvalidInput
+from denpyo.errors import InvalidInput, PayloadNotJSON
 
 by_option = click.option(
     "--by", metavar="NAME", help="Who is acting, for the history; default: your login name."
@@ -167,17 +167,18 @@ def resolve(
 
 
 def read_payload(text: str) -> Any:
+    """`--payload` as JSON text, or `@file`; checked like any payload before it is used."""
     source = "--payload"
     if text.startswith("@"):
         source = text[1:]
         try:
             text = Path(source).read_text(encoding="utf-8")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise InvalidInput(f"cannot read the payload file {source!r}: {exc}") from None
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
+        return decode_payload(text)
+    except PayloadNotJSON as exc:
+        raise PayloadNotJSON(f"{source}: {exc}") from None
 
 
 @main.command()
