@@ -322,6 +322,40 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()  # nothing was even created
 
 
+def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Whatever a user's --app module raises while it is imported (exit 1 would read
+    as "needs attention"), and a module whose ledger has no channel, said as such."""
+    modules = {
+        "app_name_error": "import denpyo\nledger = denpyo.Ledger()\nundefined_name\n",
+        "app_syntax_error": "import denpyo\nledger = denpyo.Ledger(\n",
+        "app_raises": 'raise RuntimeError("no config file\\nsecond line")\n',
+        "app_exits": "import sys\nsys.exit(3)\n",
+        "app_no_channel": "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n",
+    }
+    for name, text in modules.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    env = {"PYTHONPATH": str(tmp_path), "DENPYO_DB": db_url}
+    cases = [
+        (["--app", "app_name_error:ledger", "status"], "NameError: name 'undefined_name'"),
+        (["--app", "app_syntax_error:ledger", "list"], "SyntaxError"),
+        (["--app", "app_raises:ledger", "worker"], "RuntimeError: no config file / second line"),
+        (["--app", "app_exits:ledger", "status"], "SystemExit: 3"),
+        (["--app", "app_no_channel:ledger", "reconcile"],
+         "module app_no_channel registered no channel with ledger ledger; reconcile needs"),
+        (["--app", "app_no_channel:ledger", "worker"],
+         "module app_no_channel registered no channel with ledger ledger; the worker needs"),
+    ]  # fmt: skip
+    with ThreadPoolExecutor(8) as pool:
+        procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
+    for (args, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: --app ") and text in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)
+    assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))
+
+
 def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int]) -> None:
     ids = {key: str(value) for key, value in seeded.items()}
 

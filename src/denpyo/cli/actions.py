@@ -191,8 +191,7 @@ def reconcile(env: Env, as_json: bool) -> None:
     Example: denpyo --app myapp.ledger:ledger reconcile
     """
     _log_to_stderr(logging.WARNING)
-    ledger = env.ledger
-    op.require_channels(ledger, "reconcile")  # before the progress bar draws anything
+    ledger = env.require_channels("reconcile")  # before the progress bar draws anything
     if as_json:
         summary = op.reconcile(ledger)
         render.emit_json(summary.to_json())
@@ -247,8 +246,7 @@ def worker(env: Env, concurrency: int, poll_interval: float, grace: float) -> No
     Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
     """
     _log_to_stderr(logging.INFO)
-    ledger = env.ledger
-    op.require_channels(ledger, "the worker")
+    ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
     render.err.print(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
     report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)

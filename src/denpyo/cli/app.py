@@ -11,6 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from denpyo.engine import operator as op
 from denpyo.engine.ledger import DEFAULT_URL, Ledger
 from denpyo.errors import ConfigurationError, DenpyoError
 
@@ -27,7 +28,8 @@ class InputError(click.ClickException):
     exit_code = EXIT_INPUT
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        lines = [line.strip() for line in self.format_message().splitlines()]
+        click.echo(f"error: {' / '.join(line for line in lines if line)}", err=True)
 
 
 class Env:
@@ -48,6 +50,19 @@ class Env:
             self._ledger = load_app(self.app) if self.app else Ledger(self.url)
         return self._ledger
 
+    def require_channels(self, what: str) -> Ledger:
+        """The ledger, which must have channels: say which --app module registered none."""
+        ledger = self.ledger
+        if self.app and not ledger.channels:
+            module, _, attr = self.app.partition(":")
+            raise ConfigurationError(
+                f"--app {self.app!r}: module {module} registered no channel with ledger "
+                f"{attr}; {what} needs them (register each with @{attr}.channel(...) when "
+                "the module is imported)"
+            )
+        op.require_channels(ledger, what)
+        return ledger
+
     def close(self) -> None:
         if self._ledger is not None:
             self._ledger.close()
@@ -64,8 +79,10 @@ def load_app(spec: str) -> Ledger:
         sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's module runs: it may raise anything
+        raise ConfigurationError(
+            f"--app {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
