@@ -398,6 +398,53 @@ def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int
     assert (synced["status"], synced["remote_id"]) == ("synced", "msg_42")
 
 
+ROW_FILTERS = {
+    "statuses", "channel", "in_doubt", "needs_attention", "resolved", "since", "until",
+    "key_prefix", "limit",
+}  # fmt: skip
+
+
+def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[str, int]) -> None:
+    """`retry ID… | --status … | --all`, as documented: every row filter of `list`,
+    each meaning the same, and a filter that can only match rows a retry may not take
+    is refused rather than matching nothing."""
+    for name in ("list", "retry"):
+        options = {p.name: p for p in main.commands[name].params}
+        assert ROW_FILTERS <= set(options), name
+    listed, retry = (
+        {p.name: p.opts for p in main.commands[n].params if p.name in ROW_FILTERS}
+        for n in ("list", "retry")
+    )
+    assert listed == retry
+    plans = [
+        ["--status", "failed"],
+        ["--status", "failed", "--needs-attention", "--key-prefix", "k-f"],
+        ["--status", "failed,requesting", "--in-doubt", "--force-in-doubt", "--note", "checked"],
+        ["--channel", "email", "--since", "1h"],
+        ["--all"],
+    ]
+    refused = [
+        (["--status", "rejected"], "not rejected"),
+        (["--status", "failed", "--in-doubt"], "--force-in-doubt"),
+        (["--resolved"], "never retried"),
+    ]
+    procs = run_all(
+        [["retry", *args, "--dry-run", "--json"] for args in plans]
+        + [["retry", *args] for args, _ in refused],
+        db_url,
+    )
+    keys = [sorted(s["key"] for s in as_json(proc)["retried"]) for proc in procs[: len(plans)]]
+    assert keys == [
+        ["k-failed"], ["k-failed"], ["k-ambiguous", "k-doubt"], ["k-failed"], ["k-failed"]
+    ]  # fmt: skip
+    for (args, text), proc in zip(refused, procs[len(plans) :], strict=True):
+        assert proc.returncode == 2 and text in proc.stderr, (args, proc.stderr)
+    done = as_json(
+        denpyo_cli("retry", "--status", "failed", "--note", "back up", "--json", db=db_url)
+    )
+    assert [s["id"] for s in done["retried"]] == [seeded["k-failed"]]
+
+
 @pytest.fixture
 def app(db_url: str, tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeProvider]]:
     """A user's module with a Ledger and an HTTP channel against a fake provider."""

@@ -10,7 +10,7 @@ import click
 
 from denpyo.cli import render
 from denpyo.cli.app import Env, fail, json_option, main, pass_env
-from denpyo.cli.commands import filter_options
+from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
 from denpyo.engine import operator as op
@@ -24,10 +24,9 @@ note_option = click.option("--note", metavar="TEXT", help="Why: kept in the hist
 
 @main.command()
 @click.argument("refs", nargs=-1, metavar="[ID|CHANNEL:KEY]...")
-@filter_options
-@click.option("--all", "all_failed", is_flag=True, help="Every failed row (no other filter).")
+@row_filters(limit=1000, limit_help="At most this many rows, with a filter.")
 @click.option(
-    "--limit", type=int, default=1000, show_default=True, help="At most this many, with a filter."
+    "--all", "all_failed", is_flag=True, help="Every failed row (needed when no filter is given)."
 )
 @click.option(
     "--force-in-doubt",
@@ -42,12 +41,8 @@ note_option = click.option("--note", metavar="TEXT", help="Why: kept in the hist
 def retry(
     env: Env,
     refs: tuple[str, ...],
-    channel: str | None,
-    since: str | None,
-    until: str | None,
-    key_prefix: str | None,
+    rows: RowFilters,
     all_failed: bool,
-    limit: int,
     force_in_doubt: bool,
     note: str | None,
     by: str | None,
@@ -56,33 +51,23 @@ def retry(
 ) -> None:
     """Make failed rows due now; a worker sends them again under the same key.
 
-    Name the rows, or select them with a filter (--all for every failed row).
-    Rows in doubt are refused unless --force-in-doubt with a --note: check the
-    provider first, or use `resolve --mark-synced`.
+    Name the rows, or select them with the same filters as `list` (--all for
+    every failed row). Rows in doubt are refused unless --force-in-doubt with a
+    --note: check the provider first, or use `resolve --mark-synced`.
 
     \b
     Example: denpyo retry 41 42 --note "provider outage over"
-    Example: denpyo retry --channel invoice-email --since 2h --dry-run
+    Example: denpyo retry --status failed --channel invoice-email --since 2h --dry-run
     """
-    filtering = any(v is not None for v in (channel, since, until, key_prefix)) or all_failed
+    filtering = rows.given or all_failed
     if refs and filtering:
         fail("name the submissions to retry or give a filter, not both")
     if not refs and not filtering:
-        fail("name the submissions to retry, or select them (--channel, --since, ... or --all)")
-    flt = None
-    if not refs:
-        flt = op.make_filter(
-            env.ledger,
-            since=since,
-            until=until,
-            channel=channel,
-            key_prefix=key_prefix,
-            limit=limit,
-        )
+        fail("name the submissions to retry, or select them (--status, --channel, ... or --all)")
     result = op.retry(
         env.ledger,
         refs=refs,
-        flt=flt,
+        flt=None if refs else rows.to_filter(env.ledger),
         force_in_doubt=force_in_doubt,
         note=note,
         by=by,

@@ -113,6 +113,8 @@ def retry(
 
 
 def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
+    """The filter narrowed to rows a retry may take; a condition that could only
+    select rows it may not take is refused rather than quietly matching nothing."""
     allowed = (Status.FAILED, Status.REQUESTING) if force_in_doubt else (Status.FAILED,)
     wrong = [s.value for s in flt.statuses if s not in allowed]
     if wrong:
@@ -120,11 +122,17 @@ def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
             "retry takes failed rows (and requesting rows in doubt, with --force-in-doubt), "
             f"not {', '.join(wrong)}"
         )
+    if flt.resolved:
+        raise InvalidInput("a row a person resolved is never retried; select unresolved rows")
+    if flt.in_doubt and not force_in_doubt:
+        raise InvalidInput(
+            "rows in doubt may have arrived: retry them only with --force-in-doubt and a note"
+        )
     return replace(
         flt,
         statuses=flt.statuses or allowed,
         resolved=False,
-        in_doubt=None if force_in_doubt else False,
+        in_doubt=flt.in_doubt if force_in_doubt else False,
     )
 
 
