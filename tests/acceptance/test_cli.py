@@ -398,6 +398,31 @@ def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int
     assert (synced["status"], synced["remote_id"]) == ("synced", "msg_42")
 
 
+def test_abandon_says_what_happened_to_the_row(db_url: str, seeded: dict[str, int]) -> None:
+    """A `requesting` row given up becomes `failed`: the message says so, and why."""
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        waiting = ledger.enqueue("email", "k-waiting", {}).id
+    note = ["--abandon", "--note", "customer cancelled"]
+    doubt, never, failed, as_json_ = run_all(
+        [
+            ["resolve", str(seeded["k-doubt"]), *note],
+            ["resolve", str(waiting), *note],
+            ["resolve", str(seeded["k-failed"]), *note],
+            ["resolve", str(seeded["k-rejected"]), *note, "--json"],
+        ],
+        db_url,
+    )
+    text = " ".join(ok(doubt).stdout.split())
+    assert "moved from requesting to failed" in text and "may have arrived" in text, text
+    assert "stays" not in text.replace("stays counted in doubt", "")
+    text = " ".join(ok(never).stdout.split())
+    assert "moved from requesting to failed (never sent)" in text, text
+    assert "it stays failed" in " ".join(ok(failed).stdout.split())
+    done = as_json(as_json_)
+    assert (done["from_status"], done["submission"]["status"]) == ("rejected", "rejected")
+
+
 ROW_FILTERS = {
     "statuses", "channel", "in_doubt", "needs_attention", "resolved", "since", "until",
     "key_prefix", "limit",
@@ -409,8 +434,7 @@ def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[s
     each meaning the same, and a filter that can only match rows a retry may not take
     is refused rather than matching nothing."""
     for name in ("list", "retry"):
-        options = {p.name: p for p in main.commands[name].params}
-        assert ROW_FILTERS <= set(options), name
+        assert {p.name for p in main.commands[name].params} >= ROW_FILTERS, name
     listed, retry = (
         {p.name: p.opts for p in main.commands[n].params if p.name in ROW_FILTERS}
         for n in ("list", "retry")

@@ -590,6 +590,19 @@ def test_reconcile_settles_expired_leases_by_verdict(
         assert sub.remote_id == "remote-x"
 
 
+def test_a_verify_that_finds_the_call_names_its_remote_id_in_the_event(
+    ledger: denpyo.Ledger,
+) -> None:
+    ledger.channel("c", verify=lambda sub: Delivered("remote-found"))(ok)
+    ledger.enqueue("c", "k", {})
+    [held] = ledger.store.claim("c", worker="crashed-worker", limit=1, lease=60)
+    _expire_lease(ledger, held)
+    assert ledger.reconcile().reconciled == 1
+    [verify] = [e for e in ledger.events(held.id) if e.kind == "verify"]
+    assert verify.to_status is Status.SYNCED
+    assert verify.detail == "verify: delivered, remote id remote-found"
+
+
 def test_live_leases_are_left_alone(ledger: denpyo.Ledger) -> None:
     ledger.channel("c", verify=lambda sub: NotDelivered())(ok)
     ledger.enqueue("c", "k", {})

@@ -118,7 +118,8 @@ def resolve(
 ) -> None:
     """A person's decision on one row, written to its history with --note and who.
 
-    --abandon keeps a failed or rejected row as it is and stops all retries;
+    --abandon keeps a failed or rejected row as it is and stops all retries (a
+    requesting row not being sent becomes failed);
     --resend creates a new submission linked through `supersedes`;
     --mark-synced records a call you found at the provider.
 

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from denpyo.domain.status import Status
+from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.operator import (
     History,
@@ -235,15 +235,28 @@ def show_retry(result: RetryResult) -> None:
 def show_resolution(done: Resolution) -> None:
     sub = done.submission
     text = {
-        "abandon": f"{label(sub)} abandoned; it stays {sub.status.value}, nothing more is sent",
+        "abandon": f"{label(sub)} abandoned; {_became(done)}, nothing more is sent",
         "mark_synced": f"{label(sub)} marked synced (remote id {sub.remote_id})",
-        "resend": f"{label(sub)} replaced",
+        "resend": f"{label(sub)} replaced; {_became(done)}, nothing more is sent for it",
     }[done.action]
     out.print(escape(text), style="green")
     if done.created is not None:
         new = label(done.created)
         out.print(escape(f"new submission {new} waits for a worker (supersedes #{sub.id})"))
     out.print(f"resolution: {escape(sub.resolution or '')}", style="dim")
+
+
+def _became(done: Resolution) -> str:
+    """What happened to the row's status: a `requesting` row given up becomes `failed`."""
+    sub = done.submission
+    if not done.moved or done.from_status is None:
+        return f"it stays {sub.status.value}"
+    why = (
+        "its last attempt may have arrived, so it stays counted in doubt"
+        if sub.error_kind is ErrorKind.AMBIGUOUS
+        else "never sent"
+    )
+    return f"it moved from {done.from_status.value} to {sub.status.value} ({why})"
 
 
 def show_reconcile(summary: ReconcileSummary) -> None:

@@ -134,7 +134,8 @@ class Move:
     def verified_delivered(
         cls, sub: Submission, actor: str, remote_id: str | None, note: str
     ) -> Move:
-        """Verify found that the call arrived: `synced`."""
+        """Verify found that the call arrived: `synced`, the remote id it found in the
+        event too (the row's `remote_id` keeps only the latest)."""
         return cls(
             sub.id,
             sub.status,
@@ -143,7 +144,7 @@ class Move:
             expect_locked_by=sub.locked_by,
             event="verify",
             remote_id=remote_id,
-            detail=note,
+            detail=note if remote_id is None else f"{note}, remote id {remote_id}",
             row=sub,
         )
 

@@ -163,15 +163,22 @@ def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> M
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """A person's resolution: the row as it is after it, and the new row of a resend."""
+    """A person's resolution: the row as it is after it, the new row of a resend, and
+    the status the row had before (a `requesting` row given up becomes `failed`)."""
 
     action: str  # "abandon", "resend" or "mark_synced"
     submission: Submission
     created: Submission | None = None
+    from_status: Status | None = None
+
+    @property
+    def moved(self) -> bool:
+        return self.from_status is not None and self.from_status is not self.submission.status
 
     def to_json(self) -> dict[str, Any]:
         return {
             "action": self.action,
+            "from_status": self.from_status.value if self.from_status else None,
             "submission": submission_json(self.submission),
             "created": submission_json(self.created) if self.created else None,
         }
@@ -188,7 +195,7 @@ def resolve_abandon(
         raise InvalidInput(f"{label(sub)} is already resolved: {sub.resolution}")
     actor = operator_actor(by)
     move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
-    return Resolution("abandon", _apply_one(ledger, move))
+    return Resolution("abandon", _apply_one(ledger, move), from_status=sub.status)
 
 
 def resolve_mark_synced(
@@ -213,7 +220,7 @@ def resolve_mark_synced(
             raise InvalidInput(f"{label(sub)} was never sent, so it cannot have arrived")
     actor = operator_actor(by)
     move = Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
-    return Resolution("mark_synced", _apply_one(ledger, move))
+    return Resolution("mark_synced", _apply_one(ledger, move), from_status=sub.status)
 
 
 def resolve_resend(
@@ -260,7 +267,7 @@ def resolve_resend(
     created, old = ledger.store.insert_resend(
         new, actor=actor, detail=f"resend of {label(sub)} by {actor}: {note}", replace=replaced
     )
-    return Resolution("resend", old, created)
+    return Resolution("resend", old, created, from_status=sub.status)
 
 
 def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
