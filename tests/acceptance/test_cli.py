@@ -228,6 +228,61 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
     assert "history" in text and "r-k-ok" in text and "synced" in text
 
 
+def piped(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    """The command as a script or a pipe runs it: no terminal, and no COLUMNS set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    command = [sys.executable, "-m", "denpyo.cli", "--db", db, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_long_payloads_are_cut_unless_full(db_url: str) -> None:
+    """A payload near the 1 MiB limit shows as a few KB, with a marker; --full shows it."""
+    blob = "x" * 1_000_000
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ids = [ledger.enqueue("email", f"big{i}", {"blob": blob, "n": i}).id for i in range(3)]
+    shown, shown_full, rows, rows_full, history = run_all(
+        [
+            ["show", str(ids[0])],
+            ["show", str(ids[0]), "--full"],
+            ["list", "--json", "--limit", "3"],
+            ["list", "--json", "--limit", "3", "--full"],
+            ["show", str(ids[0]), "--json"],
+        ],
+        db_url,
+    )
+    text = ok(shown).stdout
+    assert len(text) < 20_000 and "bytes more, --full to show all)" in text
+    assert blob in ok(shown_full).stdout
+    cut = as_json(rows)
+    assert len(rows.stdout) < 60_000 and len(cut) == 3
+    for row in cut:
+        assert row["payload_truncated"] is True and row["payload"]["n"] in (0, 1, 2)
+        assert row["payload"]["blob"].endswith("bytes more, --full to show all)")
+    assert [row["payload"] for row in as_json(rows_full)] == [
+        {"blob": blob, "n": i} for i in (2, 1, 0)
+    ]
+    assert all(row["payload_truncated"] is False for row in as_json(rows_full))
+    assert as_json(history)["submission"]["payload_truncated"] is True
+
+
+def test_piped_list_prints_one_plain_line_per_row(db_url: str, seeded: dict[str, int]) -> None:
+    key = "order:2026-11-30:customer-4242:invoice-email-with-a-long-business-key"
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ledger.enqueue("email", key, {})
+    listed, shown = piped("list", db=db_url), piped("show", f"email:{key}", db=db_url)
+    header, *lines = ok(listed).stdout.splitlines()
+    assert header.split("\t")[:4] == ["id", "channel", "key", "status"]
+    assert len(lines) == len(seeded) + 1 and listed.stderr == f"{len(lines)} rows\n"
+    rows = {line.split("\t")[2]: line.split("\t") for line in lines}
+    assert all(len(row) == 8 for row in rows.values()), lines
+    assert rows[key][3] == "requesting" and rows["k-doubt"][3] == "requesting in doubt"
+    assert rows["k-failed"][7] == "Transient: 503"
+    assert not any(box in listed.stdout for box in "┃│━")
+    assert any(key in line and "│" in line for line in ok(shown).stdout.splitlines())
+
+
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     db_url: str, seeded: dict[str, int], tmp_path: Path
 ) -> None:

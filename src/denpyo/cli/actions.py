@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import Env, fail, json_option, main, pass_env
+from denpyo.cli.app import Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
@@ -36,6 +36,7 @@ note_option = click.option("--note", metavar="TEXT", help="Why: kept in the hist
 @note_option
 @by_option
 @click.option("--dry-run", is_flag=True, help="Show what would be retried; change nothing.")
+@full_option
 @json_option
 @pass_env
 def retry(
@@ -47,6 +48,7 @@ def retry(
     note: str | None,
     by: str | None,
     dry_run: bool,
+    full: bool,
     as_json: bool,
 ) -> None:
     """Make failed rows due now; a worker sends them again under the same key.
@@ -74,9 +76,9 @@ def retry(
         dry_run=dry_run,
     )
     if as_json:
-        render.emit_json(result.to_json())
+        render.emit_json(result.to_json(full=full))
     else:
-        render.show_retry(result)
+        render.show_retry(result, full=full)
 
 
 @main.command()
@@ -103,6 +105,7 @@ def retry(
 )
 @click.option("--force-in-doubt", is_flag=True, help="With --resend: allow a row in doubt.")
 @by_option
+@full_option
 @json_option
 @pass_env
 def resolve(
@@ -114,6 +117,7 @@ def resolve(
     payload: str | None,
     force_in_doubt: bool,
     by: str | None,
+    full: bool,
     as_json: bool,
 ) -> None:
     """A person's decision on one row, written to its history with --note and who.
@@ -147,7 +151,7 @@ def resolve(
             ledger, ref, note=note or "", payload=body, force_in_doubt=force_in_doubt, by=by
         )
     if as_json:
-        render.emit_json(done.to_json())
+        render.emit_json(done.to_json(full=full))
     else:
         render.show_resolution(done)
 

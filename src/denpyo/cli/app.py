@@ -164,3 +164,12 @@ def fail(message: str) -> NoReturn:
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+def full_option(fn: F) -> F:
+    return click.option(
+        "--full",
+        is_flag=True,
+        help="Show everything: by default a long payload, error or note is cut, with a "
+        "marker saying how much was left out.",
+    )(fn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, json_option, main, pass_env
+from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, row_filters
 from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
@@ -80,11 +80,15 @@ def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_js
 @main.command("list")
 @row_filters(limit=DEFAULT_LIMIT, limit_help="At most this many rows.")
 @click.option("--check", is_flag=True, help="Exit 1 when any row matches.")
+@full_option
 @json_option
 @pass_env
 @click.pass_context
-def list_(ctx: click.Context, env: Env, rows: RowFilters, check: bool, as_json: bool) -> None:
-    """Submissions matching the filters, newest first.
+def list_(
+    ctx: click.Context, env: Env, rows: RowFilters, check: bool, full: bool, as_json: bool
+) -> None:
+    """Submissions matching the filters, newest first. Piped (not a terminal), one
+    tab-separated line per row, after a header line.
 
     \b
     Example: denpyo list --status failed --since 1d
@@ -93,26 +97,27 @@ def list_(ctx: click.Context, env: Env, rows: RowFilters, check: bool, as_json: 
     flt = rows.to_filter(env.ledger)
     subs = op.list_submissions(env.ledger, flt)
     if as_json:
-        render.emit_json([op.submission_json(s) for s in subs])
+        render.emit_json([op.submission_json(s, full=full) for s in subs])
     else:
-        render.show_list(subs, env.ledger.store.now(), flt.limit)
+        render.show_list(subs, env.ledger.store.now(), flt.limit, full=full)
     if check and subs:
         ctx.exit(EXIT_ATTENTION)
 
 
 @main.command()
 @click.argument("ref", metavar="ID|CHANNEL:KEY")
+@full_option
 @json_option
 @pass_env
-def show(env: Env, ref: str, as_json: bool) -> None:
+def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     """One submission and its history, oldest event first.
 
     \b
     Example: denpyo show 42
-    Example: denpyo show invoice-email:order:42
+    Example: denpyo show invoice-email:order:42 --full
     """
     found = op.history(env.ledger, ref)
     if as_json:
-        render.emit_json(found.to_json())
+        render.emit_json(found.to_json(full=full))
     else:
-        render.show_history(found)
+        render.show_history(found, full=full)

@@ -55,11 +55,13 @@ class RetryResult:
     retried: list[Submission] = field(default_factory=list)
     skipped: list[tuple[Submission, str]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
-            "retried": [submission_json(s) for s in self.retried],
-            "skipped": [{"submission": submission_json(s), "reason": r} for s, r in self.skipped],
+            "retried": [submission_json(s, full=full) for s in self.retried],
+            "skipped": [
+                {"submission": submission_json(s, full=full), "reason": r} for s, r in self.skipped
+            ],
         }
 
 
@@ -175,12 +177,12 @@ class Resolution:
     def moved(self) -> bool:
         return self.from_status is not None and self.from_status is not self.submission.status
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "action": self.action,
             "from_status": self.from_status.value if self.from_status else None,
-            "submission": submission_json(self.submission),
-            "created": submission_json(self.created) if self.created else None,
+            "submission": submission_json(self.submission, full=full),
+            "created": submission_json(self.created, full=full) if self.created else None,
         }
 
 
