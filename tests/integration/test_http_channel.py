@@ -307,3 +307,98 @@ def test_a_malformed_url_is_refused_when_the_channel_is_made(bad: str) -> None:
     with pytest.raises(ConfigurationError, match="lookup_url"):
         HttpChannel("http://127.0.0.1:8000/send", lookup_url=f"{bad}/{{idempotency_key}}")
     HttpChannel("https://api.example/send", lookup_url="https://api.example/m/{idempotency_key}")
+
+
+README_EXAMPLE = """
+import asyncio, os, sys
+
+import denpyo
+from denpyo.channels.http import HttpChannel
+
+PROVIDER = os.environ["TEST_PROVIDER"]
+mail = HttpChannel(url=PROVIDER + "/send", lookup_url=PROVIDER + "/lookup/{idempotency_key}")
+
+
+def register(ledger):
+    @ledger.channel("invoice-email", max_attempts=8)
+    async def send_invoice(sub: denpyo.Submission) -> str | None:
+        return await mail.send(sub)
+
+
+def shape_with():
+    with denpyo.Ledger(os.environ["DATABASE_URL"]) as ledger:
+        register(ledger)
+        assert ledger.submit("invoice-email", "order:42", {"to": "a@example.com"}).remote_id
+        ledger.enqueue("invoice-email", "order:43", {"to": "b@example.com"})
+        assert ledger.work(until_idle=True, poll_interval=0.01).attempted == 1
+
+
+def shape_script():
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+    assert ledger.submit("invoice-email", "order:42", {"to": "a@example.com"}).remote_id
+
+
+def shape_asyncio():
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+
+    async def main():
+        assert (await ledger.asubmit("invoice-email", "order:42", {})).remote_id
+        await ledger.aenqueue("invoice-email", "order:43", {})
+        assert (await ledger.awork(until_idle=True, poll_interval=0.01)).attempted == 1
+
+    asyncio.run(main())
+    ledger.close()
+
+
+if __name__ == "__main__":
+    globals()["shape_" + sys.argv[1]]()
+    print("done")
+else:
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+"""
+
+
+@pytest.mark.parametrize("shape", ["with", "script", "asyncio", "worker"])
+def test_the_readme_example_leaves_no_session_open(
+    provider: FakeProvider, db_url: str, tmp_path: Any, shape: str
+) -> None:
+    """The README's channel, a plain function around `mail.send`: every session it
+    opened is closed with its loop, in a script, under asyncio.run, and in a worker
+    stopped by SIGTERM. An unclosed one is reported at exit ("Unclosed client
+    session", and "ImportError: sys.meta_path is None" when that comes too late)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "readme_app.py").write_text(README_EXAMPLE)
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "TEST_PROVIDER": provider.url,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONWARNINGS": "always",
+    }
+    if shape != "worker":
+        command = [sys.executable, str(tmp_path / "readme_app.py"), shape]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+        stderr = done.stderr
+    else:
+        import denpyo
+
+        with denpyo.Ledger(db_url) as ledger:
+            ledger.channel("invoice-email")(lambda sub: None)
+            ledger.enqueue("invoice-email", "order:44", {})
+        command = [sys.executable, "-m", "denpyo.cli", "--app", "readme_app:ledger", "worker"]
+        worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while provider.stats().accepted < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+        assert worker.returncode == 0 and "synced 1" in stderr, stderr
+    assert "Unclosed" not in stderr and "ImportError" not in stderr, stderr

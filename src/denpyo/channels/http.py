@@ -25,8 +25,11 @@ than send a call that another worker may be verifying and resending.
 
 An aiohttp session belongs to one event loop, and a channel may be used from
 several (a worker's loop, the ledger's background loop), so there is one session
-per loop, made on first use. Call `aclose()` in each loop before it ends, or
-`close()` from synchronous code while those loops still run.
+per loop, made on first use. Each session is closed with its loop: the loop's
+`shutdown_asyncgens()` (which `asyncio.run` and `Ledger.close` call) closes it,
+so a channel used by a plain function leaves nothing open either. `aclose()`
+closes the running loop's session sooner, `close()` every session from
+synchronous code.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -120,6 +124,21 @@ def _id_from(body: bytes, id_field: str) -> str | None:
     return None if value is None else str(value)
 
 
+async def _closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """Waits, first advanced on the session's loop, for the loop's
+    `shutdown_asyncgens()` (or `aclose()`), and closes the session then."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    session: aiohttp.ClientSession
+    keeper: AsyncGenerator[None, None]
+
+
 class HttpChannel:
     """A JSON-over-HTTP provider with an ``Idempotency-Key`` header and an optional lookup."""
 
@@ -143,7 +162,7 @@ class HttpChannel:
         self.headers: dict[str, str] = dict(headers or {})
         self.id_field = id_field
         self.connection_limit = connection_limit
-        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, _Session] = {}
         self._lock = threading.Lock()
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -152,12 +171,12 @@ class HttpChannel:
 
     # -- sessions ---------------------------------------------------------------
 
-    def _session(self) -> aiohttp.ClientSession:
+    async def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         with self._lock:
-            session = self._sessions.get(loop)
-            if session is not None and not session.closed:
-                return session
+            held = self._sessions.get(loop)
+            if held is not None and not held.session.closed:
+                return held.session
             # Forget sessions whose loop is gone; they cannot be closed any more.
             for dead in [lp for lp in self._sessions if lp.is_closed()]:
                 del self._sessions[dead]
@@ -166,16 +185,18 @@ class HttpChannel:
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers,
             )
-            self._sessions[loop] = session
-            return session
+            held = _Session(session, _closed_with_the_loop(session))
+            self._sessions[loop] = held
+        await anext(held.keeper)  # the loop now knows it: its shutdown closes the session
+        return session
 
     async def aclose(self) -> None:
         """Close the session of the running event loop (the others stay)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            session = self._sessions.pop(loop, None)
-        if session is not None:
-            await session.close()
+            held = self._sessions.pop(loop, None)
+        if held is not None:
+            await held.keeper.aclose()
 
     def close(self) -> None:
         """Close every session, each on its own loop if that loop still runs.
@@ -190,21 +211,21 @@ class HttpChannel:
             current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             current = None
-        for loop, session in sessions:
-            if loop.is_closed() or session.closed:
+        for loop, held in sessions:
+            if loop.is_closed() or held.session.closed:
                 continue
             if loop is current:
-                task = loop.create_task(session.close())
+                task = loop.create_task(held.keeper.aclose())
                 self._closing.add(task)
                 task.add_done_callback(self._closed)
             elif loop.is_running():
-                future = asyncio.run_coroutine_threadsafe(session.close(), loop)
+                future = asyncio.run_coroutine_threadsafe(held.keeper.aclose(), loop)
                 try:
                     future.result(_CLOSE_WAIT)
                 except (TimeoutError, RuntimeError, aiohttp.ClientError, OSError):
                     future.cancel()
             elif current is None:
-                loop.run_until_complete(session.close())
+                loop.run_until_complete(held.keeper.aclose())
 
     def _closed(self, task: asyncio.Task[None]) -> None:
         self._closing.discard(task)
@@ -226,7 +247,7 @@ class HttpChannel:
 
     async def send(self, sub: Submission) -> str | None:
         """POST the payload; return the provider's id, or raise per the module docstring."""
-        session = self._session()
+        session = await self._session()
         body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
         sending = _sending.set(sub)
@@ -277,7 +298,7 @@ class HttpChannel:
         key = quote(sub.idempotency_key, safe="")
         url = URL(self.lookup_url.replace("{idempotency_key}", key), encoded=True)
         try:
-            session = self._session()
+            session = await self._session()
             async with session.get(
                 url, headers={"Accept": "application/json"}, allow_redirects=False
             ) as response:
