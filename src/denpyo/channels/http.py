@@ -173,6 +173,9 @@ class HttpChannel:
 
     async def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
+        held = self._sessions.get(loop)  # every call: no lock while the session is there
+        if held is not None and not held.session.closed:
+            return held.session
         with self._lock:
             held = self._sessions.get(loop)
             if held is not None and not held.session.closed:
