@@ -142,6 +142,64 @@ def test_refused_connection_is_transient() -> None:
         with_channel(HttpChannel(url), lambda ch: ch.send(sub()))
 
 
+def test_a_failure_before_the_request_left_is_transient(provider: FakeProvider) -> None:
+    """Nothing was written (the resolver's executor is shut down, the session closed
+    under it): known not sent, so transient, never ambiguous."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_name = provider.send_url.replace("127.0.0.1", "localhost")  # resolved in a thread
+
+    async def shut_executor(ch: HttpChannel) -> Any:
+        executor = ThreadPoolExecutor(1)
+        asyncio.get_running_loop().set_default_executor(executor)
+        executor.shutdown()
+        return await ch.send(sub())
+
+    async def closed_session(ch: HttpChannel) -> Any:
+        session = await ch._session()
+        await session.close()
+        ch._session = lambda: asyncio.sleep(0, session)  # type: ignore[method-assign]
+        return await ch.send(sub())
+
+    for body, text in (
+        (shut_executor, "cannot schedule new futures after shutdown"),
+        (closed_session, "Session is closed"),
+    ):
+        with pytest.raises(Transient, match="not sent") as caught:
+            with_channel(HttpChannel(by_name), body)
+        assert text in str(caught.value)
+    assert provider.stats().requests == 0
+
+
+def test_the_engine_records_a_call_that_never_left_as_transient(
+    provider: FakeProvider, db_url: str
+) -> None:
+    import denpyo
+
+    by_name = provider.send_url.replace("127.0.0.1", "localhost")
+    mail = HttpChannel(by_name)
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("mail", max_attempts=3)(mail.send)
+
+        async def submit() -> Any:
+            from concurrent.futures import ThreadPoolExecutor
+
+            executor = ThreadPoolExecutor(1)
+            asyncio.get_running_loop().set_default_executor(executor)
+            executor.shutdown()
+            try:
+                return await ledger.asubmit("mail", "k", {})
+            finally:
+                await mail.aclose()
+
+        with pytest.raises(denpyo.SubmissionFailed) as caught:
+            asyncio.run(submit())
+        row = caught.value.submission
+        assert (row.status, row.error_kind) == (Status.FAILED, denpyo.ErrorKind.TRANSIENT)
+        assert not row.in_doubt and row.next_attempt_at is not None
+    assert provider.stats().requests == 0
+
+
 def test_verify_delivered_and_not_delivered(provider: FakeProvider) -> None:
     odd_key = "order:42/a b?é"
 

@@ -8,8 +8,10 @@ How outcomes are classified (SPEC §6) — the point is never to call a request
   ``retry_after`` from the ``Retry-After`` header (seconds or an HTTP date).
 - other 4xx, and 3xx (redirects are not followed): `Rejected`; resending the
   same request cannot help, a person has to look.
-- no connection could be made (refused, DNS, TLS handshake): `Transient`; the
-  request never left.
+- anything that fails before a connection is handed over to the request (refused,
+  DNS, TLS handshake, a timeout while connecting or waiting for a free
+  connection, a closed session, an executor shut down under the resolver):
+  `Transient`; the request never left.
 - a timeout, a dropped connection or a truncated reply *after* the request was
   sent is **not** a signal: it is raised as `TimeoutError` / `ConnectionError`
   (chained from aiohttp's error), which the engine records as *ambiguous*: the
@@ -56,8 +58,18 @@ from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
 _BODY_LIMIT = 500
 _CLOSE_WAIT = 10.0
 
-_sending: ContextVar[Submission | None] = ContextVar("denpyo_http_sending", default=None)
-"""The submission whose request the current task is making (not set for lookups)."""
+
+@dataclass(slots=True)
+class _Outgoing:
+    """The request the current task is making: its submission, and whether a
+    connection was handed over to it (from then on, bytes may have left)."""
+
+    sub: Submission
+    handed_over: bool = False
+
+
+_sending: ContextVar[_Outgoing | None] = ContextVar("denpyo_http_sending", default=None)
+"""The request the current task is making (not set for lookups)."""
 
 
 class _LastMomentConnector(aiohttp.TCPConnector):
@@ -66,13 +78,14 @@ class _LastMomentConnector(aiohttp.TCPConnector):
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
         conn = await super().connect(req, traces, timeout)
-        sub = _sending.get()
-        if sub is not None:
+        outgoing = _sending.get()
+        if outgoing is not None:
             try:
-                sub.check_lease()
+                outgoing.sub.check_lease()
             except LeaseExpired:
                 conn.close()
                 raise
+            outgoing.handed_over = True
         return conn
 
 
@@ -107,6 +120,15 @@ def _checked_url(value: str, what: str) -> str:
             f"{what} {value!r} is not an absolute http:// or https:// URL with a host"
         )
     return value
+
+
+def _not_sent(exc: Exception) -> Transient:
+    """A failure before a connection was handed over to the request: nothing left."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Transient(f"connection refused: {exc}")
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Transient(f"connection timed out: {exc}")
+    return Transient(f"not sent: {type(exc).__name__}: {exc}".rstrip(": "))
 
 
 def _short(body: bytes) -> str:
@@ -250,35 +272,27 @@ class HttpChannel:
 
     async def send(self, sub: Submission) -> str | None:
         """POST the payload; return the provider's id, or raise per the module docstring."""
-        session = await self._session()
-        body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
-        sending = _sending.set(sub)
+        outgoing = _Outgoing(sub)
+        sending = _sending.set(outgoing)
         try:
+            session = await self._session()
+            body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
             async with session.post(
                 self.url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
                 raw = await response.read()
-        except aiohttp.ClientConnectorError as exc:
-            raise Transient(f"connection refused: {exc}") from exc
-        except aiohttp.ConnectionTimeoutError as exc:  # only while connecting: nothing sent
-            raise Transient(f"connection timed out: {exc}") from exc
-        except TimeoutError as exc:
-            raise TimeoutError(
-                f"no complete reply from {self.url} within {self.timeout:g} s;"
-                " the request may have arrived"
-            ) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            raise ConnectionError(
-                f"the connection to {self.url} was lost before a complete reply ({exc!r});"
-                " the request may have arrived"
-            ) from exc
-        except aiohttp.ClientOSError as exc:
-            raise ConnectionError(
-                f"network error talking to {self.url} ({exc!r}); the request may have arrived"
-            ) from exc
+        except LeaseExpired:
+            raise
+        except Exception as exc:
+            if not outgoing.handed_over:
+                raise _not_sent(exc) from exc
+            failure = self._after_handover(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             _sending.reset(sending)
         if 200 <= status < 300:
@@ -288,6 +302,25 @@ class HttpChannel:
                 f"HTTP {status}: {_short(raw)}", retry_after=parse_retry_after(retry_after)
             )
         raise Rejected(f"HTTP {status}: {_short(raw)}")
+
+    def _after_handover(self, exc: Exception) -> Exception:
+        """A failure once the request may have left: never a signal, so the engine
+        records it as ambiguous and verifies before any resend."""
+        if isinstance(exc, TimeoutError):
+            return TimeoutError(
+                f"no complete reply from {self.url} within {self.timeout:g} s;"
+                " the request may have arrived"
+            )
+        if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+            return ConnectionError(
+                f"the connection to {self.url} was lost before a complete reply ({exc!r});"
+                " the request may have arrived"
+            )
+        if isinstance(exc, aiohttp.ClientOSError):
+            return ConnectionError(
+                f"network error talking to {self.url} ({exc!r}); the request may have arrived"
+            )
+        return exc
 
     @property
     def verifier(self) -> Callable[[Submission], Awaitable[Verdict]] | None:
