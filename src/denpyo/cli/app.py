@@ -110,13 +110,38 @@ def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
 
 
 class DenpyoGroup(click.Group):
-    """Turns every DenpyoError into one line on stderr and exit code 2."""
+    """Turns every DenpyoError, and every usage error, into one line on stderr and
+    exit code 2 (click's own usage error takes four)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DenpyoError as exc:
             raise InputError(str(exc)) from exc
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            command = f"{ctx.command_path} {ctx.invoked_subcommand or ''}".strip()
+            raise _one_line(exc, command) from exc
+
+
+def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
+    where = exc.ctx.command_path if exc.ctx is not None else command
+    return InputError(f"{exc.format_message()} (see `{where} --help`)")
 
 
 @click.group(cls=DenpyoGroup, context_settings={"help_option_names": ["-h", "--help"]})
