@@ -315,6 +315,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         (["resolve", ids["k-doubt"], "--resend", "--note", "x"], "in doubt"),
         (["resolve", ids["k-failed"], "--abandon", "--note", "x", "--remote-id", "m"],
          "--remote-id goes with"),
+        (["show", "email:k-\udcff"], "'email:k-\\udcff' is not valid UTF-8 text"),
+        (["resolve", ids["k-failed"], "--abandon", "--note", "\udcff"], "not valid UTF-8"),
+        (["list", "--key-prefix", "k-\udcff"], "not valid UTF-8"),
     ]  # fmt: skip
 
     procs = run_all([args for args, _ in cases], db_url)

@@ -120,6 +120,14 @@ class DenpyoGroup(click.Group):
         parent: click.Context | None = None,
         **extra: Any,
     ) -> click.Context:
+        for arg in args:
+            if not arg.isascii():
+                try:
+                    arg.encode()
+                except UnicodeEncodeError:
+                    # Bytes that are not UTF-8 reach Python as lone surrogates, which no
+                    # database driver will take: refuse them here, once for every command.
+                    raise InputError(f"{arg!a} is not valid UTF-8 text") from None
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.exceptions.NoArgsIsHelpError:

@@ -306,6 +306,11 @@ def check_note(note: str | None, what: str = "this action") -> str:
         raise InvalidInput(f"a note (--note) is required for {what}: say why, for the next person")
     if len(text) > MAX_NOTE_LENGTH:
         raise InvalidInput(f"the note is {len(text)} characters; the limit is {MAX_NOTE_LENGTH}")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidInput("the note is not valid Unicode text (a lone surrogate)") from None
     return text
 
 
