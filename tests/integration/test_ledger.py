@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -289,6 +290,31 @@ def test_payloads_up_to_the_nesting_limit_are_kept_and_read_back(ledger: denpyo.
     assert ledger.enqueue("c", "text", text).payload == text
     assert ledger.get("c", "deep").payload == deepest  # type: ignore[union-attr]
     assert ledger.get("c", "text").payload == text  # type: ignore[union-attr]
+
+
+def test_an_outcome_whose_text_no_database_can_store_is_still_recorded(
+    ledger: denpyo.Ledger,
+) -> None:
+    """An exception's message or a remote id holding a NUL or a lone surrogate is
+    written escaped: the store refused the whole settle, and the outcome was lost."""
+    outcomes: dict[str, Callable[[Submission], Any]] = {
+        "transient": fail(denpyo.Transient("503 \x00 from the proxy")),
+        "ambiguous": fail(RuntimeError("reply cut at \udcff")),
+        "synced": lambda sub: "msg_\ud800\x00",
+    }
+    ledger.channel("c", idempotent=True)(lambda sub: outcomes[sub.key](sub))
+    for key in outcomes:
+        with contextlib.suppress(denpyo.SubmissionError):
+            ledger.submit("c", key, {})
+    rows = {key: ledger.get("c", key) for key in outcomes}
+    assert {k: (r.status, r.error_kind) for k, r in rows.items() if r} == {
+        "transient": (Status.FAILED, ErrorKind.TRANSIENT),
+        "ambiguous": (Status.FAILED, ErrorKind.AMBIGUOUS),
+        "synced": (Status.SYNCED, None),
+    }
+    assert rows["transient"].last_error == "Transient: 503 \\x00 from the proxy"  # type: ignore[union-attr]
+    assert rows["ambiguous"].last_error == "RuntimeError: reply cut at \\udcff"  # type: ignore[union-attr]
+    assert rows["synced"].remote_id == "msg_\\ud800\\x00"  # type: ignore[union-attr]
 
 
 def test_disallowed_move_raises_and_writes_nothing(ledger: denpyo.Ledger) -> None:

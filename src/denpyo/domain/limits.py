@@ -114,6 +114,21 @@ def check_key(key: object, what: str = "key") -> str:
     return key
 
 
+def storable_text(text: str) -> str:
+    """`text` as every database keeps it: a NUL (PostgreSQL's text refuses it) and a
+    lone surrogate (no UTF-8 form) are written as escapes, everything else as is.
+    For what the engine records but nobody typed: an error, a remote id, a verdict."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
 def check_channel_name(name: object) -> str:
     """Channel names appear in URLs, metrics and SQL filters: keep them plain."""
     if not isinstance(name, str) or not CHANNEL_NAME.match(name) or len(name) > MAX_CHANNEL_LENGTH:
