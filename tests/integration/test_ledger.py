@@ -170,6 +170,32 @@ def test_classification(ledger: denpyo.Ledger) -> None:
     assert failed.value.submission.last_error == "connect timeout"
 
 
+def test_a_sync_call_that_could_not_start_is_transient_not_in_doubt(
+    ledger: denpyo.Ledger,
+) -> None:
+    """The call threads are shut down (the ledger is closing) before a sync channel
+    could start: nothing left, so the row is known not sent, not in doubt."""
+    calls = Script(ok)
+    ledger.channel("c")(calls)
+
+    async def main() -> None:
+        ledger.async_driver()
+        assert ledger._calls is not None
+        ledger._calls.shutdown()
+        with pytest.raises(denpyo.SubmissionFailed) as caught:
+            await ledger.asubmit("c", "k", {})
+        row = caught.value.submission
+        assert (row.status, row.error_kind, row.in_doubt) == (
+            Status.FAILED,
+            ErrorKind.TRANSIENT,
+            False,
+        )
+        assert "cannot schedule new futures after shutdown" in (row.last_error or "")
+
+    asyncio.run(main())
+    assert calls.calls == []
+
+
 def test_timeout_after_acceptance_is_verified_not_resent(ledger: denpyo.Ledger) -> None:
     delivered: dict[str, str] = {}
 
