@@ -45,6 +45,18 @@ T = TypeVar("T")
 DEFAULT_URL = "sqlite:///denpyo.db"
 
 
+class _CallThreads(ThreadPoolExecutor):
+    """The threads that sync channels (and verifies) run in. A call that cannot be
+    handed to one (the ledger is closing: "cannot schedule new futures after
+    shutdown") never started, so it is `Transient`, not an ambiguous failure."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError as exc:
+            raise Transient(f"not sent: {exc}") from exc
+
+
 class Ledger:
     """The record of every call to the outside, in the application's own database.
 
@@ -374,18 +386,6 @@ class Ledger:
         if sub.status is Status.FAILED:
             raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
-
-
-class _CallThreads(ThreadPoolExecutor):
-    """The threads that sync channels (and verifies) run in. A call that cannot be
-    handed to one (the ledger is closing: "cannot schedule new futures after
-    shutdown") never started, so it is `Transient`, not an ambiguous failure."""
-
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        try:
-            return super().submit(fn, *args, **kwargs)
-        except RuntimeError as exc:
-            raise Transient(f"not sent: {exc}") from exc
 
 
 def _dbapi_connection(conn: Any) -> Any:
