@@ -8,9 +8,9 @@
     │   ├── UnknownChannel          a channel name no one registered
     │   └── SchemaError             tables missing, or newer than this denpyo
     ├── InvalidInput (ValueError)   bad input to submit/enqueue; nothing was written
-    │   ├── PayloadNotJSON
+    │   ├── PayloadNotJSON          no JSON form, not valid Unicode, a NUL, or nested too deep
     │   ├── PayloadTooLarge
-    │   ├── InvalidKey              empty, too long, or not text
+    │   ├── InvalidKey              empty, too long, not text, or not valid Unicode
     │   ├── KeyReused               the channel and key exist with another payload
     │   └── SubmissionNotFound      no row has that id, or that channel and key
     ├── TransitionNotAllowed        a status move SPEC §4 forbids
@@ -70,7 +70,8 @@ class InvalidInput(DenpyoError, ValueError):
 
 
 class PayloadNotJSON(InvalidInput):
-    """The payload cannot be encoded as JSON."""
+    """The payload cannot be kept as JSON on every database: no JSON form, text that
+    is not valid Unicode (a lone surrogate), a NUL, or nesting past 31 levels."""
 
 
 class PayloadTooLarge(InvalidInput):

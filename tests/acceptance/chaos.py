@@ -434,7 +434,9 @@ def _check(ledger: denpyo.Ledger, client: FakeProviderClient, figures: ChaosFigu
         verifies = [e for e in events if e.kind == "verify"]
         resends = [e for e in events if e.kind == "attempt" and "not delivered" in (e.detail or "")]
         figures.in_doubt_found += bool(verifies or resends)
-        figures.resolved_by_verify += any(e.detail == "verify: delivered" for e in verifies)
+        figures.resolved_by_verify += any(
+            (e.detail or "").startswith("verify: delivered") for e in verifies
+        )
         figures.resent += len(resends)
         if sub.status is denpyo.Status.SYNCED:
             figures.synced += 1

@@ -228,6 +228,61 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
     assert "history" in text and "r-k-ok" in text and "synced" in text
 
 
+def piped(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    """The command as a script or a pipe runs it: no terminal, and no COLUMNS set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    command = [sys.executable, "-m", "denpyo.cli", "--db", db, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_long_payloads_are_cut_unless_full(db_url: str) -> None:
+    """A payload near the 1 MiB limit shows as a few KB, with a marker; --full shows it."""
+    blob = "x" * 1_000_000
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ids = [ledger.enqueue("email", f"big{i}", {"blob": blob, "n": i}).id for i in range(3)]
+    shown, shown_full, rows, rows_full, history = run_all(
+        [
+            ["show", str(ids[0])],
+            ["show", str(ids[0]), "--full"],
+            ["list", "--json", "--limit", "3"],
+            ["list", "--json", "--limit", "3", "--full"],
+            ["show", str(ids[0]), "--json"],
+        ],
+        db_url,
+    )
+    text = ok(shown).stdout
+    assert len(text) < 20_000 and "bytes more, --full to show all)" in text
+    assert blob in ok(shown_full).stdout
+    cut = as_json(rows)
+    assert len(rows.stdout) < 60_000 and len(cut) == 3
+    for row in cut:
+        assert row["payload_truncated"] is True and row["payload"]["n"] in (0, 1, 2)
+        assert row["payload"]["blob"].endswith("bytes more, --full to show all)")
+    assert [row["payload"] for row in as_json(rows_full)] == [
+        {"blob": blob, "n": i} for i in (2, 1, 0)
+    ]
+    assert all(row["payload_truncated"] is False for row in as_json(rows_full))
+    assert as_json(history)["submission"]["payload_truncated"] is True
+
+
+def test_piped_list_prints_one_plain_line_per_row(db_url: str, seeded: dict[str, int]) -> None:
+    key = "order:2026-11-30:customer-4242:invoice-email-with-a-long-business-key"
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ledger.enqueue("email", key, {})
+    listed, shown = piped("list", db=db_url), piped("show", f"email:{key}", db=db_url)
+    header, *lines = ok(listed).stdout.splitlines()
+    assert header.split("\t")[:4] == ["id", "channel", "key", "status"]
+    assert len(lines) == len(seeded) + 1 and listed.stderr == f"{len(lines)} rows\n"
+    rows = {line.split("\t")[2]: line.split("\t") for line in lines}
+    assert all(len(row) == 8 for row in rows.values()), lines
+    assert rows[key][3] == "requesting" and rows["k-doubt"][3] == "requesting in doubt"
+    assert rows["k-failed"][7] == "Transient: 503"
+    assert not any(box in listed.stdout for box in "┃│━")
+    assert any(key in line and "│" in line for line in ok(shown).stdout.splitlines())
+
+
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     db_url: str, seeded: dict[str, int], tmp_path: Path
 ) -> None:
@@ -260,6 +315,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         (["resolve", ids["k-doubt"], "--resend", "--note", "x"], "in doubt"),
         (["resolve", ids["k-failed"], "--abandon", "--note", "x", "--remote-id", "m"],
          "--remote-id goes with"),
+        (["show", "email:k-\udcff"], "'email:k-\\udcff' is not valid UTF-8 text"),
+        (["resolve", ids["k-failed"], "--abandon", "--note", "\udcff"], "not valid UTF-8"),
+        (["list", "--key-prefix", "k-\udcff"], "not valid UTF-8"),
     ]  # fmt: skip
 
     procs = run_all([args for args, _ in cases], db_url)
@@ -271,11 +329,43 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert snapshot(db_url) == before
 
 
+def test_resend_refuses_a_payload_no_database_can_store(
+    db_url: str, seeded: dict[str, int], tmp_path: Path
+) -> None:
+    """A corrected payload is checked like any other: exit 2, one line, nothing written."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes('{"to": "café"}'.encode("latin-1"))
+    resend = ["resolve", str(seeded["k-failed"]), "--resend", "--note", "fixed", "--payload"]
+    cases = [
+        ('{"to": "\\ud800"}', "lone surrogate"),
+        ('{"to": "a\\u0000b"}', "NUL"),
+        (f"@{deep}", "nested more than"),
+        ("[" * 5_000 + "]" * 5_000, "nested more than"),
+        (f"@{latin1}", "cannot read the payload file"),
+    ]
+    before = snapshot(db_url)
+    procs = run_all([[*resend, payload] for payload, _ in cases], db_url)
+    for (payload, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (payload[:40], proc.stderr[-500:])
+        assert text in proc.stderr and proc.stderr.startswith("error: "), proc.stderr[-500:]
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", proc.stderr[-500:]
+    assert snapshot(db_url) == before
+
+
 def test_usage_and_configuration_errors(tmp_path: Path) -> None:
     """Refusals that happen before any row is read: the same on every backend."""
     db = f"sqlite:///{tmp_path}/none.db"
     cases = [
-        (["--db", db, "list", "--limit", "many"], "Usage"),
+        (
+            ["--db", db, "list", "--limit", "many"],
+            "error: Invalid value for '--limit': 'many' is not a valid integer. "
+            "(see `denpyo list --help`)",
+        ),
+        (["--db", db, "nosuch"], "error: No such command 'nosuch'. (see `denpyo --help`)"),
+        (["--db", db, "retry", "--status"], "(see `denpyo retry --help`)"),
+        (["--db", db, "show"], "error: Missing argument"),
         (["--db", db, "retry"], "error: name the submissions"),
         (["--db", db, "retry", "1", "--channel", "email"], "error: name the submissions to retry"),
         (["--db", db, "resolve", "1"], "error: choose one of"),
@@ -292,9 +382,42 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
     for (args, text), proc in zip(cases, run_all([a for a, _ in cases]), strict=True):
         assert proc.returncode == 2, (args, proc.stderr)
         assert text in proc.stderr, (args, proc.stderr)
-        if text.startswith("error: "):
-            assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "none.db").exists()  # nothing was even created
+
+
+def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Whatever a user's --app module raises while it is imported (exit 1 would read
+    as "needs attention"), and a module whose ledger has no channel, said as such."""
+    modules = {
+        "app_name_error": "import denpyo\nledger = denpyo.Ledger()\nundefined_name\n",
+        "app_syntax_error": "import denpyo\nledger = denpyo.Ledger(\n",
+        "app_raises": 'raise RuntimeError("no config file\\nsecond line")\n',
+        "app_exits": "import sys\nsys.exit(3)\n",
+        "app_no_channel": "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n",
+    }
+    for name, text in modules.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    env = {"PYTHONPATH": str(tmp_path), "DENPYO_DB": db_url}
+    cases = [
+        (["--app", "app_name_error:ledger", "status"], "NameError: name 'undefined_name'"),
+        (["--app", "app_syntax_error:ledger", "list"], "SyntaxError"),
+        (["--app", "app_raises:ledger", "worker"], "RuntimeError: no config file / second line"),
+        (["--app", "app_exits:ledger", "status"], "SystemExit: 3"),
+        (["--app", "app_no_channel:ledger", "reconcile"],
+         "module app_no_channel registered no channel with ledger ledger; reconcile needs"),
+        (["--app", "app_no_channel:ledger", "worker"],
+         "module app_no_channel registered no channel with ledger ledger; the worker needs"),
+    ]  # fmt: skip
+    with ThreadPoolExecutor(8) as pool:
+        procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
+    for (args, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: --app ") and text in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)
+    assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))
 
 
 def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int]) -> None:
@@ -337,6 +460,77 @@ def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int
     found = ["--remote-id", "msg_42", "--note", "seen in the console"]
     synced = cli("resolve", ids["k-ambiguous"], "--mark-synced", *found)["submission"]
     assert (synced["status"], synced["remote_id"]) == ("synced", "msg_42")
+
+
+def test_abandon_says_what_happened_to_the_row(db_url: str, seeded: dict[str, int]) -> None:
+    """A `requesting` row given up becomes `failed`: the message says so, and why."""
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        waiting = ledger.enqueue("email", "k-waiting", {}).id
+    note = ["--abandon", "--note", "customer cancelled"]
+    doubt, never, failed, as_json_ = run_all(
+        [
+            ["resolve", str(seeded["k-doubt"]), *note],
+            ["resolve", str(waiting), *note],
+            ["resolve", str(seeded["k-failed"]), *note],
+            ["resolve", str(seeded["k-rejected"]), *note, "--json"],
+        ],
+        db_url,
+    )
+    text = " ".join(ok(doubt).stdout.split())
+    assert "moved from requesting to failed" in text and "may have arrived" in text, text
+    assert "stays" not in text.replace("stays counted in doubt", "")
+    text = " ".join(ok(never).stdout.split())
+    assert "moved from requesting to failed (never sent)" in text, text
+    assert "it stays failed" in " ".join(ok(failed).stdout.split())
+    done = as_json(as_json_)
+    assert (done["from_status"], done["submission"]["status"]) == ("rejected", "rejected")
+
+
+ROW_FILTERS = {
+    "statuses", "channel", "in_doubt", "needs_attention", "resolved", "since", "until",
+    "key_prefix", "limit",
+}  # fmt: skip
+
+
+def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[str, int]) -> None:
+    """`retry ID… | --status … | --all`, as documented: every row filter of `list`,
+    each meaning the same, and a filter that can only match rows a retry may not take
+    is refused rather than matching nothing."""
+    for name in ("list", "retry"):
+        assert {p.name for p in main.commands[name].params} >= ROW_FILTERS, name
+    listed, retry = (
+        {p.name: p.opts for p in main.commands[n].params if p.name in ROW_FILTERS}
+        for n in ("list", "retry")
+    )
+    assert listed == retry
+    plans = [
+        ["--status", "failed"],
+        ["--status", "failed", "--needs-attention", "--key-prefix", "k-f"],
+        ["--status", "failed,requesting", "--in-doubt", "--force-in-doubt", "--note", "checked"],
+        ["--channel", "email", "--since", "1h"],
+        ["--all"],
+    ]
+    refused = [
+        (["--status", "rejected"], "not rejected"),
+        (["--status", "failed", "--in-doubt"], "--force-in-doubt"),
+        (["--resolved"], "never retried"),
+    ]
+    procs = run_all(
+        [["retry", *args, "--dry-run", "--json"] for args in plans]
+        + [["retry", *args] for args, _ in refused],
+        db_url,
+    )
+    keys = [sorted(s["key"] for s in as_json(proc)["retried"]) for proc in procs[: len(plans)]]
+    assert keys == [
+        ["k-failed"], ["k-failed"], ["k-ambiguous", "k-doubt"], ["k-failed"], ["k-failed"]
+    ]  # fmt: skip
+    for (args, text), proc in zip(refused, procs[len(plans) :], strict=True):
+        assert proc.returncode == 2 and text in proc.stderr, (args, proc.stderr)
+    done = as_json(
+        denpyo_cli("retry", "--status", "failed", "--note", "back up", "--json", db=db_url)
+    )
+    assert [s["id"] for s in done["retried"]] == [seeded["k-failed"]]
 
 
 @pytest.fixture

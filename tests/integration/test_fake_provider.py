@@ -202,3 +202,27 @@ def test_runs_as_a_subprocess() -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+
+
+def test_the_readme_names_every_option_and_endpoint() -> None:
+    """The README's "Try it against the fake provider" is how a user learns it."""
+    import re
+    from pathlib import Path
+
+    from denpyo.testing import ProviderOptions
+    from denpyo.testing.__main__ import _parser
+    from denpyo.testing._core import FAULTS, ProviderCore
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Try it against the fake provider") :]
+    section = section[: section.index("\n### ", 1)]
+    flags = {flag for action in _parser()._actions for flag in action.option_strings}
+    for flag in flags - {"-h", "--help", "--honour-idempotency"}:
+        assert f"`{flag}" in section, flag
+    for name in ProviderOptions.__dataclass_fields__:
+        assert name.replace("_", "-") in section or name in section, name
+    routes = ProviderCore(ProviderOptions()).make_app().router.routes()
+    for route in (r for r in routes if r.method != "HEAD"):  # aiohttp's, beside each GET
+        path = re.sub(r"\{\w+\}", "{idempotency_key}", route.resource.canonical)  # type: ignore[union-attr]
+        assert f"`{route.method} {path}`" in section, (route.method, path)
+    assert all(f"`{fault}`" in section for fault in FAULTS)

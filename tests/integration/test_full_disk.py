@@ -160,6 +160,8 @@ def test_a_settle_refused_for_a_full_disk_is_verified_once_there_is_room(
     settled = ledger.get_by_id(sub.id)
     assert settled is not None
     assert settled.status is Status.SYNCED and settled.remote_id == REMOTE_ID
-    assert any(e.detail == "verify: delivered" for e in ledger.events(sub.id))
+    assert any(
+        e.detail == f"verify: delivered, remote id {REMOTE_ID}" for e in ledger.events(sub.id)
+    )
     assert calls["send"] == 1, "exactly one call at the provider"
     assert counts(path)[2] == 0

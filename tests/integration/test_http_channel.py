@@ -142,6 +142,64 @@ def test_refused_connection_is_transient() -> None:
         with_channel(HttpChannel(url), lambda ch: ch.send(sub()))
 
 
+def test_a_failure_before_the_request_left_is_transient(provider: FakeProvider) -> None:
+    """Nothing was written (the resolver's executor is shut down, the session closed
+    under it): known not sent, so transient, never ambiguous."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_name = provider.send_url.replace("127.0.0.1", "localhost")  # resolved in a thread
+
+    async def shut_executor(ch: HttpChannel) -> Any:
+        executor = ThreadPoolExecutor(1)
+        asyncio.get_running_loop().set_default_executor(executor)
+        executor.shutdown()
+        return await ch.send(sub())
+
+    async def closed_session(ch: HttpChannel) -> Any:
+        session = await ch._session()
+        await session.close()
+        ch._session = lambda: asyncio.sleep(0, session)  # type: ignore[method-assign]
+        return await ch.send(sub())
+
+    for body, text in (
+        (shut_executor, "cannot schedule new futures after shutdown"),
+        (closed_session, "Session is closed"),
+    ):
+        with pytest.raises(Transient, match="not sent") as caught:
+            with_channel(HttpChannel(by_name), body)
+        assert text in str(caught.value)
+    assert provider.stats().requests == 0
+
+
+def test_the_engine_records_a_call_that_never_left_as_transient(
+    provider: FakeProvider, db_url: str
+) -> None:
+    import denpyo
+
+    by_name = provider.send_url.replace("127.0.0.1", "localhost")
+    mail = HttpChannel(by_name)
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("mail", max_attempts=3)(mail.send)
+
+        async def submit() -> Any:
+            from concurrent.futures import ThreadPoolExecutor
+
+            executor = ThreadPoolExecutor(1)
+            asyncio.get_running_loop().set_default_executor(executor)
+            executor.shutdown()
+            try:
+                return await ledger.asubmit("mail", "k", {})
+            finally:
+                await mail.aclose()
+
+        with pytest.raises(denpyo.SubmissionFailed) as caught:
+            asyncio.run(submit())
+        row = caught.value.submission
+        assert (row.status, row.error_kind) == (Status.FAILED, denpyo.ErrorKind.TRANSIENT)
+        assert not row.in_doubt and row.next_attempt_at is not None
+    assert provider.stats().requests == 0
+
+
 def test_verify_delivered_and_not_delivered(provider: FakeProvider) -> None:
     odd_key = "order:42/a b?é"
 
@@ -307,3 +365,98 @@ def test_a_malformed_url_is_refused_when_the_channel_is_made(bad: str) -> None:
     with pytest.raises(ConfigurationError, match="lookup_url"):
         HttpChannel("http://127.0.0.1:8000/send", lookup_url=f"{bad}/{{idempotency_key}}")
     HttpChannel("https://api.example/send", lookup_url="https://api.example/m/{idempotency_key}")
+
+
+README_EXAMPLE = """
+import asyncio, os, sys
+
+import denpyo
+from denpyo.channels.http import HttpChannel
+
+PROVIDER = os.environ["TEST_PROVIDER"]
+mail = HttpChannel(url=PROVIDER + "/send", lookup_url=PROVIDER + "/lookup/{idempotency_key}")
+
+
+def register(ledger):
+    @ledger.channel("invoice-email", max_attempts=8)
+    async def send_invoice(sub: denpyo.Submission) -> str | None:
+        return await mail.send(sub)
+
+
+def shape_with():
+    with denpyo.Ledger(os.environ["DATABASE_URL"]) as ledger:
+        register(ledger)
+        assert ledger.submit("invoice-email", "order:42", {"to": "a@example.com"}).remote_id
+        ledger.enqueue("invoice-email", "order:43", {"to": "b@example.com"})
+        assert ledger.work(until_idle=True, poll_interval=0.01).attempted == 1
+
+
+def shape_script():
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+    assert ledger.submit("invoice-email", "order:42", {"to": "a@example.com"}).remote_id
+
+
+def shape_asyncio():
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+
+    async def main():
+        assert (await ledger.asubmit("invoice-email", "order:42", {})).remote_id
+        await ledger.aenqueue("invoice-email", "order:43", {})
+        assert (await ledger.awork(until_idle=True, poll_interval=0.01)).attempted == 1
+
+    asyncio.run(main())
+    ledger.close()
+
+
+if __name__ == "__main__":
+    globals()["shape_" + sys.argv[1]]()
+    print("done")
+else:
+    ledger = denpyo.Ledger(os.environ["DATABASE_URL"])
+    register(ledger)
+"""
+
+
+@pytest.mark.parametrize("shape", ["with", "script", "asyncio", "worker"])
+def test_the_readme_example_leaves_no_session_open(
+    provider: FakeProvider, db_url: str, tmp_path: Any, shape: str
+) -> None:
+    """The README's channel, a plain function around `mail.send`: every session it
+    opened is closed with its loop, in a script, under asyncio.run, and in a worker
+    stopped by SIGTERM. An unclosed one is reported at exit ("Unclosed client
+    session", and "ImportError: sys.meta_path is None" when that comes too late)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "readme_app.py").write_text(README_EXAMPLE)
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "TEST_PROVIDER": provider.url,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONWARNINGS": "always",
+    }
+    if shape != "worker":
+        command = [sys.executable, str(tmp_path / "readme_app.py"), shape]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+        stderr = done.stderr
+    else:
+        import denpyo
+
+        with denpyo.Ledger(db_url) as ledger:
+            ledger.channel("invoice-email")(lambda sub: None)
+            ledger.enqueue("invoice-email", "order:44", {})
+        command = [sys.executable, "-m", "denpyo.cli", "--app", "readme_app:ledger", "worker"]
+        worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while provider.stats().accepted < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+        assert worker.returncode == 0 and "synced 1" in stderr, stderr
+    assert "Unclosed" not in stderr and "ImportError" not in stderr, stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -170,6 +171,32 @@ def test_classification(ledger: denpyo.Ledger) -> None:
     assert failed.value.submission.last_error == "connect timeout"
 
 
+def test_a_sync_call_that_could_not_start_is_transient_not_in_doubt(
+    ledger: denpyo.Ledger,
+) -> None:
+    """The call threads are shut down (the ledger is closing) before a sync channel
+    could start: nothing left, so the row is known not sent, not in doubt."""
+    calls = Script(ok)
+    ledger.channel("c")(calls)
+
+    async def main() -> None:
+        ledger.async_driver()
+        assert ledger._calls is not None
+        ledger._calls.shutdown()
+        with pytest.raises(denpyo.SubmissionFailed) as caught:
+            await ledger.asubmit("c", "k", {})
+        row = caught.value.submission
+        assert (row.status, row.error_kind, row.in_doubt) == (
+            Status.FAILED,
+            ErrorKind.TRANSIENT,
+            False,
+        )
+        assert "cannot schedule new futures after shutdown" in (row.last_error or "")
+
+    asyncio.run(main())
+    assert calls.calls == []
+
+
 def test_timeout_after_acceptance_is_verified_not_resent(ledger: denpyo.Ledger) -> None:
     delivered: dict[str, str] = {}
 
@@ -234,6 +261,87 @@ def test_bad_input_writes_nothing(
     with pytest.raises(error):
         ledger.enqueue(channel, key, payload)
     assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(0,)] and calls.calls == []
+
+
+def nested(depth: int) -> list[Any]:
+    """Arrays `depth` levels deep."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("key", "payload", "ordering_key", "error"),
+    [
+        ("k", {"to": "\ud800"}, None, denpyo.PayloadNotJSON),
+        ("k", {"\udfff": "a lone surrogate as a field name"}, None, denpyo.PayloadNotJSON),
+        ("k", {"to": "a\x00b"}, None, denpyo.PayloadNotJSON),
+        ("k", nested(100_000), None, denpyo.PayloadNotJSON),
+        ("k", nested(32), None, denpyo.PayloadNotJSON),
+        ("\ud800", {}, None, denpyo.InvalidKey),
+        ("k", {}, "\udfff", denpyo.InvalidKey),
+    ],
+    ids=["surrogate", "surrogate-name", "nul", "deep-100000", "deep-32", "key", "ordering-key"],
+)
+def test_text_no_database_can_store_is_refused_by_every_entry_and_writes_nothing(
+    ledger: denpyo.Ledger,
+    sql: SQL,
+    key: str,
+    payload: Any,
+    ordering_key: str | None,
+    error: type[Exception],
+) -> None:
+    """Lone surrogates, NUL and nesting past what every database keeps are the
+    package's own errors, never a driver's UnicodeEncodeError or a RecursionError."""
+    calls = Script(ok)
+    ledger.channel("c")(calls)
+    entries: list[Callable[[], Any]] = [
+        lambda: ledger.submit("c", key, payload, ordering_key=ordering_key),
+        lambda: ledger.enqueue("c", key, payload, ordering_key=ordering_key),
+        lambda: ledger.enqueue_many("c", [("first", {}), (key, payload, ordering_key)]),
+        lambda: asyncio.run(ledger.asubmit("c", key, payload, ordering_key=ordering_key)),
+        lambda: asyncio.run(ledger.aenqueue("c", key, payload, ordering_key=ordering_key)),
+    ]
+    for entry in entries:
+        with pytest.raises(error):
+            entry()
+    assert sql("SELECT COUNT(*) FROM denpyo_submissions") == [(0,)] and calls.calls == []
+
+
+def test_payloads_up_to_the_nesting_limit_are_kept_and_read_back(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c")(ok)
+    deepest = nested(31)
+    text = {"escaped": "\\u0000 is text here, not a NUL", "é": "\U0001f600"}
+    assert ledger.enqueue("c", "deep", deepest).payload == deepest
+    assert ledger.enqueue("c", "text", text).payload == text
+    assert ledger.get("c", "deep").payload == deepest  # type: ignore[union-attr]
+    assert ledger.get("c", "text").payload == text  # type: ignore[union-attr]
+
+
+def test_an_outcome_whose_text_no_database_can_store_is_still_recorded(
+    ledger: denpyo.Ledger,
+) -> None:
+    """An exception's message or a remote id holding a NUL or a lone surrogate is
+    written escaped: the store refused the whole settle, and the outcome was lost."""
+    outcomes: dict[str, Callable[[Submission], Any]] = {
+        "transient": fail(denpyo.Transient("503 \x00 from the proxy")),
+        "ambiguous": fail(RuntimeError("reply cut at \udcff")),
+        "synced": lambda sub: "msg_\ud800\x00",
+    }
+    ledger.channel("c", idempotent=True)(lambda sub: outcomes[sub.key](sub))
+    for key in outcomes:
+        with contextlib.suppress(denpyo.SubmissionError):
+            ledger.submit("c", key, {})
+    rows = {key: ledger.get("c", key) for key in outcomes}
+    assert {k: (r.status, r.error_kind) for k, r in rows.items() if r} == {
+        "transient": (Status.FAILED, ErrorKind.TRANSIENT),
+        "ambiguous": (Status.FAILED, ErrorKind.AMBIGUOUS),
+        "synced": (Status.SYNCED, None),
+    }
+    assert rows["transient"].last_error == "Transient: 503 \\x00 from the proxy"  # type: ignore[union-attr]
+    assert rows["ambiguous"].last_error == "RuntimeError: reply cut at \\udcff"  # type: ignore[union-attr]
+    assert rows["synced"].remote_id == "msg_\\ud800\\x00"  # type: ignore[union-attr]
 
 
 def test_disallowed_move_raises_and_writes_nothing(ledger: denpyo.Ledger) -> None:
@@ -530,6 +638,19 @@ def test_reconcile_settles_expired_leases_by_verdict(
         assert [a.reason for a in alerts] == ["in_doubt"] and "503" in alerts[0].message
     if isinstance(verdict, Delivered):
         assert sub.remote_id == "remote-x"
+
+
+def test_a_verify_that_finds_the_call_names_its_remote_id_in_the_event(
+    ledger: denpyo.Ledger,
+) -> None:
+    ledger.channel("c", verify=lambda sub: Delivered("remote-found"))(ok)
+    ledger.enqueue("c", "k", {})
+    [held] = ledger.store.claim("c", worker="crashed-worker", limit=1, lease=60)
+    _expire_lease(ledger, held)
+    assert ledger.reconcile().reconciled == 1
+    [verify] = [e for e in ledger.events(held.id) if e.kind == "verify"]
+    assert verify.to_status is Status.SYNCED
+    assert verify.detail == "verify: delivered, remote id remote-found"
 
 
 def test_live_leases_are_left_alone(ledger: denpyo.Ledger) -> None:

@@ -119,5 +119,8 @@ def test_notes_and_actors() -> None:
             check_note(note)
     with pytest.raises(InvalidInput, match="limit"):
         check_note("x" * 2001)
+    with pytest.raises(InvalidInput, match="not valid Unicode"):
+        check_note("checked \ud800")
+    assert check_note("vérifié ✓") == "vérifié ✓"
     assert operator_actor("alice") == "operator:alice"
     assert operator_actor(" ").startswith("operator:") and operator_actor() != "operator:"

@@ -8,8 +8,10 @@ How outcomes are classified (SPEC §6) — the point is never to call a request
   ``retry_after`` from the ``Retry-After`` header (seconds or an HTTP date).
 - other 4xx, and 3xx (redirects are not followed): `Rejected`; resending the
   same request cannot help, a person has to look.
-- no connection could be made (refused, DNS, TLS handshake): `Transient`; the
-  request never left.
+- anything that fails before a connection is handed over to the request (refused,
+  DNS, TLS handshake, a timeout while connecting or waiting for a free
+  connection, a closed session, an executor shut down under the resolver):
+  `Transient`; the request never left.
 - a timeout, a dropped connection or a truncated reply *after* the request was
   sent is **not** a signal: it is raised as `TimeoutError` / `ConnectionError`
   (chained from aiohttp's error), which the engine records as *ambiguous*: the
@@ -25,8 +27,11 @@ than send a call that another worker may be verifying and resending.
 
 An aiohttp session belongs to one event loop, and a channel may be used from
 several (a worker's loop, the ledger's background loop), so there is one session
-per loop, made on first use. Call `aclose()` in each loop before it ends, or
-`close()` from synchronous code while those loops still run.
+per loop, made on first use. Each session is closed with its loop: the loop's
+`shutdown_asyncgens()` (which `asyncio.run` and `Ledger.close` call) closes it,
+so a channel used by a plain function leaves nothing open either. `aclose()`
+closes the running loop's session sooner, `close()` every session from
+synchronous code.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -52,8 +58,18 @@ from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
 _BODY_LIMIT = 500
 _CLOSE_WAIT = 10.0
 
-_sending: ContextVar[Submission | None] = ContextVar("denpyo_http_sending", default=None)
-"""The submission whose request the current task is making (not set for lookups)."""
+
+@dataclass(slots=True)
+class _Outgoing:
+    """The request the current task is making: its submission, and whether a
+    connection was handed over to it (from then on, bytes may have left)."""
+
+    sub: Submission
+    handed_over: bool = False
+
+
+_sending: ContextVar[_Outgoing | None] = ContextVar("denpyo_http_sending", default=None)
+"""The request the current task is making (not set for lookups)."""
 
 
 class _LastMomentConnector(aiohttp.TCPConnector):
@@ -62,13 +78,14 @@ class _LastMomentConnector(aiohttp.TCPConnector):
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
         conn = await super().connect(req, traces, timeout)
-        sub = _sending.get()
-        if sub is not None:
+        outgoing = _sending.get()
+        if outgoing is not None:
             try:
-                sub.check_lease()
+                outgoing.sub.check_lease()
             except LeaseExpired:
                 conn.close()
                 raise
+            outgoing.handed_over = True
         return conn
 
 
@@ -105,6 +122,15 @@ def _checked_url(value: str, what: str) -> str:
     return value
 
 
+def _not_sent(exc: Exception) -> Transient:
+    """A failure before a connection was handed over to the request: nothing left."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Transient(f"connection refused: {exc}")
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Transient(f"connection timed out: {exc}")
+    return Transient(f"not sent: {type(exc).__name__}: {exc}".rstrip(": "))
+
+
 def _short(body: bytes) -> str:
     return body[: _BODY_LIMIT * 4].decode("utf-8", "replace").strip()[:_BODY_LIMIT]
 
@@ -118,6 +144,21 @@ def _id_from(body: bytes, id_field: str) -> str | None:
         return None
     value = data.get(id_field)
     return None if value is None else str(value)
+
+
+async def _closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """Waits, first advanced on the session's loop, for the loop's
+    `shutdown_asyncgens()` (or `aclose()`), and closes the session then."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    session: aiohttp.ClientSession
+    keeper: AsyncGenerator[None, None]
 
 
 class HttpChannel:
@@ -143,7 +184,7 @@ class HttpChannel:
         self.headers: dict[str, str] = dict(headers or {})
         self.id_field = id_field
         self.connection_limit = connection_limit
-        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, _Session] = {}
         self._lock = threading.Lock()
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -152,12 +193,15 @@ class HttpChannel:
 
     # -- sessions ---------------------------------------------------------------
 
-    def _session(self) -> aiohttp.ClientSession:
+    async def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
+        held = self._sessions.get(loop)  # every call: no lock while the session is there
+        if held is not None and not held.session.closed:
+            return held.session
         with self._lock:
-            session = self._sessions.get(loop)
-            if session is not None and not session.closed:
-                return session
+            held = self._sessions.get(loop)
+            if held is not None and not held.session.closed:
+                return held.session
             # Forget sessions whose loop is gone; they cannot be closed any more.
             for dead in [lp for lp in self._sessions if lp.is_closed()]:
                 del self._sessions[dead]
@@ -166,16 +210,18 @@ class HttpChannel:
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers,
             )
-            self._sessions[loop] = session
-            return session
+            held = _Session(session, _closed_with_the_loop(session))
+            self._sessions[loop] = held
+        await anext(held.keeper)  # the loop now knows it: its shutdown closes the session
+        return session
 
     async def aclose(self) -> None:
         """Close the session of the running event loop (the others stay)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            session = self._sessions.pop(loop, None)
-        if session is not None:
-            await session.close()
+            held = self._sessions.pop(loop, None)
+        if held is not None:
+            await held.keeper.aclose()
 
     def close(self) -> None:
         """Close every session, each on its own loop if that loop still runs.
@@ -190,21 +236,21 @@ class HttpChannel:
             current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             current = None
-        for loop, session in sessions:
-            if loop.is_closed() or session.closed:
+        for loop, held in sessions:
+            if loop.is_closed() or held.session.closed:
                 continue
             if loop is current:
-                task = loop.create_task(session.close())
+                task = loop.create_task(held.keeper.aclose())
                 self._closing.add(task)
                 task.add_done_callback(self._closed)
             elif loop.is_running():
-                future = asyncio.run_coroutine_threadsafe(session.close(), loop)
+                future = asyncio.run_coroutine_threadsafe(held.keeper.aclose(), loop)
                 try:
                     future.result(_CLOSE_WAIT)
                 except (TimeoutError, RuntimeError, aiohttp.ClientError, OSError):
                     future.cancel()
             elif current is None:
-                loop.run_until_complete(session.close())
+                loop.run_until_complete(held.keeper.aclose())
 
     def _closed(self, task: asyncio.Task[None]) -> None:
         self._closing.discard(task)
@@ -226,35 +272,27 @@ class HttpChannel:
 
     async def send(self, sub: Submission) -> str | None:
         """POST the payload; return the provider's id, or raise per the module docstring."""
-        session = self._session()
-        body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
-        sending = _sending.set(sub)
+        outgoing = _Outgoing(sub)
+        sending = _sending.set(outgoing)
         try:
+            session = await self._session()
+            body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
             async with session.post(
                 self.url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
                 raw = await response.read()
-        except aiohttp.ClientConnectorError as exc:
-            raise Transient(f"connection refused: {exc}") from exc
-        except aiohttp.ConnectionTimeoutError as exc:  # only while connecting: nothing sent
-            raise Transient(f"connection timed out: {exc}") from exc
-        except TimeoutError as exc:
-            raise TimeoutError(
-                f"no complete reply from {self.url} within {self.timeout:g} s;"
-                " the request may have arrived"
-            ) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            raise ConnectionError(
-                f"the connection to {self.url} was lost before a complete reply ({exc!r});"
-                " the request may have arrived"
-            ) from exc
-        except aiohttp.ClientOSError as exc:
-            raise ConnectionError(
-                f"network error talking to {self.url} ({exc!r}); the request may have arrived"
-            ) from exc
+        except LeaseExpired:
+            raise
+        except Exception as exc:
+            if not outgoing.handed_over:
+                raise _not_sent(exc) from exc
+            failure = self._after_handover(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             _sending.reset(sending)
         if 200 <= status < 300:
@@ -264,6 +302,25 @@ class HttpChannel:
                 f"HTTP {status}: {_short(raw)}", retry_after=parse_retry_after(retry_after)
             )
         raise Rejected(f"HTTP {status}: {_short(raw)}")
+
+    def _after_handover(self, exc: Exception) -> Exception:
+        """A failure once the request may have left: never a signal, so the engine
+        records it as ambiguous and verifies before any resend."""
+        if isinstance(exc, TimeoutError):
+            return TimeoutError(
+                f"no complete reply from {self.url} within {self.timeout:g} s;"
+                " the request may have arrived"
+            )
+        if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+            return ConnectionError(
+                f"the connection to {self.url} was lost before a complete reply ({exc!r});"
+                " the request may have arrived"
+            )
+        if isinstance(exc, aiohttp.ClientOSError):
+            return ConnectionError(
+                f"network error talking to {self.url} ({exc!r}); the request may have arrived"
+            )
+        return exc
 
     @property
     def verifier(self) -> Callable[[Submission], Awaitable[Verdict]] | None:
@@ -277,7 +334,7 @@ class HttpChannel:
         key = quote(sub.idempotency_key, safe="")
         url = URL(self.lookup_url.replace("{idempotency_key}", key), encoded=True)
         try:
-            session = self._session()
+            session = await self._session()
             async with session.get(
                 url, headers={"Accept": "application/json"}, allow_redirects=False
             ) as response:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,11 +9,12 @@ from typing import Any
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import Env, fail, json_option, main, pass_env
-from denpyo.cli.commands import filter_options
+from denpyo.cli.app import Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
+from denpyo.domain.limits import decode_payload
 from denpyo.engine import operator as op
-from denpyo.errors import InvalidInput
+from denpyo.errors import InvalidInput, PayloadNotJSON
 
 by_option = click.option(
     "--by", metavar="NAME", help="Who is acting, for the history; default: your login name."
@@ -24,10 +24,9 @@ note_option = click.option("--note", metavar="TEXT", help="Why: kept in the hist
 
 @main.command()
 @click.argument("refs", nargs=-1, metavar="[ID|CHANNEL:KEY]...")
-@filter_options
-@click.option("--all", "all_failed", is_flag=True, help="Every failed row (no other filter).")
+@row_filters(limit=1000, limit_help="At most this many rows, with a filter.")
 @click.option(
-    "--limit", type=int, default=1000, show_default=True, help="At most this many, with a filter."
+    "--all", "all_failed", is_flag=True, help="Every failed row (needed when no filter is given)."
 )
 @click.option(
     "--force-in-doubt",
@@ -37,61 +36,49 @@ note_option = click.option("--note", metavar="TEXT", help="Why: kept in the hist
 @note_option
 @by_option
 @click.option("--dry-run", is_flag=True, help="Show what would be retried; change nothing.")
+@full_option
 @json_option
 @pass_env
 def retry(
     env: Env,
     refs: tuple[str, ...],
-    channel: str | None,
-    since: str | None,
-    until: str | None,
-    key_prefix: str | None,
+    rows: RowFilters,
     all_failed: bool,
-    limit: int,
     force_in_doubt: bool,
     note: str | None,
     by: str | None,
     dry_run: bool,
+    full: bool,
     as_json: bool,
 ) -> None:
     """Make failed rows due now; a worker sends them again under the same key.
 
-    Name the rows, or select them with a filter (--all for every failed row).
-    Rows in doubt are refused unless --force-in-doubt with a --note: check the
-    provider first, or use `resolve --mark-synced`.
+    Name the rows, or select them with the same filters as `list` (--all for
+    every failed row). Rows in doubt are refused unless --force-in-doubt with a
+    --note: check the provider first, or use `resolve --mark-synced`.
 
     \b
     Example: denpyo retry 41 42 --note "provider outage over"
-    Example: denpyo retry --channel invoice-email --since 2h --dry-run
+    Example: denpyo retry --status failed --channel invoice-email --since 2h --dry-run
     """
-    filtering = any(v is not None for v in (channel, since, until, key_prefix)) or all_failed
+    filtering = rows.given or all_failed
     if refs and filtering:
         fail("name the submissions to retry or give a filter, not both")
     if not refs and not filtering:
-        fail("name the submissions to retry, or select them (--channel, --since, ... or --all)")
-    flt = None
-    if not refs:
-        flt = op.make_filter(
-            env.ledger,
-            since=since,
-            until=until,
-            channel=channel,
-            key_prefix=key_prefix,
-            limit=limit,
-        )
+        fail("name the submissions to retry, or select them (--status, --channel, ... or --all)")
     result = op.retry(
         env.ledger,
         refs=refs,
-        flt=flt,
+        flt=None if refs else rows.to_filter(env.ledger),
         force_in_doubt=force_in_doubt,
         note=note,
         by=by,
         dry_run=dry_run,
     )
     if as_json:
-        render.emit_json(result.to_json())
+        render.emit_json(result.to_json(full=full))
     else:
-        render.show_retry(result)
+        render.show_retry(result, full=full)
 
 
 @main.command()
@@ -118,6 +105,7 @@ def retry(
 )
 @click.option("--force-in-doubt", is_flag=True, help="With --resend: allow a row in doubt.")
 @by_option
+@full_option
 @json_option
 @pass_env
 def resolve(
@@ -129,11 +117,13 @@ def resolve(
     payload: str | None,
     force_in_doubt: bool,
     by: str | None,
+    full: bool,
     as_json: bool,
 ) -> None:
     """A person's decision on one row, written to its history with --note and who.
 
-    --abandon keeps a failed or rejected row as it is and stops all retries;
+    --abandon keeps a failed or rejected row as it is and stops all retries (a
+    requesting row not being sent becomes failed);
     --resend creates a new submission linked through `supersedes`;
     --mark-synced records a call you found at the provider.
 
@@ -161,23 +151,24 @@ def resolve(
             ledger, ref, note=note or "", payload=body, force_in_doubt=force_in_doubt, by=by
         )
     if as_json:
-        render.emit_json(done.to_json())
+        render.emit_json(done.to_json(full=full))
     else:
         render.show_resolution(done)
 
 
 def read_payload(text: str) -> Any:
+    """`--payload` as JSON text, or `@file`; checked like any payload before it is used."""
     source = "--payload"
     if text.startswith("@"):
         source = text[1:]
         try:
             text = Path(source).read_text(encoding="utf-8")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise InvalidInput(f"cannot read the payload file {source!r}: {exc}") from None
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{source} is not valid JSON: {exc}") from None
+        return decode_payload(text)
+    except PayloadNotJSON as exc:
+        raise PayloadNotJSON(f"{source}: {exc}") from None
 
 
 @main.command()
@@ -190,8 +181,7 @@ def reconcile(env: Env, as_json: bool) -> None:
     Example: denpyo --app myapp.ledger:ledger reconcile
     """
     _log_to_stderr(logging.WARNING)
-    ledger = env.ledger
-    op.require_channels(ledger, "reconcile")  # before the progress bar draws anything
+    ledger = env.require_channels("reconcile")  # before the progress bar draws anything
     if as_json:
         summary = op.reconcile(ledger)
         render.emit_json(summary.to_json())
@@ -246,8 +236,7 @@ def worker(env: Env, concurrency: int, poll_interval: float, grace: float) -> No
     Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
     """
     _log_to_stderr(logging.INFO)
-    ledger = env.ledger
-    op.require_channels(ledger, "the worker")
+    ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
     render.err.print(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
     report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)

@@ -11,6 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from denpyo.engine import operator as op
 from denpyo.engine.ledger import DEFAULT_URL, Ledger
 from denpyo.errors import ConfigurationError, DenpyoError
 
@@ -27,7 +28,8 @@ class InputError(click.ClickException):
     exit_code = EXIT_INPUT
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        lines = [line.strip() for line in self.format_message().splitlines()]
+        click.echo(f"error: {' / '.join(line for line in lines if line)}", err=True)
 
 
 class Env:
@@ -48,6 +50,19 @@ class Env:
             self._ledger = load_app(self.app) if self.app else Ledger(self.url)
         return self._ledger
 
+    def require_channels(self, what: str) -> Ledger:
+        """The ledger, which must have channels: say which --app module registered none."""
+        ledger = self.ledger
+        if self.app and not ledger.channels:
+            module, _, attr = self.app.partition(":")
+            raise ConfigurationError(
+                f"--app {self.app!r}: module {module} registered no channel with ledger "
+                f"{attr}; {what} needs them (register each with @{attr}.channel(...) when "
+                "the module is imported)"
+            )
+        op.require_channels(ledger, what)
+        return ledger
+
     def close(self) -> None:
         if self._ledger is not None:
             self._ledger.close()
@@ -64,8 +79,10 @@ def load_app(spec: str) -> Ledger:
         sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's module runs: it may raise anything
+        raise ConfigurationError(
+            f"--app {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -93,13 +110,46 @@ def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
 
 
 class DenpyoGroup(click.Group):
-    """Turns every DenpyoError into one line on stderr and exit code 2."""
+    """Turns every DenpyoError, and every usage error, into one line on stderr and
+    exit code 2 (click's own usage error takes four)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        for arg in args:
+            if not arg.isascii():
+                try:
+                    arg.encode()
+                except UnicodeEncodeError:
+                    # Bytes that are not UTF-8 reach Python as lone surrogates, which no
+                    # database driver will take: refuse them here, once for every command.
+                    raise InputError(f"{arg!a} is not valid UTF-8 text") from None
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DenpyoError as exc:
             raise InputError(str(exc)) from exc
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            command = f"{ctx.command_path} {ctx.invoked_subcommand or ''}".strip()
+            raise _one_line(exc, command) from exc
+
+
+def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
+    where = exc.ctx.command_path if exc.ctx is not None else command
+    return InputError(f"{exc.format_message()} (see `{where} --help`)")
 
 
 @click.group(cls=DenpyoGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,3 +197,12 @@ def fail(message: str) -> NoReturn:
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+def full_option(fn: F) -> F:
+    return click.option(
+        "--full",
+        is_flag=True,
+        help="Show everything: by default a long payload, error or note is cut, with a "
+        "marker saying how much was left out.",
+    )(fn)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, json_option, main, pass_env
-from denpyo.domain.filters import DEFAULT_LIMIT, parse_statuses
+from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.rows import RowFilters, channel_option, row_filters
+from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
 from denpyo.store import dialect_of
 from denpyo.store.queries import DIALECTS, ddl
@@ -56,7 +55,7 @@ def sql(env: Env, dialect: str | None) -> None:
 
 
 @main.command()
-@click.option("--channel", help="Only this channel.")
+@channel_option
 @click.option("--check", is_flag=True, help="Exit 1 when something needs attention.")
 @json_option
 @pass_env
@@ -78,98 +77,47 @@ def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_js
         ctx.exit(EXIT_ATTENTION)
 
 
-def filter_options(fn: Any) -> Any:
-    """--channel, --since, --until and --key-prefix, shared by list and retry."""
-    for option in reversed(
-        [
-            click.option("--channel", help="Only this channel."),
-            click.option(
-                "--since",
-                metavar="WHEN",
-                help="Created at or after: 2h, 3d, 1w, today, 2024-05-01, 2024-05-01T09:00Z.",
-            ),
-            click.option("--until", metavar="WHEN", help="Created before (same forms as --since)."),
-            click.option("--key-prefix", metavar="TEXT", help="Business key starts with TEXT."),
-        ]
-    ):
-        fn = option(fn)
-    return fn
-
-
 @main.command("list")
-@click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    metavar="STATUS",
-    help="requesting, synced, failed or rejected; repeat or separate by commas.",
-)
-@filter_options
-@click.option("--in-doubt/--not-in-doubt", default=None, help="Only rows in doubt (or not).")
-@click.option("--needs-attention", is_flag=True, default=None, help="Only rows a person must see.")
-@click.option("--resolved/--unresolved", default=None, help="Only rows a person resolved (or not).")
-@click.option(
-    "--limit", type=int, default=DEFAULT_LIMIT, show_default=True, help="At most this many rows."
-)
+@row_filters(limit=DEFAULT_LIMIT, limit_help="At most this many rows.")
 @click.option("--check", is_flag=True, help="Exit 1 when any row matches.")
+@full_option
 @json_option
 @pass_env
 @click.pass_context
 def list_(
-    ctx: click.Context,
-    env: Env,
-    statuses: tuple[str, ...],
-    channel: str | None,
-    since: str | None,
-    until: str | None,
-    key_prefix: str | None,
-    in_doubt: bool | None,
-    needs_attention: bool | None,
-    resolved: bool | None,
-    limit: int,
-    check: bool,
-    as_json: bool,
+    ctx: click.Context, env: Env, rows: RowFilters, check: bool, full: bool, as_json: bool
 ) -> None:
-    """Submissions matching the filters, newest first.
+    """Submissions matching the filters, newest first. Piped (not a terminal), one
+    tab-separated line per row, after a header line.
 
     \b
     Example: denpyo list --status failed --since 1d
     Example: denpyo list --needs-attention --json | jq '.[].id'
     """
-    flt = op.make_filter(
-        env.ledger,
-        since=since,
-        until=until,
-        statuses=parse_statuses(statuses),
-        channel=channel,
-        in_doubt=in_doubt,
-        needs_attention=needs_attention,
-        resolved=resolved,
-        key_prefix=key_prefix,
-        limit=limit,
-    )
+    flt = rows.to_filter(env.ledger)
     subs = op.list_submissions(env.ledger, flt)
     if as_json:
-        render.emit_json([op.submission_json(s) for s in subs])
+        render.emit_json([op.submission_json(s, full=full) for s in subs])
     else:
-        render.show_list(subs, env.ledger.store.now(), flt.limit)
+        render.show_list(subs, env.ledger.store.now(), flt.limit, full=full)
     if check and subs:
         ctx.exit(EXIT_ATTENTION)
 
 
 @main.command()
 @click.argument("ref", metavar="ID|CHANNEL:KEY")
+@full_option
 @json_option
 @pass_env
-def show(env: Env, ref: str, as_json: bool) -> None:
+def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     """One submission and its history, oldest event first.
 
     \b
     Example: denpyo show 42
-    Example: denpyo show invoice-email:order:42
+    Example: denpyo show invoice-email:order:42 --full
     """
     found = op.history(env.ledger, ref)
     if as_json:
-        render.emit_json(found.to_json())
+        render.emit_json(found.to_json(full=full))
     else:
-        render.show_history(found)
+        render.show_history(found, full=full)

@@ -4,6 +4,8 @@ database clock ("3 min ago"). Scripts use `--json` instead, which bypasses this.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,7 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from denpyo.domain.status import Status
+from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.operator import (
     History,
@@ -23,6 +25,7 @@ from denpyo.engine.operator import (
     Resolution,
     RetryResult,
     StatusReport,
+    clip_text,
     label,
 )
 
@@ -33,7 +36,17 @@ STATUS_STYLE = {
     Status.REJECTED: "red",
 }
 
-out = Console(highlight=False, soft_wrap=False)
+
+def _width() -> int | None:
+    """Piped with no COLUMNS, rich would squeeze every table into 80 columns; give
+    it room instead, so that each line is as wide as what it shows."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return PIPED_WIDTH
+
+
+PIPED_WIDTH = 1000
+out = Console(highlight=False, soft_wrap=False, width=_width())
 err = Console(stderr=True, highlight=False)
 
 
@@ -82,11 +95,12 @@ def status_text(sub: Submission) -> Text:
     return text
 
 
-def short(text: str | None, width: int = 60) -> str:
+def short(text: str | None, width: int | None = 60) -> str:
+    """`text` on one line, cut to `width` characters (None: whole)."""
     if not text:
         return ""
     line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
 
 
 def show_status(report: StatusReport) -> None:
@@ -118,41 +132,65 @@ def show_status(report: StatusReport) -> None:
     out.print(f"pending {report.pending}{oldest}")
 
 
-def show_list(subs: Sequence[Submission], now: datetime, limit: int) -> None:
-    if not subs:
-        out.print("no submissions match")
-        return
-    table = Table(show_lines=False)
-    for name, justify in (
-        ("id", "right"),
-        ("channel", "left"),
-        ("key", "left"),
-        ("status", "left"),
-        ("tries", "right"),
-        ("created", "left"),
-        ("updated", "left"),
-        ("last error / resolution", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for sub in subs:
-        note = sub.resolution or sub.last_error
-        table.add_row(
+LIST_COLUMNS = (
+    ("id", "right"),
+    ("channel", "left"),
+    ("key", "left"),
+    ("status", "left"),
+    ("tries", "right"),
+    ("created", "left"),
+    ("updated", "left"),
+    ("last error / resolution", "left"),
+)
+
+
+def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bool = False) -> None:
+    """A table on a terminal; piped, one plain tab-separated line per row (a table
+    squeezed into a width nobody set is unreadable, and lines are what tools read),
+    its count on stderr."""
+    width = None if full else 60
+    rows = [
+        (
             str(sub.id),
-            escape(sub.channel),
-            escape(sub.key),
+            sub.channel,
+            sub.key,
             status_text(sub),
             str(sub.attempts),
             ago(sub.created_at, now),
             ago(sub.updated_at, now),
-            escape(short(note)),
+            short(sub.resolution or sub.last_error, width),
         )
-    out.print(table)
+        for sub in subs
+    ]
     more = "; more may match (raise --limit)" if len(subs) >= limit else ""
-    out.print(f"{len(subs)} row{'s' if len(subs) != 1 else ''}{more}", style="dim")
+    count = f"{len(subs)} row{'s' if len(subs) != 1 else ''}{more}" if subs else ""
+    if not out.is_terminal:
+        if rows:
+            lines = [[name for name, _ in LIST_COLUMNS]]
+            lines += [[cell.plain if isinstance(cell, Text) else cell for cell in r] for r in rows]
+            click.echo("\n".join("\t".join(_one_cell(c) for c in line) for line in lines))
+        click.echo(count or "no submissions match", err=True)
+        return
+    if not rows:
+        out.print("no submissions match")
+        return
+    table = Table(show_lines=False)
+    for name, justify in LIST_COLUMNS:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(cell if isinstance(cell, Text) else escape(cell) for cell in row))
+    out.print(table)
+    out.print(count, style="dim")
 
 
-def show_history(found: History) -> None:
+def _one_cell(text: str) -> str:
+    """A cell of a tab-separated line: no tab or line break inside."""
+    return " ".join(text.split()) if any(c in text for c in "\t\n\r") else text
+
+
+def show_history(found: History, *, full: bool = False) -> None:
     sub, now = found.submission, found.now
+    clip = (lambda text: text) if full else clip_text
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -172,9 +210,9 @@ def show_history(found: History) -> None:
     if sub.locked_by:
         rows.append(("held by", f"{sub.locked_by} until {ago(sub.locked_until, now)}"))
     if sub.last_error:
-        rows.append(("last error", f"{escape(sub.last_error)} ({sub.error_kind})"))
+        rows.append(("last error", f"{escape(clip(sub.last_error))} ({sub.error_kind})"))
     if sub.resolution:
-        rows.append(("resolution", escape(sub.resolution)))
+        rows.append(("resolution", escape(clip(sub.resolution))))
     if sub.ordering_key:
         rows.append(("ordering key", escape(sub.ordering_key)))
     if sub.supersedes:
@@ -184,7 +222,8 @@ def show_history(found: History) -> None:
     for name, value in rows:
         grid.add_row(name, value)
     out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
-    out.print("payload: " + json.dumps(sub.payload, ensure_ascii=False), markup=False)
+    payload = json.dumps(sub.payload, ensure_ascii=False)
+    out.print("payload: " + clip(payload), markup=False, soft_wrap=True)
     table = Table(title="history", title_justify="left")
     for name in ("when", "event", "move", "try", "actor", "detail", "ms"):
         table.add_column(
@@ -206,13 +245,13 @@ def show_history(found: History) -> None:
             move,
             str(event.attempt),
             escape(event.actor),
-            escape(short(event.detail, 80)),
+            escape(short(event.detail, None if full else 80)),
             "" if event.duration_ms is None else str(event.duration_ms),
         )
     out.print(table)
 
 
-def show_retry(result: RetryResult) -> None:
+def show_retry(result: RetryResult, *, full: bool = False) -> None:
     verb = "would retry" if result.dry_run else "retried"
     if result.retried:
         table = Table(title=f"{verb} {len(result.retried)}", title_justify="left")
@@ -223,7 +262,7 @@ def show_retry(result: RetryResult) -> None:
                 str(sub.id),
                 escape(f"{sub.channel}:{sub.key}"),
                 status_text(sub),
-                escape(short(sub.last_error)),
+                escape(short(sub.last_error, None if full else 60)),
             )
         out.print(table)
     else:
@@ -235,15 +274,28 @@ def show_retry(result: RetryResult) -> None:
 def show_resolution(done: Resolution) -> None:
     sub = done.submission
     text = {
-        "abandon": f"{label(sub)} abandoned; it stays {sub.status.value}, nothing more is sent",
+        "abandon": f"{label(sub)} abandoned; {_became(done)}, nothing more is sent",
         "mark_synced": f"{label(sub)} marked synced (remote id {sub.remote_id})",
-        "resend": f"{label(sub)} replaced",
+        "resend": f"{label(sub)} replaced; {_became(done)}, nothing more is sent for it",
     }[done.action]
     out.print(escape(text), style="green")
     if done.created is not None:
         new = label(done.created)
         out.print(escape(f"new submission {new} waits for a worker (supersedes #{sub.id})"))
     out.print(f"resolution: {escape(sub.resolution or '')}", style="dim")
+
+
+def _became(done: Resolution) -> str:
+    """What happened to the row's status: a `requesting` row given up becomes `failed`."""
+    sub = done.submission
+    if not done.moved or done.from_status is None:
+        return f"it stays {sub.status.value}"
+    why = (
+        "its last attempt may have arrived, so it stays counted in doubt"
+        if sub.error_kind is ErrorKind.AMBIGUOUS
+        else "never sent"
+    )
+    return f"it moved from {done.from_status.value} to {sub.status.value} ({why})"
 
 
 def show_reconcile(summary: ReconcileSummary) -> None:

@@ -14,6 +14,11 @@ MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_KEY_LENGTH = 255
 """Longest business key (and ordering key), in characters. Keys sit in a unique index."""
 
+MAX_PAYLOAD_DEPTH = 31
+"""Deepest nesting of arrays and objects in a payload: the most MariaDB's JSON accepts,
+kept on every database so that an application can move between them. Far below
+Python's recursion limit, so every payload the ledger keeps can be read back."""
+
 MAX_CHANNEL_LENGTH = 100
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
@@ -22,16 +27,70 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 
 
 def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
-    """Return the payload as compact JSON text, or raise a specific InvalidInput."""
+    """Return the payload as compact JSON text that every database can store, or raise
+    a specific InvalidInput: nothing unencodable may reach a driver, whose own error
+    would come after a row was half-written or read back wrong."""
     try:
         text = _ENCODER.encode(payload)
+    except RecursionError:
+        raise PayloadNotJSON(_too_deep()) from None
     except (TypeError, ValueError) as exc:
         raise PayloadNotJSON(f"payload is not JSON-serialisable: {exc}") from exc
-    if len(text) * 4 > max_bytes:  # else it fits whatever its characters (UTF-8: 1-4 bytes)
-        size = len(text.encode())
+    if not text.isascii():
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError as exc:
+            raise PayloadNotJSON(
+                f"payload is not valid Unicode text: a lone surrogate "
+                f"({text[exc.start]!a}) cannot be stored as UTF-8"
+            ) from None
         if size > max_bytes:
             raise PayloadTooLarge(f"payload is {size} bytes encoded; the limit is {max_bytes}")
+    elif len(text) > max_bytes:
+        raise PayloadTooLarge(f"payload is {len(text)} bytes encoded; the limit is {max_bytes}")
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH and not _nested_within(
+        payload, MAX_PAYLOAD_DEPTH
+    ):
+        raise PayloadNotJSON(_too_deep())
+    if "\\u0000" in text and _NUL.search(text):
+        raise PayloadNotJSON(
+            "payload holds a NUL character (\\u0000), which PostgreSQL cannot store in JSON"
+        )
     return text
+
+
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""`\\u0000` in JSON text that is an escape, not an escaped backslash before `u0000`."""
+
+
+def decode_payload(text: str) -> Any:
+    """A payload a person typed (JSON text), checked as `encode_payload` checks one."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise PayloadNotJSON(_too_deep()) from None
+    except ValueError as exc:
+        raise PayloadNotJSON(f"payload is not valid JSON: {exc}") from None
+
+
+def _too_deep() -> str:
+    return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep (arrays and objects)"
+
+
+def _nested_within(payload: Any, limit: int) -> bool:
+    """Whether no array or object lies deeper than `limit` levels (iterative: the
+    payload may be deeper than Python's own recursion allows)."""
+    stack: list[tuple[Any, int]] = [(payload, 1)] if isinstance(payload, _CONTAINERS) else []
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return False
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, _CONTAINERS))
+    return True
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def check_key(key: object, what: str = "key") -> str:
@@ -44,7 +103,30 @@ def check_key(key: object, what: str = "key") -> str:
         raise InvalidKey(f"{what} is {len(key)} characters; the limit is {MAX_KEY_LENGTH}")
     if "\x00" in key:
         raise InvalidKey(f"{what} must not contain NUL characters")
+    if not key.isascii():
+        try:
+            key.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidKey(
+                f"{what} is not valid Unicode text: a lone surrogate ({key[exc.start]!a}) "
+                f"at character {exc.start} cannot be stored as UTF-8"
+            ) from None
     return key
+
+
+def storable_text(text: str) -> str:
+    """`text` as every database keeps it: a NUL (PostgreSQL's text refuses it) and a
+    lone surrogate (no UTF-8 form) are written as escapes, everything else as is.
+    For what the engine records but nobody typed: an error, a remote id, a verdict."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def check_channel_name(name: object) -> str:

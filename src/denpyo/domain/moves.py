@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from denpyo.domain.limits import storable_text
 from denpyo.domain.policy import Settlement
 from denpyo.domain.status import ErrorKind, Status, check_move
 from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidInput
 
 KEEPABLE = frozenset({Status.FAILED, Status.REJECTED})
+_TEXT_FIELDS = ("remote_id", "last_error", "resolution", "detail")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,8 @@ class Move:
     def verified_delivered(
         cls, sub: Submission, actor: str, remote_id: str | None, note: str
     ) -> Move:
-        """Verify found that the call arrived: `synced`."""
+        """Verify found that the call arrived: `synced`, the remote id it found in the
+        event too (the row's `remote_id` keeps only the latest)."""
         return cls(
             sub.id,
             sub.status,
@@ -143,7 +146,7 @@ class Move:
             expect_locked_by=sub.locked_by,
             event="verify",
             remote_id=remote_id,
-            detail=note,
+            detail=note if remote_id is None else f"{note}, remote id {remote_id}",
             row=sub,
         )
 
@@ -316,6 +319,14 @@ class Move:
         # check, a person's note) is not a move; everything else must be allowed.
         if not (self.from_status == self.to_status and self.from_status in KEEPABLE):
             check_move(self.from_status, self.to_status)
+        # Text from outside (an exception's message, a remote id, a verdict) must
+        # not make the store refuse the move: the outcome would be lost with it.
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                kept = storable_text(value)
+                if kept is not value:
+                    object.__setattr__(self, name, kept)
         if self.row is not None and self.row.id != self.submission_id:
             # Its payload would be handed back as this row's.
             raise InvalidInput(

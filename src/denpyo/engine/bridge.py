@@ -2,17 +2,24 @@
 
 Async channels keep per-loop state (an HTTP session, a broker connection); a
 fresh `asyncio.run` per call would throw it away every time. The loop runs in
-a daemon thread started on first use and stopped by `close()`.
+a daemon thread started on first use and stopped by `close()`, which first lets
+what lives on the loop close itself, as `asyncio.run` does (an HTTP channel's
+session is closed by the loop's `shutdown_asyncgens()`). A loop nobody closed
+is closed at interpreter exit, while its thread still runs: a daemon thread
+simply vanishes, and what it held would be reported unclosed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+_SHUTDOWN_WAIT = 10.0
 
 
 class LoopThread:
@@ -29,6 +36,7 @@ class LoopThread:
                 thread = threading.Thread(target=loop.run_forever, name="denpyo-loop", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
+                atexit.register(self.close)
             return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -45,6 +53,13 @@ class LoopThread:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
+        atexit.unregister(self.close)
+        if thread is not threading.current_thread() and loop.is_running():
+            shutdown = asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop)
+            try:
+                shutdown.result(_SHUTDOWN_WAIT)
+            except (TimeoutError, RuntimeError):
+                shutdown.cancel()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()

@@ -7,8 +7,8 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
 
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import (
@@ -33,13 +33,28 @@ from denpyo.errors import (
     SubmissionInDoubt,
     SubmissionRejected,
     SubmissionResolved,
+    Transient,
     UnknownChannel,
 )
 from denpyo.store import NewSubmission, Store, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///denpyo.db"
+
+
+class _CallThreads(ThreadPoolExecutor):
+    """The threads that sync channels (and verifies) run in. A call that cannot be
+    handed to one (the ledger is closing: "cannot schedule new futures after
+    shutdown") never started, so it is `Transient`, not an ambiguous failure."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError as exc:
+            raise Transient(f"not sent: {exc}") from exc
 
 
 class Ledger:
@@ -316,7 +331,7 @@ class Ledger:
         if self._db is None:
             threads = 1 if self.store.dialect == "sqlite" else 4
             self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
-            self._calls = ThreadPoolExecutor(32, thread_name_prefix="denpyo-call")
+            self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
         return AsyncDriver(self.store, self._db, self._calls)
 
     def close(self) -> None:

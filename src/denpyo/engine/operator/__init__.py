@@ -47,8 +47,11 @@ from denpyo.engine.operator._act import (
     retry,
 )
 from denpyo.engine.operator._read import (
+    PREVIEW_CHARS,
     History,
     StatusReport,
+    clip_text,
+    clip_value,
     event_json,
     find,
     history,
@@ -70,6 +73,7 @@ from denpyo.errors import SubmissionNotFound
 
 __all__ = [
     "MAX_NOTE_LENGTH",
+    "PREVIEW_CHARS",
     "SAME_PAYLOAD",
     "History",
     "Progress",
@@ -79,6 +83,8 @@ __all__ = [
     "StatusReport",
     "SubmissionNotFound",
     "check_note",
+    "clip_text",
+    "clip_value",
     "event_json",
     "find",
     "history",

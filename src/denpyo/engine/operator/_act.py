@@ -55,11 +55,13 @@ class RetryResult:
     retried: list[Submission] = field(default_factory=list)
     skipped: list[tuple[Submission, str]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
-            "retried": [submission_json(s) for s in self.retried],
-            "skipped": [{"submission": submission_json(s), "reason": r} for s, r in self.skipped],
+            "retried": [submission_json(s, full=full) for s in self.retried],
+            "skipped": [
+                {"submission": submission_json(s, full=full), "reason": r} for s, r in self.skipped
+            ],
         }
 
 
@@ -113,6 +115,8 @@ def retry(
 
 
 def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
+    """The filter narrowed to rows a retry may take; a condition that could only
+    select rows it may not take is refused rather than quietly matching nothing."""
     allowed = (Status.FAILED, Status.REQUESTING) if force_in_doubt else (Status.FAILED,)
     wrong = [s.value for s in flt.statuses if s not in allowed]
     if wrong:
@@ -120,11 +124,17 @@ def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
             "retry takes failed rows (and requesting rows in doubt, with --force-in-doubt), "
             f"not {', '.join(wrong)}"
         )
+    if flt.resolved:
+        raise InvalidInput("a row a person resolved is never retried; select unresolved rows")
+    if flt.in_doubt and not force_in_doubt:
+        raise InvalidInput(
+            "rows in doubt may have arrived: retry them only with --force-in-doubt and a note"
+        )
     return replace(
         flt,
         statuses=flt.statuses or allowed,
         resolved=False,
-        in_doubt=None if force_in_doubt else False,
+        in_doubt=flt.in_doubt if force_in_doubt else False,
     )
 
 
@@ -155,17 +165,24 @@ def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> M
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """A person's resolution: the row as it is after it, and the new row of a resend."""
+    """A person's resolution: the row as it is after it, the new row of a resend, and
+    the status the row had before (a `requesting` row given up becomes `failed`)."""
 
     action: str  # "abandon", "resend" or "mark_synced"
     submission: Submission
     created: Submission | None = None
+    from_status: Status | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def moved(self) -> bool:
+        return self.from_status is not None and self.from_status is not self.submission.status
+
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "action": self.action,
-            "submission": submission_json(self.submission),
-            "created": submission_json(self.created) if self.created else None,
+            "from_status": self.from_status.value if self.from_status else None,
+            "submission": submission_json(self.submission, full=full),
+            "created": submission_json(self.created, full=full) if self.created else None,
         }
 
 
@@ -180,7 +197,7 @@ def resolve_abandon(
         raise InvalidInput(f"{label(sub)} is already resolved: {sub.resolution}")
     actor = operator_actor(by)
     move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
-    return Resolution("abandon", _apply_one(ledger, move))
+    return Resolution("abandon", _apply_one(ledger, move), from_status=sub.status)
 
 
 def resolve_mark_synced(
@@ -205,7 +222,7 @@ def resolve_mark_synced(
             raise InvalidInput(f"{label(sub)} was never sent, so it cannot have arrived")
     actor = operator_actor(by)
     move = Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
-    return Resolution("mark_synced", _apply_one(ledger, move))
+    return Resolution("mark_synced", _apply_one(ledger, move), from_status=sub.status)
 
 
 def resolve_resend(
@@ -252,7 +269,7 @@ def resolve_resend(
     created, old = ledger.store.record_resend(
         new, actor=actor, detail=f"resend of {label(sub)} by {actor}: {note}", replace=replaced
     )
-    return Resolution("resend", old, created)
+    return Resolution("resend", old, created, from_status=sub.status)
 
 
 def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
@@ -289,6 +306,11 @@ def check_note(note: str | None, what: str = "this action") -> str:
         raise InvalidInput(f"a note (--note) is required for {what}: say why, for the next person")
     if len(text) > MAX_NOTE_LENGTH:
         raise InvalidInput(f"the note is {len(text)} characters; the limit is {MAX_NOTE_LENGTH}")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidInput("the note is not valid Unicode text (a lone surrogate)") from None
     return text
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -151,10 +152,10 @@ class History:
     superseded_by: Submission | None
     now: datetime
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
-            "submission": submission_json(self.submission),
-            "events": [event_json(e) for e in self.events],
+            "submission": submission_json(self.submission, full=full),
+            "events": [event_json(e, full=full) for e in self.events],
             "superseded_by": self.superseded_by.id if self.superseded_by else None,
             "now": iso(self.now),
         }
@@ -185,34 +186,89 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def submission_json(sub: Submission) -> dict[str, Any]:
-    """A submission as plain JSON values (times in ISO 8601, UTC)."""
+PREVIEW_CHARS = 4096
+"""About how much of a payload, an error or a note is shown unless everything is asked for."""
+
+
+def clip_text(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text[limit:].encode())} bytes more, --full to show all)"
+
+
+def clip_value(value: Any, limit: int = PREVIEW_CHARS) -> tuple[Any, bool]:
+    """A JSON value cut to about `limit` characters of JSON, keeping its shape: a long
+    string cut to a quarter of that (so that one does not hide its neighbours), arrays
+    and objects cut after the items that fit, each cut marked. Returns the value and
+    whether anything was cut."""
+    if len(json.dumps(value, ensure_ascii=False)) <= limit:
+        return value, False
+    return _Clipper(limit).clip(value), True
+
+
+class _Clipper:
+    def __init__(self, limit: int) -> None:
+        self.room = limit
+        self.longest = limit // 4
+
+    def clip(self, value: Any) -> Any:
+        if isinstance(value, str):
+            kept = clip_text(value, min(max(self.room, 0), self.longest))
+            self.room -= min(len(value), self.longest) + 2
+            return kept
+        if isinstance(value, list):
+            items: list[Any] = []
+            for n, item in enumerate(value):
+                if self.room <= 0:
+                    items.append(f"… ({len(value) - n} more items, --full to show all)")
+                    break
+                items.append(self.clip(item))
+            return items
+        if isinstance(value, dict):
+            fields: dict[str, Any] = {}
+            for n, (name, item) in enumerate(value.items()):
+                if self.room <= 0:
+                    fields["…"] = f"{len(value) - n} more fields, --full to show all"
+                    break
+                self.room -= len(name) + 4
+                fields[name] = self.clip(item)
+            return fields
+        self.room -= len(json.dumps(value))
+        return value
+
+
+def submission_json(sub: Submission, *, full: bool = True) -> dict[str, Any]:
+    """A submission as plain JSON values (times in ISO 8601, UTC). Unless `full`, a long
+    payload is cut (`payload_truncated` says so) and so are a long error and note."""
+    payload, truncated = (sub.payload, False) if full else clip_value(sub.payload)
     return {
         "id": sub.id,
         "channel": sub.channel,
         "key": sub.key,
         "idempotency_key": sub.idempotency_key,
-        "payload": sub.payload,
+        "payload": payload,
+        "payload_truncated": truncated,
         "status": sub.status.value,
         "attempts": sub.attempts,
         "next_attempt_at": iso(sub.next_attempt_at),
         "locked_by": sub.locked_by,
         "locked_until": iso(sub.locked_until),
         "remote_id": sub.remote_id,
-        "last_error": sub.last_error,
+        "last_error": _text(sub.last_error, full),
         "error_kind": sub.error_kind.value if sub.error_kind else None,
         "ordering_key": sub.ordering_key,
         "created_at": iso(sub.created_at),
         "updated_at": iso(sub.updated_at),
         "synced_at": iso(sub.synced_at),
-        "resolution": sub.resolution,
+        "resolution": _text(sub.resolution, full),
         "supersedes": sub.supersedes,
         "in_doubt": sub.in_doubt,
         "in_flight": sub.in_flight,
     }
 
 
-def event_json(event: Event) -> dict[str, Any]:
+def event_json(event: Event, *, full: bool = True) -> dict[str, Any]:
     return {
         "id": event.id,
         "at": iso(event.at),
@@ -221,6 +277,10 @@ def event_json(event: Event) -> dict[str, Any]:
         "to_status": event.to_status.value if event.to_status else None,
         "attempt": event.attempt,
         "actor": event.actor,
-        "detail": event.detail,
+        "detail": _text(event.detail, full),
         "duration_ms": event.duration_ms,
     }
+
+
+def _text(text: str | None, full: bool) -> str | None:
+    return text if full or text is None else clip_text(text)
