@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 import denpyo
-from denpyo import Status, Submission
+from denpyo import Delivered, Status, Submission
+from denpyo.domain.moves import Move
 from denpyo.engine import operator as op
 from denpyo.engine.worker import Worker
+from denpyo.store import NewSubmission
 
 
 def exhausted(ledger: denpyo.Ledger, calls: Counter[str], key: str) -> Submission:
@@ -312,3 +314,53 @@ def denpyo_move_to(row_id: int, holder: str) -> Any:
         row_id, Status.REQUESTING, Status.REQUESTING, holder, expect_locked_by="w/0",
         locked_by=holder, lease=60, keep_error=True,
     )  # fmt: skip
+
+
+def test_a_worker_whose_renewals_fail_leaves_rows_in_doubt_to_others(
+    ledger: denpyo.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While it cannot renew, a row that looks in doubt may be its own call still on
+    the wire (its lease ran out because the renewals failed): it must not verify it,
+    or resend it. Once renewals work again, it reconciles as before."""
+    verified: list[str] = []
+
+    def verify(sub: Submission) -> Delivered:
+        verified.append(sub.key)
+        return Delivered("r")
+
+    ledger.channel("c", lease=0.6, verify=verify)(lambda sub: "r")
+    outage = [True]
+    real_upkeep = ledger.store.upkeep
+
+    def upkeep() -> None:
+        if outage[0]:
+            raise denpyo.StoreError("the database is unreachable")
+        real_upkeep()
+
+    monkeypatch.setattr(ledger.store, "upkeep", upkeep)
+
+    async def main() -> list[str]:
+        worker = Worker(ledger, poll_interval=0.05)
+        task = asyncio.create_task(worker.run())
+        for _ in range(200):
+            if worker.renewal_failing_since is not None:
+                break
+            await asyncio.sleep(0.01)
+        new = NewSubmission("c", "doubt", "idem-doubt", "{}")
+        doubtful, _ = ledger.store.record(new, actor="gone", lease=60)
+        ledger.store.move([Move.still_in_doubt(doubtful, "gone", 0, "its worker died")])
+        await asyncio.sleep(0.5)  # ten polls with renewals failing
+        during = list(verified)
+        outage[0] = False
+        for _ in range(400):
+            if verified:
+                break
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await task
+        return during
+
+    assert asyncio.run(main()) == []
+    assert verified == ["doubt"]
+    settled = ledger.get("c", "doubt")
+    assert settled is not None and settled.status is Status.SYNCED

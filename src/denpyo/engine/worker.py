@@ -170,7 +170,10 @@ class Worker:
                     if until_idle or loop.time() - doubt_checked >= self.poll_interval:
                         doubt_checked = loop.time()
                         await self._revalidate()
-                        claimed += await self._claim_in_doubt()
+                        # While its renewals fail, rows that look in doubt may be this
+                        # worker's own calls on the wire: it leaves them to the others.
+                        if self.renewal_failing_since is None:
+                            claimed += await self._claim_in_doubt()
                 except Exception:
                     # A deadlock or a restart is retried at the next poll; `until_idle`
                     # gives up after a few in a row rather than report idle it did not see.
