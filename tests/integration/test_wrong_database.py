@@ -4,6 +4,7 @@ cannot open. On SQLite, PostgreSQL and MariaDB where the item touches them."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -124,3 +125,29 @@ def test_a_database_it_cannot_write_is_one_line_and_exit_2(read_only_dir: Path) 
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "cannot open SQLite database" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_status_names_the_database_it_read(tmp_path: Path, postgres_url: str) -> None:
+    """Which database the counts come from, in the header, never with a password."""
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/app.db") as ledger:
+        ledger.migrate()
+    done = _cli("--db", "sqlite:///app.db", "status", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"database sqlite:///{tmp_path}/app.db"
+
+    with_password = postgres_url.replace("postgres@", "postgres:hunter2@", 1)
+    done = _cli("--db", with_password, "status", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["database"] == with_password.replace("hunter2", "***")
+    assert "hunter2" not in done.stdout
+
+
+def test_a_postgresql_database_that_does_not_exist_is_one_line(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The server's own reason, at once, not the pool's retries for its whole timeout."""
+    missing = postgres_url.rsplit("/", 1)[0] + "/no_such_database"
+    done = _cli("--db", missing, "status", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert 'database "no_such_database" does not exist' in done.stderr

@@ -104,6 +104,7 @@ def short(text: str | None, width: int | None = 60) -> str:
 
 
 def show_status(report: StatusReport) -> None:
+    out.print(Text.assemble(("database ", ""), (report.database, "bold")), soft_wrap=True)
     table = Table(title="Submissions by channel and status", title_justify="left")
     table.add_column("channel")
     for st in Status:

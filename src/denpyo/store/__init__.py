@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import unquote, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.driver import NewSubmission, Store
 
-__all__ = ["NewSubmission", "Store", "dialect_of", "open_store"]
+__all__ = ["NewSubmission", "Store", "dialect_of", "open_store", "shown_url"]
 
 SCHEMES = {
     "sqlite": "sqlite",
@@ -33,6 +34,19 @@ def dialect_of(url: str) -> str:
             f"unsupported database {scheme!r} in {url!r}; use one of: {', '.join(sorted(SCHEMES))}"
         )
     return SCHEMES[scheme]
+
+
+def shown_url(url: str) -> str:
+    """The URL for a header or a message: no password, a SQLite path made absolute."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    if dialect_of(url) == "sqlite":
+        return f"sqlite:///{os.path.abspath(sqlite_path(url))}"
+    userinfo, at, host = rest.rpartition("@")
+    if at and ":" in userinfo:
+        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return url
 
 
 def sqlite_path(url: str) -> str:

@@ -35,6 +35,7 @@ import pymysql.cursors
 from pymysql.constants import CLIENT
 
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
+from denpyo.store import shown_url
 from denpyo.store.driver import Row, Tx
 from denpyo.store.generic import GenericSqlStore
 from denpyo.store.queries import split_statements
@@ -65,7 +66,7 @@ def connect_args(url: str) -> dict[str, Any]:
     `mariadb://` and `mysql+pymysql://` are the same. Options in the query string:
     charset (default utf8mb4), connect_timeout (seconds), unix_socket, ssl_ca.
     """
-    shown = _redacted(url)
+    shown = repr(shown_url(url))
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -370,12 +371,3 @@ def _channel_key_taken(exc: BaseException) -> bool:
 def _close_quietly(conn: Connection) -> None:
     with contextlib.suppress(Exception):
         conn.close()
-
-
-def _redacted(url: str) -> str:
-    """The URL for an error message, without its password."""
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return repr(url)
-    return repr(f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}")

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from denpyo.domain.moves import Move
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
+from denpyo.store import shown_url
 from denpyo.store.driver import AsyncStore, NewSubmission, Row, Tx
 from denpyo.store.sql_store import SqlStore, distinct_runs, insert_params, move_params
 
@@ -98,6 +99,7 @@ class PostgresStore(SqlStore):
     @property
     def pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
         if self._pool is None:
+            self._first_connection()
             try:
                 self._pool = ConnectionPool(
                     self.conninfo,
@@ -113,6 +115,16 @@ class PostgresStore(SqlStore):
                 self._pool = None
                 raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
         return self._pool
+
+    def _first_connection(self) -> None:
+        """One connection before the pool's: a server that refuses (no such database,
+        a wrong password) says why at once, where the pool would retry for its whole
+        timeout and then report only that it gave up."""
+        try:
+            psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error as exc:
+            where = shown_url(self.conninfo)
+            raise ConfigurationError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
 
     @contextmanager
     def transaction(self, conn: Any = None) -> Iterator[Tx]:
@@ -364,6 +376,9 @@ class PostgresAsync(AsyncStore):
                         raise
         raise AssertionError("unreachable")
 
+
+CONNECT_TIMEOUT = 10
+"""Seconds a first connection may take before the store gives up on the server."""
 
 RECORD_CHUNK = 1000
 """Rows per statement in a bulk enqueue (measured: bench/, enqueue)."""

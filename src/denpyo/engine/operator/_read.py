@@ -13,6 +13,7 @@ from denpyo.domain.limits import check_channel_name
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, SubmissionNotFound
+from denpyo.store import shown_url
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -54,6 +55,7 @@ class StatusReport:
     resolved: int
     oldest_pending: datetime | None
     now: datetime
+    database: str = ""  # the URL read, without its password
 
     @property
     def totals(self) -> dict[Status, int]:
@@ -82,6 +84,7 @@ class StatusReport:
             "oldest_pending_at": iso(self.oldest_pending),
             "oldest_pending_age_seconds": self.oldest_pending_age,
             "now": iso(self.now),
+            "database": self.database,
         }
 
 
@@ -93,7 +96,7 @@ def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
     for name, st, n in ledger.store.count_by_status(channel):
         channels.setdefault(name, dict.fromkeys(Status, 0))[st] = n
     counts = ledger.store.count_attention(channel)
-    return StatusReport(channels=channels, **counts)
+    return StatusReport(channels=channels, database=shown_url(ledger.url), **counts)
 
 
 def make_filter(
