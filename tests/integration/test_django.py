@@ -364,6 +364,74 @@ def test_denpyo_database_url_in_the_settings_comes_first(django_project: str) ->
         assert database_url() == "postgresql://app@db/ledger"
 
 
+# -- the admin --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client(shop: denpyo.Ledger) -> Any:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    user = User.objects.create_superuser("alice", "alice@example.com", None)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_admin_lists_filters_and_searches(admin_client: Any, shop: denpyo.Ledger) -> None:
+    shop.enqueue("invoice-email", "order:1", {"to": "a@example.com"})
+    shop.enqueue("invoice-email", "order:2", {"to": "b@example.com"})
+    shop.work(until_idle=True, poll_interval=0.05)
+    shop.enqueue("invoice-email", "order:3", {"to": "c@example.com"})
+
+    index = admin_client.get("/admin/").content.decode()
+    assert "denpyo ledger" in index and "/admin/denpyo/submission/" in index
+    assert "/admin/denpyo/event/" not in index  # events are seen on their row's page
+
+    page = admin_client.get("/admin/denpyo/submission/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert all(f"order:{n}" in html for n in (1, 2, 3))
+    assert "By status" in html and "By channel" in html
+    assert 'href="/admin/denpyo/submission/add/"' not in html
+
+    synced = admin_client.get("/admin/denpyo/submission/?status=synced&channel=invoice-email")
+    html = synced.content.decode()
+    assert "order:1" in html and "order:2" in html and "order:3" not in html
+
+    found = admin_client.get("/admin/denpyo/submission/", {"q": "order:2"}).content.decode()
+    assert "order:2" in found and "order:1" not in found and "order:3" not in found
+
+
+def test_the_admin_shows_a_row_with_its_history_and_changes_nothing(
+    admin_client: Any, shop: denpyo.Ledger
+) -> None:
+    shop.enqueue("invoice-email", "order:1", {"to": "a@example.com"})
+    shop.work(until_idle=True, poll_interval=0.05)
+    sub = shop.get("invoice-email", "order:1")
+    assert sub is not None and sub.status is denpyo.Status.SYNCED
+    page = f"/admin/denpyo/submission/{sub.id}/change/"
+
+    response = admin_client.get(page)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert sub.idempotency_key in html and "a@example.com" in html
+    for kind in ("created", "attempt", "settle"):
+        assert kind in html, kind
+    assert 'name="_save"' not in html  # view only
+
+    assert admin_client.get("/admin/denpyo/submission/add/").status_code == 403
+    assert admin_client.get(f"/admin/denpyo/submission/{sub.id}/delete/").status_code == 403
+    assert (
+        admin_client.post(f"/admin/denpyo/submission/{sub.id}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert admin_client.post(page, {"status": "failed"}).status_code == 403
+    assert admin_client.get("/admin/denpyo/event/").status_code == 404  # only via its row
+    after = shop.get("invoice-email", "order:1")
+    assert after == sub
+
+
 # -- the worker command ---------------------------------------------------------------
 
 
