@@ -23,11 +23,11 @@ import pytest
 django = pytest.importorskip("django")
 
 import denpyo  # noqa: E402
+from conftest import driver_connection  # noqa: E402
 from denpyo.channels.http import HttpChannel  # noqa: E402
+from denpyo.store import dialect_of  # noqa: E402
 from denpyo.store.queries import load_migrations  # noqa: E402
 from denpyo.testing import FakeProvider  # noqa: E402
-
-SHOP = "django_project.shop"
 
 
 @pytest.fixture(scope="session")
@@ -111,12 +111,7 @@ def migrate(*args: str) -> str:
 
 def query(url: str, sql: str) -> list[tuple[Any, ...]]:
     """Ask the database on a connection of its own, as a person would."""
-    from conftest import driver_connection
-
-    backend = "sqlite" if url.startswith("sqlite") else "postgresql"
-    if url.startswith("mysql"):
-        backend = "mysql"
-    conn = driver_connection(backend, url)
+    conn = driver_connection(dialect_of(url), url)
     try:
         cursor = conn.cursor()
         cursor.execute(sql)
@@ -324,13 +319,14 @@ def test_on_postgresql_the_commit_wakes_the_workers(shop: denpyo.Ledger, project
 
 
 def test_enqueue_joins_a_nested_atomic_block(shop: denpyo.Ledger, project: str) -> None:
-    """A savepoint rolled back takes its row with it; the outer block keeps its own."""
-    from django.db import connection, transaction
+    """A savepoint rolled back takes its row with it; the outer block keeps its own.
+    (`connections["default"]` works as `connection` does.)"""
+    from django.db import connection, connections, transaction
 
     with transaction.atomic():
         shop.enqueue("invoice-email", "order:1", {}, conn=connection)
         with contextlib.suppress(RuntimeError), transaction.atomic():
-            shop.enqueue("invoice-email", "order:2", {}, conn=connection)
+            shop.enqueue("invoice-email", "order:2", {}, conn=connections["default"])
             raise RuntimeError("inner block fails")
     keys = query(project, "SELECT s.key FROM denpyo_submissions s ORDER BY s.key")
     assert keys == [("order:1",)]
@@ -442,23 +438,40 @@ def test_manage_py_denpyo_worker_sends_until_sigterm(shop: denpyo.Ledger) -> Non
     from django_project.shop.views import checkout
 
     orders = [checkout(f"{n}@example.com", n) for n in range(3)]
+    returned = threading.Event()
 
     def stop_when_sent() -> None:
+        """SIGTERM, as a deploy would send, once every row is synced (or after 30 s)."""
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not returned.is_set():
             subs = [shop.get("invoice-email", f"order:{o.pk}") for o in orders]
             if all(s is not None and s.status is denpyo.Status.SYNCED for s in subs):
                 break
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
+        if not returned.is_set():  # the worker's handler, not the default one, gets it
+            os.kill(os.getpid(), signal.SIGTERM)
 
     stopper = threading.Thread(target=stop_when_sent)
     stopper.start()
     err = StringIO()
-    call_command("denpyo_worker", poll_interval=0.05, stderr=err)
-    stopper.join()
+    try:
+        call_command("denpyo_worker", poll_interval=0.05, stderr=err)
+    finally:
+        returned.set()
+        stopper.join()
     assert "worker started on channels: invoice-email" in err.getvalue()
     assert "outcomes: synced 3" in err.getvalue()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_manage_py_denpyo_worker_without_channels_says_where_to_register_them(
+    project: str,
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    migrate()
+    with pytest.raises(CommandError, match=r"AppConfig\.ready"):
+        call_command("denpyo_worker")
 
 
 # -- the core without Django ------------------------------------------------------------
