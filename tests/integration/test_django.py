@@ -332,6 +332,42 @@ def test_enqueue_joins_a_nested_atomic_block(shop: denpyo.Ledger, project: str) 
     assert keys == [("order:1",)]
 
 
+def test_enqueue_of_a_recorded_key_in_the_block_returns_its_row(
+    shop: denpyo.Ledger, project: str
+) -> None:
+    """The same key again is the same row; with another payload, KeyReused, and the
+    block carries on (the database raised nothing that aborts it)."""
+    from django.db import connection, transaction
+
+    from django_project.shop.models import Order
+
+    with transaction.atomic():
+        first = shop.enqueue("invoice-email", "order:1", {"n": 1}, conn=connection)
+        again = shop.enqueue("invoice-email", "order:1", {"n": 1}, conn=connection)
+        with pytest.raises(denpyo.KeyReused):
+            shop.enqueue("invoice-email", "order:1", {"n": 2}, conn=connection)
+        Order.objects.create(email="a@example.com", total=1)
+    assert again.id == first.id
+    assert query(project, "SELECT COUNT(*) FROM denpyo_submissions")[0][0] == 1
+    assert Order.objects.count() == 1
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_pymysql_as_djangos_driver_keeps_one_copy_of_its_errors(project: str) -> None:
+    """Django imports `MySQLdb.converters` (PyMySQL installed as MySQLdb); the app
+    keeps that from running PyMySQL's modules twice, so the store still knows the
+    errors PyMySQL raises and wraps them."""
+    import pymysql
+    from django.db import connection
+
+    connection.ensure_connection()  # Django's MySQL backend is loaded
+    assert pymysql.err is sys.modules["pymysql.err"] is sys.modules["MySQLdb.err"]
+    with denpyo.Ledger(project) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        with pytest.raises(denpyo.SchemaError, match="denpyo migrate"):
+            ledger.enqueue("c", "k", {})  # no tables yet
+
+
 def test_the_ledger_follows_the_settings_to_another_database(
     shop: denpyo.Ledger, project: str, tmp_path: Any
 ) -> None:
