@@ -430,8 +430,8 @@ def _same_call(new: NewSubmission, sub: Submission) -> None:
 
 
 def _dbapi_connection(conn: Any) -> Any:
-    """Unwrap a SQLAlchemy Session or Connection to its driver connection, in its
-    current transaction; driver connections pass through."""
+    """Unwrap a SQLAlchemy Session or Connection, or a Django connection, to its
+    driver connection, in its current transaction; driver connections pass through."""
     if conn is None:
         return None
     module = type(conn).__module__
@@ -439,4 +439,10 @@ def _dbapi_connection(conn: Any) -> Any:
         if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # Session
             conn = conn.connection()
         return conn.connection.dbapi_connection
+    if hasattr(conn, "ensure_connection") and hasattr(conn, "settings_dict"):
+        # Django's `connection` (or `connections[alias]`, any backend's wrapper):
+        # Django opens its driver connection lazily; inside `atomic()` that
+        # connection is in the block's transaction, so the row commits with it.
+        conn.ensure_connection()
+        return conn.connection
     return conn

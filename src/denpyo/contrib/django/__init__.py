@@ -1,0 +1,150 @@
+"""denpyo in a Django project: add `"denpyo.contrib.django"` to INSTALLED_APPS.
+
+- `manage.py migrate` creates denpyo's tables from the SQL files `denpyo migrate`
+  runs, and records them in `denpyo_schema_version` as it does (schema.py);
+- `get_ledger()` is the process's Ledger, on `settings.DENPYO_DATABASE_URL` or
+  else the database of `DATABASES["default"]`;
+- `ledger.enqueue(..., conn=django.db.connection)` inside `transaction.atomic()`
+  writes the row in the block's transaction: rolled back, no row;
+- the admin shows both tables read-only (admin.py); `manage.py denpyo_worker`
+  runs the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from denpyo.engine.ledger import Ledger
+from denpyo.errors import ConfigurationError
+
+__all__ = ["close_ledger", "database_url", "get_ledger", "url_of"]
+
+# The last part of a Django ENGINE (Django's own, GeoDjango's, and wrappers that
+# keep the name) -> denpyo's URL scheme.
+ENGINES = {
+    "sqlite3": "sqlite",
+    "spatialite": "sqlite",
+    "postgresql": "postgresql",
+    "postgresql_psycopg2": "postgresql",
+    "postgis": "postgresql",
+    "mysql": "mysql",
+}
+# OPTIONS that mean the same to libpq in a URL; the rest (Django's own, or a
+# pool) are not the ledger's business.
+POSTGRES_OPTIONS = (
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "options",
+    "target_session_attrs",
+    "service",
+    "passfile",
+)
+MYSQL_OPTIONS = ("connect_timeout", "unix_socket")
+
+_lock = threading.Lock()
+_ledger: Ledger | None = None
+_closed = False
+
+
+def get_ledger() -> Ledger:
+    """The process's Ledger, opened at first use on `database_url()`.
+
+    Register the channels on it where your app starts (`AppConfig.ready`). When
+    the settings come to name another database (Django's test runner switches to
+    the test database after start-up), the next call opens a ledger there with
+    the same channels and alert callbacks, and closes the old one.
+    """
+    global _ledger, _closed
+    url = database_url()
+    with _lock:
+        old = _ledger
+        if old is not None and old.url == url and not _closed:
+            return old
+        ledger = Ledger(url)
+        if old is not None:
+            ledger.channels.update(old.channels)
+            for handler in old.alerts.handlers:
+                ledger.alerts.add(handler)
+            if not _closed:
+                old.close()
+        _ledger, _closed = ledger, False
+        return ledger
+
+
+def close_ledger() -> None:
+    """Release the process's ledger's connections: before a test database is
+    dropped (PostgreSQL refuses while they are open), or at exit. The next
+    `get_ledger()` opens it again, with the same channels."""
+    global _closed
+    with _lock:
+        if _ledger is not None and not _closed:
+            _ledger.close()
+            _closed = True
+
+
+def database_url(alias: str = "default") -> str:
+    """`settings.DENPYO_DATABASE_URL`, else the URL of `settings.DATABASES[alias]`."""
+    from django.conf import settings
+
+    url = getattr(settings, "DENPYO_DATABASE_URL", None)
+    if url:
+        return str(url)
+    if alias not in settings.DATABASES:
+        raise ConfigurationError(f"settings.DATABASES has no {alias!r} database")
+    return url_of(settings.DATABASES[alias])
+
+
+def url_of(database: Mapping[str, Any]) -> str:
+    """A denpyo URL for one entry of Django's DATABASES setting.
+
+    SQLite: `sqlite:////absolute/path` (a relative NAME is taken from the working
+    directory, as Django does). PostgreSQL and MariaDB: `scheme://user:password@
+    host:port/name`; a HOST that is a path is the server's Unix socket.
+    """
+    engine = str(database.get("ENGINE") or "")
+    scheme = ENGINES.get(engine.rsplit(".", 1)[-1])
+    if scheme is None:
+        raise ConfigurationError(
+            f"denpyo cannot use the database engine {engine!r}: "
+            "it stores in SQLite, PostgreSQL or MariaDB (set DENPYO_DATABASE_URL)"
+        )
+    name = str(database.get("NAME") or "")
+    if scheme == "sqlite":
+        if name in ("", ":memory:") or name.startswith("file:") or "mode=memory" in name:
+            raise ConfigurationError(
+                f"the SQLite database {name!r} is not a file another connection can open: "
+                "give Django's database a file NAME (and TEST NAME), or set DENPYO_DATABASE_URL"
+            )
+        return "sqlite:///" + quote(os.path.abspath(name))
+    if not name:
+        raise ConfigurationError(
+            f"the {engine} database has no NAME; set DENPYO_DATABASE_URL to reach it"
+        )
+    options: Mapping[str, Any] = database.get("OPTIONS") or {}
+    query = {key: str(options[key]) for key in _options_for(scheme) if options.get(key)}
+    host = str(database.get("HOST") or "")
+    if host.startswith("/"):
+        query["host" if scheme == "postgresql" else "unix_socket"] = host
+        host = ""
+    elif ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    port = str(database.get("PORT") or "")
+    if port and not host and scheme == "postgresql":
+        query["port"] = port  # the socket's name ends in its port
+    user = quote(str(database.get("USER") or ""), safe="")
+    password = quote(str(database.get("PASSWORD") or ""), safe="")
+    login = f"{user}:{password}@" if password else f"{user}@" if user else ""
+    address = f"{host}:{port}" if port and host else host
+    url = f"{scheme}://{login}{address}/{quote(name, safe='')}"
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def _options_for(scheme: str) -> tuple[str, ...]:
+    return POSTGRES_OPTIONS if scheme == "postgresql" else MYSQL_OPTIONS

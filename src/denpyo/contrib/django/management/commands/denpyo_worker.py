@@ -1,0 +1,65 @@
+"""`manage.py denpyo_worker`: the worker of `denpyo worker`, on the project's ledger.
+
+Django is set up first (every app's `ready()` has run), so the channels your apps
+register on `get_ledger()` are there, and channel code may use the ORM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from denpyo.contrib.django import get_ledger
+from denpyo.engine import operator as op
+from denpyo.errors import DenpyoError
+
+
+class Command(BaseCommand):
+    help = (
+        "Send, retry and reconcile denpyo's rows until SIGINT or SIGTERM; then stop "
+        "claiming, give back rows not yet started, and let the calls in flight finish "
+        "(up to --grace seconds). Example: manage.py denpyo_worker --concurrency 32"
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--concurrency", type=int, default=16, help="Calls in flight at once (16)."
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=float,
+            default=1.0,
+            help="Seconds between looks for due rows when idle (1.0).",
+        )
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=30.0,
+            help="On SIGINT/SIGTERM, seconds the calls in flight get to finish (30).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        ledger = get_ledger()
+        if not ledger.channels:
+            raise CommandError(
+                "no channels are registered: register them on denpyo.contrib.django."
+                "get_ledger() where your app starts (its AppConfig.ready)",
+                returncode=2,
+            )
+        names = ", ".join(sorted(ledger.channels)) or "none"
+        self.stderr.write(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
+        try:
+            report = op.serve(
+                ledger,
+                concurrency=options["concurrency"],
+                poll_interval=options["poll_interval"],
+                grace=options["grace"],
+            )
+        except DenpyoError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
+        self.stderr.write(
+            f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
+            f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
+        )
