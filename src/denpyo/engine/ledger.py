@@ -171,9 +171,10 @@ class Ledger:
         ordering_key: str | None = None,
         supersedes: int | None = None,
     ) -> Submission:
-        """Record the call for a worker to make. With `conn` (sqlite3, psycopg, or a
-        SQLAlchemy Connection or Session) the row joins the caller's open
-        transaction: rolled back, no row; committed, a worker sends it."""
+        """Record the call for a worker to make. With `conn` (sqlite3, psycopg, PyMySQL,
+        a SQLAlchemy Connection or Session, or Django's connection) the row joins the
+        caller's open transaction: rolled back, no row; committed, a worker sends it.
+        A connection to another database is refused, nothing written."""
         _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
         sub, created = self.store.record(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
         if not created:

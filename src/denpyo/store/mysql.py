@@ -34,6 +34,10 @@ import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import CLIENT
 
+# Bound once, at import: a process that also installs PyMySQL as Django's MySQLdb can
+# end up with a second copy of `pymysql.err` whose classes PyMySQL never raises.
+from pymysql.err import IntegrityError, InterfaceError, MySQLError
+
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
 from denpyo.store import shown_url
 from denpyo.store.driver import Row, Tx
@@ -149,7 +153,7 @@ class MysqlTx(Tx):
         statement, so the transaction goes on (and the caller's, on its connection)."""
         try:
             return self.fetch_one(query, params)
-        except pymysql.err.IntegrityError as exc:
+        except IntegrityError as exc:
             if _channel_key_taken(exc):
                 return None
             raise
@@ -216,7 +220,7 @@ class MysqlStore(GenericSqlStore):
             self._discard(conn)
         try:
             conn = pymysql.connect(**self.args, autocommit=False, client_flag=CLIENT.FOUND_ROWS)
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             if _code(exc) in CONNECT_REFUSED:
                 raise ConfigurationError(
                     f"MariaDB at {self.where} refused: {_message(exc)}"
@@ -230,7 +234,7 @@ class MysqlStore(GenericSqlStore):
         except ConfigurationError:
             _close_quietly(conn)
             raise
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             _close_quietly(conn)
             raise StoreError(f"MariaDB at {self.where}: {_message(exc)}") from exc
         self._local.conn = conn
@@ -253,14 +257,14 @@ class MysqlStore(GenericSqlStore):
         try:
             conn.begin()
             return conn
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             self._discard(conn)
             if not _lost(exc):
                 raise _translated(exc) from exc
         conn = self._connection()
         try:
             conn.begin()
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             self._discard(conn)
             raise _translated(exc) from exc
         return conn
@@ -306,7 +310,7 @@ class MysqlStore(GenericSqlStore):
             try:
                 conn.rollback()
                 return
-            except pymysql.err.MySQLError:
+            except MySQLError:
                 pass
         self._discard(conn)
 
@@ -334,27 +338,27 @@ def _wrapped() -> Iterator[None]:
     """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
     try:
         yield
-    except pymysql.err.MySQLError as exc:
+    except MySQLError as exc:
         raise _translated(exc) from exc
 
 
-def _translated(exc: pymysql.err.MySQLError) -> StoreError | SchemaError:
+def _translated(exc: MySQLError) -> StoreError | SchemaError:
     if _code(exc) == ER_NO_SUCH_TABLE and "denpyo_" in _message(exc):
         return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
     return StoreError(f"MariaDB: {_message(exc)}")
 
 
-def _lost(exc: pymysql.err.MySQLError) -> bool:
+def _lost(exc: MySQLError) -> bool:
     """The connection is gone (or PyMySQL already closed it after a socket error)."""
-    return _code(exc) in CONNECTION_LOST or isinstance(exc, pymysql.err.InterfaceError)
+    return _code(exc) in CONNECTION_LOST or isinstance(exc, InterfaceError)
 
 
-def _code(exc: pymysql.err.MySQLError) -> int | None:
+def _code(exc: MySQLError) -> int | None:
     code = exc.args[0] if exc.args else None
     return code if isinstance(code, int) else None
 
 
-def _message(exc: pymysql.err.MySQLError) -> str:
+def _message(exc: MySQLError) -> str:
     if len(exc.args) >= 2 and isinstance(exc.args[1], str):
         return exc.args[1]
     return str(exc) or type(exc).__name__
@@ -363,7 +367,7 @@ def _message(exc: pymysql.err.MySQLError) -> str:
 def _channel_key_taken(exc: BaseException) -> bool:
     """ "Duplicate entry '...' for key 'denpyo_submissions_channel_key'": the index is
     named last (the entry itself is the caller's text, so it is not searched)."""
-    if not isinstance(exc, pymysql.err.IntegrityError) or _code(exc) != ER_DUP_ENTRY:
+    if not isinstance(exc, IntegrityError) or _code(exc) != ER_DUP_ENTRY:
         return False
     return _message(exc).endswith((f"'{CHANNEL_KEY_INDEX}'", f".{CHANNEL_KEY_INDEX}'"))
 

@@ -93,8 +93,7 @@ class SqlStore(Store):
         if remembered and conn in self._same:
             return
         if self._own_identity is None:
-            with self.reading() as own:
-                self._own_identity = own.fetch_one("database_identity")
+            self._own_identity = self.own_identity()
         theirs = tx.fetch_one("database_identity")
         if theirs is None or not self.same_database(self._own_identity or {}, theirs):
             raise ConfigurationError(
@@ -103,6 +102,11 @@ class SqlStore(Store):
             )
         if remembered:
             self._same.add(conn)
+
+    def own_identity(self) -> Row | None:
+        """Which database the store's own connections work in (`database_identity`)."""
+        with self.reading() as own:
+            return own.fetch_one("database_identity")
 
     def same_database(self, ours: Row, theirs: Row) -> bool:
         return dict(ours) == dict(theirs)

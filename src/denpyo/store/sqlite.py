@@ -141,6 +141,11 @@ class SqliteStore(GenericSqlStore):
                 raise
             own.execute("COMMIT")
 
+    def own_identity(self) -> Row:
+        """The file itself, without opening it: the caller's transaction may hold the
+        write lock, and opening a connection here would wait on it (setting up WAL)."""
+        return {"file": os.path.abspath(self.path)}
+
     def same_database(self, ours: Row, theirs: Row) -> bool:
         """The same file, however its path was spelled (a temporary one is nobody's)."""
         mine, other = ours.get("file"), theirs.get("file")
