@@ -48,8 +48,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-from yarl import URL
+from denpyo.extras import missing
+
+try:
+    import aiohttp
+    from yarl import URL
+except ImportError as exc:  # the core install has no HTTP client
+    raise missing("http", "denpyo.channels.http", exc) from exc
 
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict

@@ -6,6 +6,7 @@ import os
 from urllib.parse import unquote, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
+from denpyo.extras import missing
 from denpyo.store.driver import NewSubmission, Store
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "open_store", "shown_url"]
@@ -79,10 +80,14 @@ def open_store(url: str) -> Store:
     if not parts.path.strip("/"):
         raise InvalidDatabaseURL(f"{url!r} names no database (…/dbname)")
     if dialect == "postgresql":
-        from denpyo.store.postgresql import PostgresStore
-
+        try:
+            from denpyo.store.postgresql import PostgresStore
+        except ImportError as exc:
+            raise missing("postgresql", "a PostgreSQL URL", exc) from exc
         return PostgresStore(url.replace("postgresql+psycopg://", "postgresql://", 1))
-    from denpyo.store.mysql import MysqlStore  # type: ignore[import-not-found, unused-ignore]
-
+    try:
+        from denpyo.store.mysql import MysqlStore  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise missing("mysql", "a MariaDB URL", exc) from exc
     store: Store = MysqlStore(url)
     return store
