@@ -169,6 +169,14 @@ def show_history(found: History) -> None:
         rows.append(("synced", f"{ago(sub.synced_at, now)}  ({_stamp(sub.synced_at)})"))
     if sub.next_attempt_at:
         rows.append(("next step", ago(sub.next_attempt_at, now)))
+    if found.window_closes_at:
+        verb = "closes" if found.window_closes_at > now else "closed"
+        rows.append(
+            (
+                "idempotency window",
+                f"{verb} {ago(found.window_closes_at, now)}  ({_stamp(found.window_closes_at)})",
+            )
+        )
     if sub.locked_by:
         rows.append(("held by", f"{sub.locked_by} until {ago(sub.locked_until, now)}"))
     if sub.last_error:

@@ -26,7 +26,10 @@ class ChannelSpec:
     `lease` is the seconds an attempt may run before its row counts as in doubt:
     make it comfortably longer than the call's own timeout. `classify` may map
     an exception to an `Outcome`; returning None falls back to the default
-    classification (SPEC §6).
+    classification (SPEC §6). `idempotency_window` is how long the provider
+    remembers a key (Stripe: 24 h; a JetStream stream: its duplicate window):
+    past it, an idempotent channel's in-doubt row is never resent on the strength
+    of its key (policy.resend_in_window).
     """
 
     name: str
@@ -39,6 +42,7 @@ class ChannelSpec:
     concurrency: int | None = None
     rate_limit: float | None = None
     classify: Classifier | None = None
+    idempotency_window: float | None = None
 
     def __post_init__(self) -> None:
         """Every setting is checked here, once, when the channel is registered."""
@@ -55,6 +59,10 @@ class ChannelSpec:
             f"{where}: rate_limit must be positive calls/second",
         )
         require(self.max_attempts >= 1, f"{where}: max_attempts must be at least 1")
+        require(
+            self.idempotency_window is None or self.idempotency_window > 0,
+            f"{where}: idempotency_window must be positive seconds",
+        )
 
     @cached_property
     def policy(self) -> RetryPolicy:

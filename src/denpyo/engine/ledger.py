@@ -84,8 +84,13 @@ class Ledger:
         concurrency: int | None = None,
         rate_limit: float | None = None,
         classify: Classifier | None = None,
+        idempotency_window: float | None = None,
     ) -> Callable[[F], F]:
-        """Register the decorated function (plain or `async def`) as a channel."""
+        """Register the decorated function (plain or `async def`) as a channel.
+
+        `idempotency_window`: the seconds the provider remembers an idempotency key
+        (Stripe: 86400). Past it, an in-doubt row of an `idempotent` channel is
+        verified if the channel can verify, and otherwise waits for a person."""
         check_channel_name(name)
         if name in self.channels:
             raise ConfigurationError(f"channel {name!r} is already registered")
@@ -102,6 +107,7 @@ class Ledger:
                 concurrency=concurrency,
                 rate_limit=rate_limit,
                 classify=classify,
+                idempotency_window=idempotency_window,
             )
             return send
 
