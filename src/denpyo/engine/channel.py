@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -16,6 +17,10 @@ from denpyo.errors import require
 
 SendFn = Callable[[Submission], "str | Awaitable[str | None] | None"]
 VerifyFn = Callable[[Submission], "Verdict | Awaitable[Verdict]"]
+ListRemoteFn = Callable[[datetime, datetime], Any]
+"""`fn(since, until)`: the provider's records (`RemoteRecord`) of calls it accepted in
+[since, until): an iterable (a generator that pages), an async iterable, or an
+awaitable of an iterable."""
 Classifier = Callable[[BaseException], "Outcome | None"]
 
 
@@ -29,7 +34,8 @@ class ChannelSpec:
     classification (SPEC §6). `idempotency_window` is how long the provider
     remembers a key (Stripe: 24 h; a JetStream stream: its duplicate window):
     past it, an idempotent channel's in-doubt row is never resent on the strength
-    of its key (policy.resend_in_window).
+    of its key (policy.resend_in_window). `list_remote` gives the provider's own
+    records for the audit (engine/audit.py).
     """
 
     name: str
@@ -43,12 +49,17 @@ class ChannelSpec:
     rate_limit: float | None = None
     classify: Classifier | None = None
     idempotency_window: float | None = None
+    list_remote: ListRemoteFn | None = None
 
     def __post_init__(self) -> None:
         """Every setting is checked here, once, when the channel is registered."""
         where = f"channel {self.name!r}"
         require(callable(self.send), f"{where}: the send function must be callable")
         require(self.verify is None or callable(self.verify), f"{where}: verify must be callable")
+        require(
+            self.list_remote is None or callable(self.list_remote),
+            f"{where}: list_remote must be callable",
+        )
         require(self.lease > 0, f"{where}: lease must be positive seconds")
         require(
             self.concurrency is None or self.concurrency >= 1,
