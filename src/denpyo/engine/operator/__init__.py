@@ -62,6 +62,7 @@ from denpyo.engine.operator._read import (
 from denpyo.engine.operator._run import (
     Progress,
     ReconcileSummary,
+    audit,
     reconcile,
     require_channels,
     serve,
@@ -78,6 +79,7 @@ __all__ = [
     "RetryResult",
     "StatusReport",
     "SubmissionNotFound",
+    "audit",
     "check_note",
     "event_json",
     "find",
