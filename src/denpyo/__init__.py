@@ -6,6 +6,7 @@ settled `synced`, `failed` or `rejected`; rows left in doubt by a crash are
 verified against the provider, settled, or raised to a person.
 """
 
+from denpyo.domain.audit import AuditReport, Discrepancy, DiscrepancyKind, RemoteRecord
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
 from denpyo.domain.policy import Outcome, OutcomeKind
@@ -43,10 +44,13 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
     "Alert",
+    "AuditReport",
     "Backoff",
     "ConfigurationError",
     "Delivered",
     "DenpyoError",
+    "Discrepancy",
+    "DiscrepancyKind",
     "ErrorKind",
     "Event",
     "InvalidDatabaseURL",
@@ -62,6 +66,7 @@ __all__ = [
     "PayloadNotJSON",
     "PayloadTooLarge",
     "Rejected",
+    "RemoteRecord",
     "SchemaError",
     "Status",
     "StoreError",

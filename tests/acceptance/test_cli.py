@@ -25,6 +25,7 @@ from denpyo.cli import main
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
 from denpyo.store import NewSubmission
+from denpyo.store.queries import load_migrations
 from denpyo.testing import FakeProvider
 
 APP = """
@@ -147,7 +148,8 @@ def test_every_command_has_help_with_an_example() -> None:
 
 
 def test_migrate_and_sql(empty_url: str, backend: str) -> None:
-    assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == [1, 2, 3, 4, 5]
+    every = [version for version, _ in load_migrations("sqlite")]
+    assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == every
     again, people, ddl, *others = run_all(
         [
             ["--db", empty_url, "migrate", "--json"],
@@ -158,7 +160,7 @@ def test_migrate_and_sql(empty_url: str, backend: str) -> None:
             ["sql", "--dialect", "oracle"],
         ]
     )
-    assert as_json(again) == {"applied": [], "version": 5}
+    assert as_json(again) == {"applied": [], "version": every[-1]}
     assert "already up to date" in ok(people).stdout
     script = ok(ddl).stdout
     assert "CREATE TABLE" in script and "denpyo_submissions" in script

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -226,3 +227,79 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
         path = re.sub(r"\{\w+\}", "{idempotency_key}", route.resource.canonical)  # type: ignore[union-attr]
         assert f"`{route.method} {path}`" in section, (route.method, path)
     assert all(f"`{fault}`" in section for fault in FAULTS)
+
+
+def test_the_key_may_come_in_a_header_of_another_name() -> None:
+    with FakeProvider(key_header="PayPal-Request-Id") as p:
+        status, _, body = call(p.send_url, {"a": 1}, key="k")  # sent as Idempotency-Key
+        assert status == 400 and "PayPal-Request-Id" in body["error"]
+        request = urllib.request.Request(
+            p.send_url, data=b'{"a": 1}', method="POST",
+            headers={"Content-Type": "application/json", "PayPal-Request-Id": "k"},
+        )  # fmt: skip
+        for _ in range(2):
+            with urllib.request.urlopen(request, timeout=5) as response:
+                assert response.status == 200
+        assert p.accepted_keys() == {"k": 1}
+
+
+def test_the_key_may_come_in_a_body_field() -> None:
+    with FakeProvider(key_field="metadata.denpyo_key") as p:
+        assert call(p.send_url, {"metadata": {}})[0] == 400
+        for _ in range(2):
+            assert call(p.send_url, {"metadata": {"denpyo_key": "k"}, "amount": 5})[0] == 200
+        assert p.accepted_keys() == {"k": 1}
+
+
+def test_a_provider_without_keys_acts_on_every_request() -> None:
+    with FakeProvider(key_header=None) as p:
+        assert call(p.send_url, {"to": "a"}, key="ignored")[0] == 200
+        assert call(p.send_url, {"to": "a"})[0] == 200
+        assert p.stats().accepted == 2 and p.accepted_keys() == {}
+        assert [e["idempotency_key"] for e in p.accepted()] == [None, None]
+
+
+def test_a_key_is_forgotten_after_its_ttl() -> None:
+    with FakeProvider(key_ttl=0.3) as p:
+        first = call(p.send_url, {"a": 1}, key="k")[2]["id"]
+        assert call(p.send_url, {"a": 1}, key="k")[2] == {"id": first, "duplicate": True}
+        time.sleep(0.35)
+        second = call(p.send_url, {"a": 1}, key="k")[2]
+        assert second["duplicate"] is False and second["id"] != first
+        assert p.accepted_ids_for("k") == [first, second["id"]]
+        # remembered again from the new effect on
+        assert call(p.send_url, {"a": 1}, key="k")[2] == {"id": second["id"], "duplicate": True}
+
+
+def test_the_list_pages_through_a_window(provider: FakeProvider) -> None:
+    start = time.time()
+    ids = [provider.plant(f"k{i}", at=start + i) for i in range(5)]
+    provider.plant("late", at=start + 100)
+    seen: list[str] = []
+    after = ""
+    while True:
+        query = f"?since={start}&until={start + 10}&limit=2{after}"
+        status, _, page = call(provider.list_url + query, method="GET")
+        assert status == 200
+        seen += [record["id"] for record in page["data"]]
+        assert {record["idempotency_key"] for record in page["data"]} <= {f"k{i}" for i in range(5)}
+        if not page["has_more"]:
+            break
+        after = f"&starting_after={page['data'][-1]['id']}"
+    assert seen == ids
+    assert call(provider.list_url + "?limit=x", method="GET")[0] == 400
+
+
+def test_search_finds_effects_by_a_payload_field() -> None:
+    with FakeProvider(key_header=None) as p:
+        call(p.send_url, {"to": "a", "custom_args": {"denpyo_key": "k1"}})
+        call(p.send_url, {"to": "b", "custom_args": {"denpyo_key": "k2"}})
+        status, _, found = call(p.search_url + "?custom_args.denpyo_key=k2", method="GET")
+        assert status == 200 and [e["id"] for e in found["data"]] == [p.accepted()[1]["id"]]
+        assert call(p.search_url + "?custom_args.denpyo_key=k3", method="GET")[2] == {"data": []}
+
+
+def test_plant_and_forget(provider: FakeProvider) -> None:
+    remote_id = provider.plant("k", remote_id="ch_1", payload={"amount": 5})
+    assert remote_id == "ch_1" and provider.accepted_ids_for("k") == ["ch_1"]
+    assert provider.forget("k") == 1 and provider.accepted() == []

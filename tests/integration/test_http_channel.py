@@ -460,3 +460,46 @@ def test_the_readme_example_leaves_no_session_open(
         _, stderr = worker.communicate(timeout=60)
         assert worker.returncode == 0 and "synced 1" in stderr, stderr
     assert "Unclosed" not in stderr and "ImportError" not in stderr, stderr
+
+
+def test_the_key_goes_in_the_header_the_provider_reads() -> None:
+    async def twice(ch: HttpChannel) -> tuple[str | None, str | None]:
+        return await ch.send(sub()), await ch.send(sub())
+
+    with FakeProvider(key_header="PayPal-Request-Id") as p:
+        first, second = with_channel(channel_for(p, key_header="PayPal-Request-Id"), twice)
+        assert first == second and p.accepted_keys() == {"idem-1": 1}
+        with pytest.raises(Rejected, match="HTTP 400"):  # the default header: not this one
+            with_channel(channel_for(p), lambda ch: ch.send(sub()))
+
+
+def test_the_key_goes_in_a_body_field() -> None:
+    with FakeProvider(key_field="metadata.denpyo_key") as p:
+        row = sub(payload={"amount": 500, "metadata": {"order": "42"}})
+        channel = channel_for(p, key_header=None, key_field="metadata.denpyo_key")
+        with_channel(channel, lambda ch: ch.send(row))
+        [effect] = p.accepted()
+        assert effect["payload"] == {
+            "amount": 500, "metadata": {"order": "42", "denpyo_key": "idem-1"},
+        }  # fmt: skip
+        assert row.payload == {"amount": 500, "metadata": {"order": "42"}}  # as recorded
+
+
+def test_a_payload_that_cannot_hold_the_key_field_is_rejected_unsent(
+    provider: FakeProvider,
+) -> None:
+    channel = channel_for(provider, key_field="custom_args.denpyo_key")
+    for payload in ([1, 2], {"custom_args": "text"}):
+        with pytest.raises(Rejected, match="nothing was sent"):
+            with_channel(channel, lambda ch, p=payload: ch.send(sub(payload=p)))  # type: ignore[misc]
+    assert provider.stats().requests == 0
+
+
+@pytest.mark.parametrize(
+    "options", [{"key_header": "Bad Header"}, {"key_header": ""}, {"key_field": "a..b"}]
+)
+def test_a_bad_key_header_or_field_is_refused_when_the_channel_is_made(
+    options: dict[str, str],
+) -> None:
+    with pytest.raises(ConfigurationError):
+        HttpChannel("http://127.0.0.1:1/send", **options)  # type: ignore[arg-type]

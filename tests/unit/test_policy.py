@@ -1,4 +1,5 @@
 import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,7 +11,9 @@ from denpyo.domain.policy import (
     RetryPolicy,
     classify_exception,
     decide_in_doubt,
+    resend_in_window,
     settle,
+    window_closes_at,
 )
 from denpyo.errors import ConfigurationError
 
@@ -98,3 +101,30 @@ def test_decide_in_doubt() -> None:
     assert decide_in_doubt(1, None, policy()).next is Next.HOLD
     assert decide_in_doubt(1, None, policy(idempotent=True)).next is Next.RESEND
     assert decide_in_doubt(3, None, policy(idempotent=True)).next is Next.GIVE_UP
+
+
+def test_past_the_idempotency_window_an_in_doubt_row_is_never_resent_blind() -> None:
+    idempotent = policy(idempotent=True)
+    held = decide_in_doubt(1, None, idempotent, window_closed=True)
+    assert held.next is Next.HOLD and held.alert is not None and held.alert.reason == "in_doubt"
+    assert "idempotency window" in held.alert.message
+    # a verdict decides as before: the provider was asked, not trusted to deduplicate
+    assert decide_in_doubt(1, NotDelivered(), idempotent, window_closed=True).next is Next.RESEND
+    assert decide_in_doubt(1, Delivered("r"), idempotent, window_closed=True).next is (
+        Next.MARK_SYNCED
+    )
+    assert decide_in_doubt(3, None, idempotent, window_closed=True).next is Next.GIVE_UP
+
+
+def test_a_resend_needs_the_window_open_a_whole_lease_from_now() -> None:
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    day = 86400.0
+    assert window_closes_at(first, day) == first + timedelta(days=1)
+    assert window_closes_at(None, day) is None and window_closes_at(first, None) is None
+    assert resend_in_window(first, first + timedelta(hours=23), day, lease=60)
+    assert not resend_in_window(first, first + timedelta(hours=24), day, lease=60)
+    # the resend may arrive up to a lease later: a minute before the end is too late
+    assert not resend_in_window(first, first + timedelta(days=1, seconds=-30), day, lease=60)
+    assert resend_in_window(first, first + timedelta(days=1, seconds=-60), day, lease=60)
+    assert not resend_in_window(None, first, day, lease=60)  # no attempt: cannot tell
+    assert resend_in_window(None, first, None, lease=60)  # no window declared

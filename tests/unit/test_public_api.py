@@ -14,6 +14,7 @@ EXPECTED = {
     "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",
     "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
     "LeaseLost", "StoreError", "SubmissionError", "SubmissionRejected", "SubmissionFailed",
+    "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
     "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired",
 }  # fmt: skip
 

@@ -1,7 +1,13 @@
 """Ready-made channels: code that calls one kind of provider and classifies the outcome.
 
-`denpyo.channels.http.HttpChannel` posts JSON with an ``Idempotency-Key`` header
-and verifies by a lookup URL. A channel raises `denpyo.errors.Transient` or
-`denpyo.errors.Rejected` when the provider's answer is certain; anything else it
-raises means the call may have arrived.
+- `denpyo.channels.http.HttpChannel` posts JSON with the idempotency key in a
+  header or a body field, and verifies by a lookup URL;
+- `denpyo.channels.rabbitmq.RabbitMQChannel` publishes to RabbitMQ with publisher
+  confirms, the key as ``message_id`` (extra ``denpyo[rabbitmq]``);
+- `denpyo.channels.nats.JetStreamChannel` publishes to NATS JetStream, the key as
+  ``Nats-Msg-Id`` (extra ``denpyo[nats]``).
+
+A channel raises `denpyo.errors.Transient` or `denpyo.errors.Rejected` when the
+provider's answer is certain; anything else it raises means the call may have
+arrived.
 """

@@ -1,5 +1,10 @@
 """`HttpChannel`: send a submission as a JSON POST and verify it by a lookup URL.
 
+The idempotency key goes where the provider reads it: a header (``key_header``,
+``Idempotency-Key`` by default; ``PayPal-Request-Id``, ``X-Idempotency-Key``, …)
+and/or a field of the JSON body (``key_field``, a dotted path such as
+``custom_args.denpyo_key`` for an API with no keys that keeps custom arguments).
+
 How outcomes are classified (SPEC §6) — the point is never to call a request
 "did not arrive" unless that is certain:
 
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
@@ -136,6 +142,49 @@ def _not_sent(exc: Exception) -> Transient:
     return Transient(f"not sent: {type(exc).__name__}: {exc}".rstrip(": "))
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _checked_header(name: str | None) -> str | None:
+    """A header name as HTTP allows it (a token), else ConfigurationError now."""
+    if name is not None and not _TOKEN.match(name):
+        raise ConfigurationError(f"key_header {name!r} is not a valid HTTP header name")
+    return name
+
+
+def _checked_field(path: str | None) -> tuple[str, ...] | None:
+    """A dotted path of non-empty names, else ConfigurationError now."""
+    if path is None:
+        return None
+    parts = tuple(path.split("."))
+    if not all(parts):
+        raise ConfigurationError(f"key_field {path!r} must be names separated by dots")
+    return parts
+
+
+def _with_key(payload: Any, path: tuple[str, ...], key: str) -> Any:
+    """A copy of the payload with the key at `path` (objects made where missing).
+    A payload that cannot hold it is refused before anything is sent."""
+    if not isinstance(payload, dict):
+        raise Rejected(
+            f"the payload is a JSON {type(payload).__name__}, not an object: "
+            f"the idempotency key cannot go in its field {'.'.join(path)!r}; nothing was sent"
+        )
+    copy = dict(payload)
+    head, rest = path[0], path[1:]
+    if not rest:
+        copy[head] = key
+    else:
+        inner = copy.get(head, {})
+        if not isinstance(inner, dict):
+            raise Rejected(
+                f"the payload's {head!r} is not an object: the idempotency key cannot go "
+                f"in {'.'.join(path)!r}; nothing was sent"
+            )
+        copy[head] = _with_key(inner, rest, key)
+    return copy
+
+
 def _short(body: bytes) -> str:
     return body[: _BODY_LIMIT * 4].decode("utf-8", "replace").strip()[:_BODY_LIMIT]
 
@@ -167,7 +216,13 @@ class _Session:
 
 
 class HttpChannel:
-    """A JSON-over-HTTP provider with an ``Idempotency-Key`` header and an optional lookup."""
+    """A JSON-over-HTTP provider with an idempotency key and an optional lookup.
+
+    `key_header` names the header that carries the key (None: no header);
+    `key_field` a field of the JSON body that carries it, as a dotted path (the
+    payload must then be an object; the field is set in a copy, the row's payload
+    stays as recorded).
+    """
 
     def __init__(
         self,
@@ -178,6 +233,8 @@ class HttpChannel:
         headers: Mapping[str, str] | None = None,
         id_field: str = "id",
         connection_limit: int = 100,
+        key_header: str | None = "Idempotency-Key",
+        key_field: str | None = None,
     ) -> None:
         if lookup_url is not None and "{idempotency_key}" not in lookup_url:
             raise ConfigurationError("lookup_url must contain the placeholder {idempotency_key}")
@@ -189,6 +246,9 @@ class HttpChannel:
         self.headers: dict[str, str] = dict(headers or {})
         self.id_field = id_field
         self.connection_limit = connection_limit
+        self.key_header = _checked_header(key_header)
+        self.key_field = key_field
+        self._key_path = _checked_field(key_field)
         self._sessions: dict[asyncio.AbstractEventLoop, _Session] = {}
         self._lock = threading.Lock()
         self._closing: set[asyncio.Task[None]] = set()
@@ -276,13 +336,19 @@ class HttpChannel:
     # -- the calls -----------------------------------------------------------------
 
     async def send(self, sub: Submission) -> str | None:
-        """POST the payload; return the provider's id, or raise per the module docstring."""
-        headers = {"Idempotency-Key": sub.idempotency_key, "Content-Type": "application/json"}
+        """POST the payload with the key; return the provider's id, or raise per the
+        module docstring."""
+        payload = sub.payload
+        if self._key_path is not None:
+            payload = _with_key(payload, self._key_path, sub.idempotency_key)
+        headers = {"Content-Type": "application/json"}
+        if self.key_header is not None:
+            headers[self.key_header] = sub.idempotency_key
         outgoing = _Outgoing(sub)
         sending = _sending.set(outgoing)
         try:
             session = await self._session()
-            body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
+            body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
             async with session.post(
                 self.url, data=body, headers=headers, allow_redirects=False
             ) as response:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
@@ -203,6 +203,57 @@ def reconcile(env: Env, as_json: bool) -> None:
 
         summary = op.reconcile(ledger, progress)
     render.show_reconcile(summary)
+
+
+@main.command()
+@click.option("--channel", required=True, help="The channel to audit (its list_remote).")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Start of the window: 24h, 7d, today, 2024-05-01; default 24 hours before --until.",
+)
+@click.option("--until", metavar="WHEN", help="End of the window (same forms); default now.")
+@json_option
+@pass_env
+@click.pass_context
+def audit(
+    ctx: click.Context,
+    env: Env,
+    channel: str,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
+    """Compare the ledger with the provider's own records (the channel's list_remote)
+    and list each discrepancy with its row: accepted by the provider but not synced,
+    synced but unknown to the provider, different remote ids, a key accepted twice.
+    Writes nothing. Exit 1 when there is any discrepancy, 0 when none. Needs --app.
+
+    \b
+    Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 24h
+    Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 2024-05-01 \\
+             --until 2024-05-02 --json | jq '.discrepancies[].submission_id'
+    """
+    _log_to_stderr(logging.WARNING)
+    ledger = env.ledger
+    op.require_channels(ledger, "audit")
+    if as_json:
+        report = op.audit(ledger, channel, since=since, until=until)
+        render.emit_json(render.audit_json(report))
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        columns = (TextColumn("auditing"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=render.err, transient=True) as bar:
+            task = bar.add_task("audit", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            report = op.audit(ledger, channel, since=since, until=until, progress=progress)
+        render.show_audit(report)
+    if not report.clean:
+        ctx.exit(EXIT_ATTENTION)
 
 
 @main.command()

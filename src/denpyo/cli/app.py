@@ -162,8 +162,8 @@ def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
     "--app",
     metavar="MODULE:ATTR",
     envvar="DENPYO_APP",
-    help="Import your Ledger (with its channels) from MODULE:ATTR; needed by reconcile "
-    "and worker. [env: DENPYO_APP]",
+    help="Import your Ledger (with its channels) from MODULE:ATTR; needed by reconcile, "
+    "audit and worker. [env: DENPYO_APP]",
 )
 @click.version_option(package_name="denpyo")
 @click.pass_context
@@ -175,7 +175,7 @@ def main(ctx: click.Context, db: str | None, app: str | None) -> None:
     \b
     Exit codes:
       0  fine
-      1  something needs attention (status --check, list --check)
+      1  something needs attention (status --check, list --check, audit)
       2  usage or input error: one line on stderr, nothing written
 
     Example: denpyo --db postgresql://app@db/app status

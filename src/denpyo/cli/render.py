@@ -17,6 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.operator import (
@@ -208,6 +209,14 @@ def show_history(found: History, *, full: bool = False) -> None:
         rows.append(("synced", f"{ago(sub.synced_at, now)}  ({_stamp(sub.synced_at)})"))
     if sub.next_attempt_at:
         rows.append(("next step", ago(sub.next_attempt_at, now)))
+    if found.window_closes_at:
+        verb = "closes" if found.window_closes_at > now else "closed"
+        rows.append(
+            (
+                "idempotency window",
+                f"{verb} {ago(found.window_closes_at, now)}  ({_stamp(found.window_closes_at)})",
+            )
+        )
     if sub.locked_by:
         rows.append(("held by", f"{sub.locked_by} until {ago(sub.locked_until, now)}"))
     if sub.last_error:
@@ -315,6 +324,56 @@ def show_reconcile(summary: ReconcileSummary) -> None:
     ):
         table.add_row(name, str(value))
     out.print(table)
+
+
+AUDIT_HEADINGS = {
+    DiscrepancyKind.NOT_SYNCED: "accepted by the provider, not synced in the ledger",
+    DiscrepancyKind.MISSING_AT_PROVIDER: "synced in the ledger, no record at the provider",
+    DiscrepancyKind.REMOTE_ID_DIFFERS: "both have it, with different remote ids",
+    DiscrepancyKind.ACCEPTED_TWICE: "accepted twice by the provider (a double effect)",
+}
+
+
+def audit_json(report: AuditReport) -> dict[str, Any]:
+    return {
+        "channel": report.channel,
+        "since": report.since.isoformat(),
+        "until": report.until.isoformat(),
+        "remote_records": report.remote_records,
+        "ledger_synced": report.ledger_synced,
+        "counts": report.counts(),
+        "discrepancies": [discrepancy_json(found) for found in report.discrepancies],
+    }
+
+
+def show_audit(report: AuditReport) -> None:
+    out.print(
+        f"audit of {escape(report.channel)} from {_stamp(report.since)} to "
+        f"{_stamp(report.until)}: the provider listed {report.remote_records}, "
+        f"the ledger synced {report.ledger_synced}"
+    )
+    if report.clean:
+        out.print("no discrepancy: both sides agree", style="green")
+        return
+    for kind, heading in AUDIT_HEADINGS.items():
+        found = [d for d in report.discrepancies if d.kind is kind]
+        if not found:
+            continue
+        table = Table(title=f"{heading}: {len(found)}", title_justify="left")
+        for name in ("id", "key", "status", "idempotency key", "provider's id", "detail"):
+            table.add_column(name, overflow="fold" if name == "detail" else "ellipsis")
+        for d in found:
+            sub = d.submission
+            table.add_row(
+                str(sub.id) if sub else "-",
+                escape(sub.key) if sub else "-",
+                status_text(sub) if sub else Text("no row", style="bold red"),
+                d.idempotency_key,
+                d.remote_id or "-",
+                escape(d.detail),
+            )
+        out.print(table)
+    out.print(f"{len(report.discrepancies)} discrepancies", style="bold red")
 
 
 def _stamp(when: datetime | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import Enum
 
 from denpyo.domain.backoff import Backoff
@@ -156,15 +157,54 @@ class Decision:
     note: str = ""
 
 
+def window_closes_at(first_attempt: datetime | None, window: float | None) -> datetime | None:
+    """When the provider forgets the row's idempotency key: its memory of a key runs
+    from the first request that carried it, which began no earlier than the row's
+    first attempt (None: no window declared, or never attempted)."""
+    if window is None or first_attempt is None:
+        return None
+    return first_attempt + timedelta(seconds=window)
+
+
+def resend_in_window(
+    first_attempt: datetime | None, now: datetime, window: float | None, lease: float
+) -> bool:
+    """May a resend rely on the provider still knowing the key? Only if the window is
+    still open a whole lease from now: a resend may start, and arrive, up to a lease
+    after it is decided. Never attempted, with a window declared: no (nothing tells
+    when the provider first saw the key)."""
+    if window is None:
+        return True
+    closes = window_closes_at(first_attempt, window)
+    return closes is not None and now + timedelta(seconds=lease) <= closes
+
+
 def decide_in_doubt(
     attempts: int,
     verdict: Verdict | None,
     policy: RetryPolicy,
     rng: random.Random | None = None,
+    *,
+    window_closed: bool = False,
 ) -> Decision:
-    """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify)."""
+    """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify).
+
+    `window_closed`: the provider may have forgotten the row's idempotency key (the
+    channel's `idempotency_window` has run out), so a resend on the strength of the
+    key could act twice: without a verdict, a person decides.
+    """
     exhausted = attempts >= policy.max_attempts
     if verdict is None:
+        if policy.idempotent and window_closed and not exhausted:
+            return Decision(
+                Next.HOLD,
+                alert=Alarm(
+                    "in_doubt",
+                    "in doubt: the provider's idempotency window has closed, so a resend "
+                    "under the same key could act twice; a person must check the provider",
+                ),
+                note="idempotency window closed: held for a person",
+            )
         if not policy.idempotent:
             return Decision(
                 Next.HOLD,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -16,6 +17,10 @@ from denpyo.errors import require
 
 SendFn = Callable[[Submission], "str | Awaitable[str | None] | None"]
 VerifyFn = Callable[[Submission], "Verdict | Awaitable[Verdict]"]
+ListRemoteFn = Callable[[datetime, datetime], Any]
+"""`fn(since, until)`: the provider's records (`RemoteRecord`) of calls it accepted in
+[since, until): an iterable (a generator that pages), an async iterable, or an
+awaitable of an iterable."""
 Classifier = Callable[[BaseException], "Outcome | None"]
 
 
@@ -26,7 +31,11 @@ class ChannelSpec:
     `lease` is the seconds an attempt may run before its row counts as in doubt:
     make it comfortably longer than the call's own timeout. `classify` may map
     an exception to an `Outcome`; returning None falls back to the default
-    classification (SPEC §6).
+    classification (SPEC §6). `idempotency_window` is how long the provider
+    remembers a key (Stripe: 24 h; a JetStream stream: its duplicate window):
+    past it, an idempotent channel's in-doubt row is never resent on the strength
+    of its key (policy.resend_in_window). `list_remote` gives the provider's own
+    records for the audit (engine/audit.py).
     """
 
     name: str
@@ -39,12 +48,18 @@ class ChannelSpec:
     concurrency: int | None = None
     rate_limit: float | None = None
     classify: Classifier | None = None
+    idempotency_window: float | None = None
+    list_remote: ListRemoteFn | None = None
 
     def __post_init__(self) -> None:
         """Every setting is checked here, once, when the channel is registered."""
         where = f"channel {self.name!r}"
         require(callable(self.send), f"{where}: the send function must be callable")
         require(self.verify is None or callable(self.verify), f"{where}: verify must be callable")
+        require(
+            self.list_remote is None or callable(self.list_remote),
+            f"{where}: list_remote must be callable",
+        )
         require(self.lease > 0, f"{where}: lease must be positive seconds")
         require(
             self.concurrency is None or self.concurrency >= 1,
@@ -55,6 +70,10 @@ class ChannelSpec:
             f"{where}: rate_limit must be positive calls/second",
         )
         require(self.max_attempts >= 1, f"{where}: max_attempts must be at least 1")
+        require(
+            self.idempotency_window is None or self.idempotency_window > 0,
+            f"{where}: idempotency_window must be positive seconds",
+        )
 
     @cached_property
     def policy(self) -> RetryPolicy:

@@ -22,7 +22,7 @@ from typing import Any
 from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_payload
 from denpyo.domain.moves import Move
-from denpyo.domain.policy import Alarm, Next, decide_in_doubt, settle
+from denpyo.domain.policy import Alarm, Next, decide_in_doubt, resend_in_window, settle
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Verdict
@@ -154,7 +154,11 @@ class Flows:
         verdict: Verdict | None = None
         if spec.verify is not None:
             verdict = yield Check(spec, sub)
-        decision = decide_in_doubt(sub.attempts, verdict, spec.policy)
+        window_closed = False
+        if verdict is None and spec.idempotent and spec.idempotency_window is not None:
+            first, now = yield StoreOp(self.store.first_attempt_at, (sub.id,))
+            window_closed = not resend_in_window(first, now, spec.idempotency_window, spec.lease)
+        decision = decide_in_doubt(sub.attempts, verdict, spec.policy, window_closed=window_closed)
         if decision.next is Next.RESEND:
             # Never arrived (or the provider dedups): the same key goes out again.
             held = yield from self._settle(

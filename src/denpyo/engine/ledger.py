@@ -8,8 +8,10 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
+from denpyo.domain.audit import AuditReport
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import (
     MAX_PAYLOAD_BYTES,
@@ -21,8 +23,9 @@ from denpyo.domain.limits import (
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.engine.alerts import AlertHandler, Alerts
+from denpyo.engine.audit import Auditor, Progress
 from denpyo.engine.bridge import LoopThread
-from denpyo.engine.channel import ChannelSpec, Classifier, SendFn, VerifyFn
+from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
 from denpyo.engine.drivers import AsyncDriver, SyncDriver
 from denpyo.engine.flows import Flows
 from denpyo.engine.worker import Worker, WorkReport
@@ -99,8 +102,16 @@ class Ledger:
         concurrency: int | None = None,
         rate_limit: float | None = None,
         classify: Classifier | None = None,
+        idempotency_window: float | None = None,
+        list_remote: ListRemoteFn | None = None,
     ) -> Callable[[F], F]:
-        """Register the decorated function (plain or `async def`) as a channel."""
+        """Register the decorated function (plain or `async def`) as a channel.
+
+        `idempotency_window`: the seconds the provider remembers an idempotency key
+        (Stripe: 86400). Past it, an in-doubt row of an `idempotent` channel is
+        verified if the channel can verify, and otherwise waits for a person.
+        `list_remote(since, until)` (plain or async) yields `RemoteRecord`s of the
+        calls the provider accepted in that window, for `audit`."""
         check_channel_name(name)
         if name in self.channels:
             raise ConfigurationError(f"channel {name!r} is already registered")
@@ -117,6 +128,8 @@ class Ledger:
                 concurrency=concurrency,
                 rate_limit=rate_limit,
                 classify=classify,
+                idempotency_window=idempotency_window,
+                list_remote=list_remote,
             )
             return send
 
@@ -313,6 +326,29 @@ class Ledger:
             future.result()
             raise
 
+    def audit(
+        self,
+        channel: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        step: float = 3600.0,
+        slack: float = 3600.0,
+        progress: Progress | None = None,
+    ) -> AuditReport:
+        """Compare the ledger with the provider's own records (the channel's
+        `list_remote`) over [since, until) (timezone-aware; default: the last 24 hours
+        by the database clock), `step` seconds at a time; writes nothing. A synced row
+        the provider did not list in its step is looked for `slack` seconds either
+        side, then verified, before it is called missing (engine/audit.py)."""
+        spec = self._spec(channel)
+        if until is None:
+            until = self.store.now()
+        if since is None:
+            since = until - timedelta(days=1)
+        auditor = Auditor(self.store, self.bridge, self._sync)
+        return auditor.run(spec, since, until, step=step, slack=slack, progress=progress)
+
     def prune(self, *, older_than: float, batch_size: int = 1000) -> int:
         """Delete settled rows (and their events) created more than `older_than` seconds
         ago, in batches of `batch_size` so that no transaction holds locks for long.
@@ -360,7 +396,7 @@ class Ledger:
         """Objects whose bound methods are channels or verifies (an HttpChannel, say)."""
         found: list[object] = []
         for spec in self.channels.values():
-            for fn in (spec.send, spec.verify):
+            for fn in (spec.send, spec.verify, spec.list_remote):
                 owner = getattr(fn, "__self__", None)
                 if owner is not None and all(owner is not seen for seen in found):
                     found.append(owner)

@@ -187,6 +187,30 @@ class Store(ABC):
         """A submission's history, oldest first."""
 
     @abstractmethod
+    def get_by_idempotency_keys(self, keys: Sequence[str]) -> list[Submission]:
+        """The rows of these idempotency keys, in any order (keys no row has are left
+        out): how the audit finds the ledger's side of a batch of the provider's records."""
+
+    @abstractmethod
+    def list_synced(
+        self,
+        channel: str,
+        since: datetime,
+        until: datetime,
+        *,
+        after: tuple[datetime, int] | None = None,
+        limit: int = 500,
+    ) -> list[Submission]:
+        """One page of a channel's synced rows whose `synced_at` is in [since, until),
+        ordered by (synced_at, id): the audit reads a window of any size page by page.
+        `after` is the (synced_at, id) of the last row of the previous page."""
+
+    @abstractmethod
+    def first_attempt_at(self, submission_id: int) -> tuple[datetime | None, datetime]:
+        """When the row's first attempt began (None: never attempted) and the database
+        clock now: a provider's memory of the idempotency key runs from that attempt."""
+
+    @abstractmethod
     def list_submissions(self, flt: Filter) -> list[Submission]:
         """Rows matching an operator's filter, newest first."""
 

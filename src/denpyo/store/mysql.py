@@ -187,6 +187,10 @@ class MysqlStore(GenericSqlStore):
             return value.replace(tzinfo=UTC)
         return super().parse_time(value)
 
+    def time_param(self, value: datetime) -> Any:
+        """Naive UTC, as DATETIME(6) stores it."""
+        return value.astimezone(UTC).replace(tzinfo=None)
+
     def migrate(self) -> list[int]:
         """Run the base migration under the session lock `schema_lock` takes.
 

@@ -41,7 +41,8 @@ class SqlStore(Store):
             "event_list",
             "submission_list", "submission_count_by_status", "submission_count_attention",
             "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
-            "submission_prune",
+            "submission_prune", "submission_get_by_idempotency_keys",
+            "submission_list_synced", "event_first_attempt",
         }
     )  # fmt: skip
     """The named queries this class runs; each layer below lists its own, and a
@@ -174,6 +175,15 @@ class SqlStore(Store):
     def id_list(self, ids: Sequence[int]) -> Any:
         """A list of row ids as one query parameter (SQLite: a JSON array)."""
         return sorted(ids)
+
+    def text_list(self, values: Sequence[str]) -> Any:
+        """A list of strings as one query parameter (SQLite: a JSON array)."""
+        return list(values)
+
+    def time_param(self, value: datetime) -> Any:
+        """An aware datetime as a query parameter that compares with the stored times
+        (and so can use their indexes)."""
+        return value.astimezone(UTC)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -383,6 +393,44 @@ class SqlStore(Store):
         with self.reading() as tx:
             row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
         return int(row["n"]) if row else 0
+
+    def get_by_idempotency_keys(self, keys: Sequence[str]) -> list[Submission]:
+        if not keys:
+            return []
+        with self.reading() as tx:
+            rows = tx.fetch_all(
+                "submission_get_by_idempotency_keys", {"keys": self.text_list(keys)}
+            )
+        return [self.to_submission(row) for row in rows]
+
+    def list_synced(
+        self,
+        channel: str,
+        since: datetime,
+        until: datetime,
+        *,
+        after: tuple[datetime, int] | None = None,
+        limit: int = 500,
+    ) -> list[Submission]:
+        after_at, after_id = after if after is not None else (since, 0)
+        params = {
+            "channel": channel,
+            "after_at": self.time_param(after_at),
+            "after_id": after_id,
+            "until": self.time_param(until),
+            "limit": limit,
+        }
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_list_synced", params)
+        return [self.to_submission(row) for row in rows]
+
+    def first_attempt_at(self, submission_id: int) -> tuple[datetime | None, datetime]:
+        with self.reading() as tx:
+            row = tx.fetch_one("event_first_attempt", {"submission_id": submission_id})
+        assert row is not None
+        now = self.parse_time(row["now"])
+        assert now is not None
+        return self.parse_time(row["first_attempt_at"]), now
 
     def find_superseding(self, submission_id: int) -> Submission | None:
         with self.reading() as tx:

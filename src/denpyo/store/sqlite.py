@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,14 @@ class SqliteStore(GenericSqlStore):
 
     def id_list(self, ids: Sequence[int]) -> Any:
         return json.dumps(sorted(ids))
+
+    def text_list(self, values: Sequence[str]) -> Any:
+        return json.dumps(list(values))
+
+    def time_param(self, value: datetime) -> Any:
+        """The stored text form ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compares as text."""
+        utc = value.astimezone(UTC)
+        return f"{utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d}"
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slow-rate", type=float, default=0.0, help="effect, then a late reply")
     p.add_argument("--slow-seconds", type=float, default=30.0)
     p.add_argument("--lookup-unknown-rate", type=float, default=0.0, help="lookup answers 503")
+    p.add_argument("--key-header", default="Idempotency-Key", help="'' for none")
+    p.add_argument("--key-field", default=None, help="read the key from this body field")
+    p.add_argument("--key-ttl", type=float, default=None, help="seconds a key is remembered")
     p.add_argument("--seed", type=int, default=None)
     return p
 
@@ -55,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             slow_rate=args.slow_rate,
             slow_seconds=args.slow_seconds,
             lookup_unknown_rate=args.lookup_unknown_rate,
+            key_header=args.key_header or None,
+            key_field=args.key_field,
+            key_ttl=args.key_ttl,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

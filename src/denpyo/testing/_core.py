@@ -58,7 +58,13 @@ class ProviderStats:
 
 @dataclass(frozen=True, slots=True)
 class ProviderOptions:
-    """The fault knobs; immutable so a handler works on one consistent snapshot."""
+    """The fault knobs; immutable so a handler works on one consistent snapshot.
+
+    Where the provider reads the idempotency key: the header `key_header`, or the
+    body field `key_field` (a dotted path) when that is set; with neither, the
+    provider takes no keys at all (every request is an effect, as with many email
+    APIs). `key_ttl`: seconds a key is remembered (Stripe: 24 h); None, for ever.
+    """
 
     honour_idempotency: bool = True
     latency: float = 0.0
@@ -68,6 +74,9 @@ class ProviderOptions:
     slow_rate: float = 0.0
     slow_seconds: float = 30.0
     lookup_unknown_rate: float = 0.0
+    key_header: str | None = "Idempotency-Key"
+    key_field: str | None = None
+    key_ttl: float | None = None
 
     def updated(self, **opts: Any) -> ProviderOptions:
         """A copy with `opts` applied; raises ValueError on an unknown name or bad value."""
@@ -81,6 +90,14 @@ class ProviderOptions:
                 if not isinstance(value, bool):
                     raise ValueError("honour_idempotency must be true or false")
                 clean[name] = value
+                continue
+            if name in ("key_header", "key_field"):
+                if value is not None and (not isinstance(value, str) or not value):
+                    raise ValueError(f"{name} must be a non-empty string or null")
+                clean[name] = value
+                continue
+            if name == "key_ttl" and value is None:
+                clean[name] = None
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{name} must be a number, not {value!r}")
@@ -102,6 +119,15 @@ def _new_remote_id() -> str:
     return "msg_" + os.urandom(6).hex()
 
 
+def _field(payload: Any, path: str) -> Any:
+    """The value at a dotted path of a JSON object, or None."""
+    for name in path.split("."):
+        if not isinstance(payload, dict):
+            return None
+        payload = payload.get(name)
+    return payload
+
+
 def _reply(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers
@@ -118,6 +144,7 @@ class ProviderCore:
         self._counts: dict[str, int] = {}
         self._effects: list[dict[str, Any]] = []
         self._ids_by_key: dict[str, list[str]] = {}
+        self._key_since: dict[str, float] = {}
         self._stopping: asyncio.Event | None = None
         self.reset()
 
@@ -145,6 +172,7 @@ class ProviderCore:
             self._counts = {f.name: 0 for f in dataclasses.fields(ProviderStats)}
             self._effects = []
             self._ids_by_key = {}
+            self._key_since = {}
 
     def stats(self) -> ProviderStats:
         with self._lock:
@@ -164,12 +192,62 @@ class ProviderCore:
         with self._lock:
             return [dict(effect) for effect in self._effects]
 
+    def plant(
+        self,
+        idempotency_key: str | None,
+        *,
+        remote_id: str | None = None,
+        payload: Any = None,
+        at: float | None = None,
+    ) -> str:
+        """Record an effect as if a request had been accepted (an audit's test: the
+        provider has what the ledger does not); returns its remote id."""
+        remote_id = remote_id or _new_remote_id()
+        with self._lock:
+            self._record(idempotency_key, remote_id, payload, time.time() if at is None else at)
+        return remote_id
+
+    def forget(self, idempotency_key: str) -> int:
+        """Remove every effect of a key (an audit's test: the ledger has what the
+        provider does not); returns how many."""
+        with self._lock:
+            before = len(self._effects)
+            self._effects = [e for e in self._effects if e["idempotency_key"] != idempotency_key]
+            self._ids_by_key.pop(idempotency_key, None)
+            self._key_since.pop(idempotency_key, None)
+            return before - len(self._effects)
+
+    def _record(self, key: str | None, remote_id: str, payload: Any, at: float) -> None:
+        """One effect; called with the lock held."""
+        if key is not None:
+            ids = self._ids_by_key.setdefault(key, [])
+            if ids:
+                self._counts["duplicates"] += 1
+            ids.append(remote_id)
+            self._key_since.setdefault(key, at)
+        self._counts["accepted"] += 1
+        self._effects.append(
+            {"id": remote_id, "idempotency_key": key, "payload": payload, "at": at}
+        )
+
+    def _remembers(self, key: str, options: ProviderOptions, now: float) -> bool:
+        """Is the key still deduplicated? Past `key_ttl` it is forgotten, and a
+        request carrying it is a new effect, remembered from then on."""
+        if not self._ids_by_key.get(key) or not options.honour_idempotency:
+            return False
+        if options.key_ttl is not None and now - self._key_since[key] >= options.key_ttl:
+            self._key_since[key] = now
+            return False
+        return True
+
     # -- the application ----------------------------------------------------
 
     def make_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/send", self._send)
         app.router.add_get("/lookup/{idempotency_key}", self._lookup)
+        app.router.add_get("/list", self._list)
+        app.router.add_get("/search", self._search)
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/accepted", self._accepted)
         app.router.add_post("/reset", self._reset)
@@ -215,7 +293,6 @@ class ProviderCore:
 
     async def _send(self, request: web.Request) -> web.StreamResponse:
         options = self._options
-        key = request.headers.get("Idempotency-Key")
         try:
             payload = json.loads(await request.read())
         except ValueError:
@@ -223,22 +300,30 @@ class ProviderCore:
             bad_body = True
         else:
             bad_body = False
+        takes_keys = options.key_field is not None or options.key_header is not None
+        if options.key_field is not None:
+            found = _field(payload, options.key_field)
+            key = found if isinstance(found, str) and found else None
+        elif options.key_header is not None:
+            key = request.headers.get(options.key_header)
+        else:
+            key = None
         if options.latency > 0:
             await asyncio.sleep(options.latency)
         forced = payload.get("_fault") if isinstance(payload, dict) else None
         with self._lock:
             counts = self._counts
             counts["requests"] += 1
-            if not key:
-                return _reply(400, {"error": "the Idempotency-Key header is required"})
+            if takes_keys and not key:
+                where = options.key_field or options.key_header
+                return _reply(400, {"error": f"the idempotency key ({where}) is required"})
             if bad_body:
                 return _reply(400, {"error": "the body is not JSON"})
             if forced is not None and forced not in FAULTS:
                 return _reply(400, {"error": f"unknown _fault {forced!r}"})
-            ids = self._ids_by_key.get(key)
-            if ids and options.honour_idempotency:
+            if key is not None and self._remembers(key, options, time.time()):
                 counts["replayed"] += 1
-                return _reply(200, {"id": ids[0], "duplicate": True})
+                return _reply(200, {"id": self._ids_by_key[key][-1], "duplicate": True})
             fault = forced if forced is not None else self._draw(options)
             if fault == "fail":
                 counts["failed"] += 1
@@ -247,15 +332,7 @@ class ProviderCore:
                 counts["rejected"] += 1
                 return _reply(422, {"error": "rejected by provider"})
             remote_id = _new_remote_id()
-            if ids is None:
-                self._ids_by_key[key] = [remote_id]
-            else:
-                ids.append(remote_id)
-                counts["duplicates"] += 1
-            counts["accepted"] += 1
-            self._effects.append(
-                {"id": remote_id, "idempotency_key": key, "payload": payload, "at": time.time()}
-            )
+            self._record(key, remote_id, payload, time.time())
             if fault == "drop":
                 counts["dropped"] += 1
             elif fault == "slow":
@@ -282,6 +359,52 @@ class ProviderCore:
         if not ids:
             return _reply(404, {"error": "not found"})
         return _reply(200, {"id": ids[0]})
+
+    async def _list(self, request: web.Request) -> web.Response:
+        """What the provider accepted in [since, until) (epoch seconds), oldest first,
+        a page at a time as a list API pages (`limit`, `starting_after` an id):
+        ``{"data": [{"id", "idempotency_key", "created", "payload"}], "has_more"}``."""
+        query = request.query
+        try:
+            since = float(query.get("since", "0"))
+            until = float(query.get("until", "inf"))
+            limit = min(max(int(query.get("limit", "100")), 1), 1000)
+        except ValueError:
+            return _reply(400, {"error": "since and until are epoch seconds, limit a number"})
+        after = query.get("starting_after")
+        with self._lock:
+            effects = sorted(
+                (e for e in self._effects if since <= e["at"] < until),
+                key=lambda e: (e["at"], e["id"]),
+            )
+        if after is not None:
+            ids = [e["id"] for e in effects]
+            if after not in ids:
+                return _reply(400, {"error": f"no record {after!r} in that window"})
+            effects = effects[ids.index(after) + 1 :]
+        page = [
+            {"id": e["id"], "idempotency_key": e["idempotency_key"], "created": e["at"],
+             "payload": e["payload"]}
+            for e in effects[:limit]
+        ]  # fmt: skip
+        return _reply(200, {"data": page, "has_more": len(effects) > limit})
+
+    async def _search(self, request: web.Request) -> web.Response:
+        """Effects whose payload has each queried field (a dotted path) equal to its
+        value, as an email API searches its messages by custom argument:
+        ``GET /search?custom_args.order=42`` -> ``{"data": [{"id", "created"}]}``."""
+        with self._lock:
+            self._counts["lookups"] += 1
+            rate = self._options.lookup_unknown_rate
+            if rate > 0 and self._lookup_rng.random() < rate:
+                return _reply(503, {"error": "search unavailable"}, {"Retry-After": "1"})
+            found = [
+                {"id": e["id"], "created": e["at"]}
+                for e in self._effects
+                if request.query
+                and all(str(_field(e["payload"], k)) == v for k, v in request.query.items())
+            ]
+        return _reply(200, {"data": found})
 
     async def _stats(self, request: web.Request) -> web.Response:
         return _reply(200, self.stats().to_dict())

@@ -24,10 +24,19 @@ class FakeProvider:
     - ``reject_rate``: 422; nothing recorded (counted as rejected).
     - ``drop_rate``: the call is recorded, then the connection is closed unanswered.
     - ``slow_rate``: the call is recorded, then the 200 comes after ``slow_seconds``.
-    - ``lookup_unknown_rate``: ``GET /lookup/...`` answers 503.
+    - ``lookup_unknown_rate``: ``GET /lookup/...`` and ``GET /search`` answer 503.
 
     A payload's top-level ``"_fault"`` (``fail``, ``reject``, ``drop``, ``slow``,
     ``ok``) forces the outcome of that request.
+
+    How it takes idempotency keys: from the header ``key_header``
+    (``Idempotency-Key``; ``PayPal-Request-Id``, …), or from the body field
+    ``key_field`` (a dotted path) when set; with ``key_header=None`` and no
+    ``key_field`` it takes none (an email API: every request is an effect).
+    ``key_ttl`` is how long it remembers a key (Stripe: 86400 s); past it, a
+    request with the same key acts again. ``list_url`` pages through what it
+    accepted in a window (for `list_remote` and the audit), ``search_url``
+    finds effects by a payload field (verify by a custom argument).
     """
 
     def __init__(
@@ -41,6 +50,9 @@ class FakeProvider:
         slow_rate: float = 0.0,
         slow_seconds: float = 30.0,
         lookup_unknown_rate: float = 0.0,
+        key_header: str | None = "Idempotency-Key",
+        key_field: str | None = None,
+        key_ttl: float | None = None,
         seed: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -54,6 +66,9 @@ class FakeProvider:
             slow_rate=slow_rate,
             slow_seconds=slow_seconds,
             lookup_unknown_rate=lookup_unknown_rate,
+            key_header=key_header,
+            key_field=key_field,
+            key_ttl=key_ttl,
         )
         self._core = ProviderCore(options, seed)
         self._host = host
@@ -171,6 +186,16 @@ class FakeProvider:
         """A template, literally ending in ``{idempotency_key}`` (as HttpChannel takes it)."""
         return self.url + "/lookup/{idempotency_key}"
 
+    @property
+    def list_url(self) -> str:
+        """``GET ?since=&until=&limit=&starting_after=``: accepted effects, a page at a time."""
+        return self.url + "/list"
+
+    @property
+    def search_url(self) -> str:
+        """``GET ?<payload.field>=<value>``: effects whose payload has that value there."""
+        return self.url + "/search"
+
     # -- state (thread-safe) ------------------------------------------------------------
 
     @property
@@ -195,6 +220,22 @@ class FakeProvider:
     def accepted(self) -> list[dict[str, Any]]:
         """Every effect, oldest first: ``{"id", "idempotency_key", "payload", "at"}``."""
         return self._core.accepted()
+
+    def plant(
+        self,
+        idempotency_key: str | None,
+        *,
+        remote_id: str | None = None,
+        payload: Any = None,
+        at: float | None = None,
+    ) -> str:
+        """Record an effect as if a request had been accepted, at `at` (epoch seconds,
+        default now); returns its remote id. For tests of the audit."""
+        return self._core.plant(idempotency_key, remote_id=remote_id, payload=payload, at=at)
+
+    def forget(self, idempotency_key: str) -> int:
+        """Remove a key's effects, as if the provider had no record; returns how many."""
+        return self._core.forget(idempotency_key)
 
     def reset(self) -> None:
         """Forget every effect and zero the counters; the options stay."""

@@ -65,6 +65,7 @@ from denpyo.engine.operator._read import (
 from denpyo.engine.operator._run import (
     Progress,
     ReconcileSummary,
+    audit,
     reconcile,
     require_channels,
     serve,
@@ -82,6 +83,7 @@ __all__ = [
     "RetryResult",
     "StatusReport",
     "SubmissionNotFound",
+    "audit",
     "check_note",
     "clip_text",
     "clip_value",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.filters import Filter, parse_when
 from denpyo.domain.limits import check_channel_name
+from denpyo.domain.policy import window_closes_at
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, SubmissionNotFound
@@ -148,12 +149,19 @@ def find(ledger: Ledger, ref: str | int) -> Submission:
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """A submission, its events oldest first, and the resend that replaced it, if any."""
+    """A submission, its events oldest first, and the resend that replaced it, if any.
+
+    `window_closes_at`: when the provider forgets the row's idempotency key, if its
+    channel declares an `idempotency_window` (known only with the application's
+    channels, `--app`) and the row was attempted: past it, nothing resends the row
+    on the strength of its key.
+    """
 
     submission: Submission
     events: list[Event]
     superseded_by: Submission | None
     now: datetime
+    window_closes_at: datetime | None = None
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
@@ -161,17 +169,25 @@ class History:
             "events": [event_json(e, full=full) for e in self.events],
             "superseded_by": self.superseded_by.id if self.superseded_by else None,
             "now": iso(self.now),
+            "idempotency_window_closes_at": iso(self.window_closes_at),
         }
 
 
 def history(ledger: Ledger, ref: str | int) -> History:
-    """`find(ref)` with its events and the resend that replaced it."""
+    """`find(ref)` with its events, the resend that replaced it, and when the
+    provider's idempotency window for it closes."""
     sub = find(ledger, ref)
+    events = ledger.store.events(sub.id)
+    spec = ledger.channels.get(sub.channel)
+    attempts = [event.at for event in events if event.kind == "attempt"]
     return History(
         submission=sub,
-        events=ledger.store.events(sub.id),
+        events=events,
         superseded_by=ledger.store.find_superseding(sub.id),
         now=ledger.store.now(),
+        window_closes_at=window_closes_at(
+            min(attempts, default=None), spec.idempotency_window if spec else None
+        ),
     )
 
 

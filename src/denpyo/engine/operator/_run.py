@@ -1,5 +1,6 @@
-"""Running the engine for a person: one reconcile pass with progress, and the
-long-running worker that stops cleanly on SIGINT or SIGTERM.
+"""Running the engine for a person: one reconcile pass with progress, an audit
+against the provider, and the long-running worker that stops cleanly on SIGINT
+or SIGTERM.
 
 Both run the `Worker` on the ledger's private event loop (where async channels
 keep their sessions, closed by `Ledger.close`), while the calling thread waits,
@@ -13,9 +14,12 @@ import concurrent.futures
 import signal
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from denpyo.domain.audit import AuditReport
+from denpyo.domain.filters import parse_when
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import ConfigurationError
 
@@ -91,6 +95,24 @@ def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSumm
         errors=report.errors,
         in_doubt_after=int(ledger.store.count_attention()["in_doubt"]),
     )
+
+
+def audit(
+    ledger: Ledger,
+    channel: str,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """The ledger against the provider's own records for a window a person typed
+    (``24h``, ``2024-05-01``; relative to the database clock): by default the 24 hours
+    before `until`, which defaults to now. `progress(steps_done, steps)`."""
+    require_channels(ledger, "audit")
+    now = ledger.store.now()
+    end = now if until is None else parse_when(until, now)
+    start = end - timedelta(days=1) if since is None else parse_when(since, now)
+    return ledger.audit(channel, since=start, until=end, progress=progress)
 
 
 def serve(

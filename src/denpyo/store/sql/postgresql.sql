@@ -148,6 +148,23 @@ SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = %(id)s ORDER BY id LIMIT 1;
 
+-- submission_get_by_idempotency_keys: the rows of a list of idempotency keys (the audit's batch of the provider's records)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- submission_list_synced: one page of a channel's synced rows, synced in [after_at, until), in (synced_at, id) order after the cursor (after_at, after_id) (the audit)
+SELECT *, false AS in_doubt FROM denpyo_submissions
+WHERE channel = %(channel)s AND status = 'synced'
+  AND synced_at >= %(after_at)s AND synced_at < %(until)s
+  AND (synced_at > %(after_at)s OR id > %(after_id)s)
+ORDER BY synced_at, id
+LIMIT %(limit)s;
+
+-- event_first_attempt: when a submission's first attempt began (NULL: never attempted), and the database clock
+SELECT MIN(at) AS first_attempt_at, now() AS now
+FROM denpyo_events WHERE submission_id = %(submission_id)s AND kind = 'attempt';
+
 -- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
 SELECT id FROM denpyo_submissions
 WHERE id = ANY(%(ids)s::bigint[]) AND locked_by = %(locked_by)s

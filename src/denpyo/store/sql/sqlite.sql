@@ -191,6 +191,23 @@ SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = :id ORDER BY id LIMIT 1;
 
+-- submission_get_by_idempotency_keys: the rows of a list of idempotency keys (keys: a JSON array; the audit's batch of the provider's records)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- submission_list_synced: one page of a channel's synced rows, synced in [after_at, until), in (synced_at, id) order after the cursor (after_at, after_id) (the audit)
+SELECT *, 0 AS in_doubt FROM denpyo_submissions
+WHERE channel = :channel AND status = 'synced'
+  AND synced_at >= :after_at AND synced_at < :until
+  AND (synced_at > :after_at OR id > :after_id)
+ORDER BY synced_at, id
+LIMIT :limit;
+
+-- event_first_attempt: when a submission's first attempt began (NULL: never attempted), and the database clock
+SELECT MIN(at) AS first_attempt_at, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
+FROM denpyo_events WHERE submission_id = :submission_id AND kind = 'attempt';
+
 -- submission_renew_lock: which of a list of rows one holder still holds (ids: a JSON array)
 SELECT id FROM denpyo_submissions
 WHERE id IN (SELECT value FROM json_each(:ids)) AND locked_by = :locked_by
