@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-BLOCKED = ("psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl")
+BLOCKED = ("psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats")
 
 
 def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
@@ -25,6 +25,8 @@ def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
         ("denpyo.Ledger('postgresql://u@127.0.0.1/db')", "postgresql"),
         ("denpyo.Ledger('mysql://u@127.0.0.1/db')", "mysql"),
         ("import denpyo.channels.http", "http"),
+        ("import denpyo.channels.rabbitmq", "rabbitmq"),
+        ("import denpyo.channels.nats", "nats"),
     ],
 )
 def test_a_part_without_its_extra_says_which_to_install(code: str, extra: str) -> None:

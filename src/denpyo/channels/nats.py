@@ -35,16 +35,15 @@ from types import TracebackType
 from denpyo.channels._loops import PerLoop
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, Rejected, Transient
+from denpyo.extras import missing
 
 try:
     import nats
     import nats.errors
     import nats.js.errors
     from nats.aio.client import Client
-except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ConfigurationError(
-        "denpyo.channels.nats needs nats-py: pip install 'denpyo[nats]'"
-    ) from exc
+except ImportError as exc:  # the extra is not installed
+    raise missing("nats", "denpyo.channels.nats", exc) from exc
 
 Subject = str | Callable[[Submission], str]
 

@@ -38,16 +38,15 @@ from urllib.parse import urlsplit, urlunsplit
 from denpyo.channels._loops import PerLoop
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, Rejected, Transient
+from denpyo.extras import missing
 
 try:
     import aio_pika
     import aio_pika.abc
     import aio_pika.exceptions
     import aiormq.exceptions
-except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ConfigurationError(
-        "denpyo.channels.rabbitmq needs aio-pika: pip install 'denpyo[rabbitmq]'"
-    ) from exc
+except ImportError as exc:  # the extra is not installed
+    raise missing("rabbitmq", "denpyo.channels.rabbitmq", exc) from exc
 
 RoutingKey = str | Callable[[Submission], str]
 
