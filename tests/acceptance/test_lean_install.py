@@ -1,0 +1,87 @@
+"""`pip install denpyo` with no extras: the library on SQLite and the command line,
+no database driver, HTTP client or web framework. The wheel is built from this tree
+and installed into a clean virtualenv, as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTRAS_ONLY = ("psycopg", "pymysql", "aiohttp", "starlette", "jinja2", "uvicorn",
+               "prometheus-client", "aio-pika", "nats-py", "django")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def core_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("lean")
+    wheels = where / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        check=True, cwd=where,
+    )  # fmt: skip
+    env = where / "venv"
+    venv.create(env, with_pip=True)
+    [wheel] = wheels.glob("denpyo-*.whl")
+    subprocess.run([env / "bin" / "python", "-m", "pip", "install", "-q", str(wheel)], check=True)
+    return env
+
+
+def test_the_core_installs_nothing_of_the_extras(core_install: Path) -> None:
+    listed = subprocess.run(
+        [core_install / "bin" / "python", "-m", "pip", "list", "--format", "json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    installed = {package["name"].lower() for package in json.loads(listed.stdout)}
+    assert "denpyo" in installed and "click" in installed
+    assert not installed & set(EXTRAS_ONLY), installed & set(EXTRAS_ONLY)
+
+
+def test_the_core_submits_on_sqlite(core_install: Path, tmp_path: Path) -> None:
+    script = """
+import denpyo
+with denpyo.Ledger("sqlite:///core.db") as ledger:
+    ledger.migrate()
+    ledger.channel("email")(lambda sub: "msg-" + sub.key)
+    sub = ledger.submit("email", "order:1", {"to": "a@example.com"})
+    print(sub.status.value, sub.remote_id)
+"""
+    done = subprocess.run(
+        [core_install / "bin" / "python", "-c", script], cwd=tmp_path, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["synced", "msg-order:1"]
+    status = subprocess.run(
+        [core_install / "bin" / "denpyo", "--db", "sqlite:///core.db", "status", "--json"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["totals"]["synced"] == 1
+
+
+def test_the_demo_runs_from_the_core(core_install: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [core_install / "bin" / "denpyo", "demo", "--json"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    story = json.loads(done.stdout)
+    assert story["denpyo_synced"] == story["provider_denpyo"] == story["orders"]
+    assert story["provider_denpyo_duplicates"] == 0 and story["duplicates_after_resend"] > 0
+
+
+def test_a_part_without_its_extra_names_it(core_install: Path) -> None:
+    done = subprocess.run(
+        [core_install / "bin" / "python", "-c",
+         "import denpyo\n"
+         "try:\n    denpyo.Ledger('postgresql://u@127.0.0.1/db')\n"
+         "except denpyo.ConfigurationError as exc:\n    print(exc)"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "pip install 'denpyo[postgresql]'" in done.stdout, done.stderr
