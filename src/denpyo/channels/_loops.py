@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -112,3 +113,29 @@ class PerLoop(Generic[T]):
         """Closing is best effort: a connection the broker already dropped is closed."""
         with contextlib.suppress(Exception):
             await self._closer(value)
+
+
+class ClosesPerLoop:
+    """`aclose()`, `close()` and `async with` for a channel whose connections are a
+    `PerLoop` in `self._links`."""
+
+    _links: PerLoop[Any]
+
+    async def aclose(self) -> None:
+        """Close the running loop's connection."""
+        await self._links.aclose()
+
+    def close(self) -> None:
+        """Close every loop's connection (Ledger.close calls it)."""
+        self._links.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -62,6 +62,7 @@ try:
 except ImportError as exc:  # the core install has no HTTP client
     raise missing("http", "denpyo.channels.http", exc) from exc
 
+from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
@@ -348,7 +349,7 @@ class HttpChannel:
         sending = _sending.set(outgoing)
         try:
             session = await self._session()
-            body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+            body = wire_body(payload)
             async with session.post(
                 self.url, data=body, headers=headers, allow_redirects=False
             ) as response:

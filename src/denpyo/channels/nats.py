@@ -28,11 +28,10 @@ One connection per event loop, opened on first use and again after an error;
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 
-from denpyo.channels._loops import PerLoop
+from denpyo.channels._loops import ClosesPerLoop, PerLoop
+from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, Rejected, Transient
 from denpyo.extras import missing
@@ -50,7 +49,7 @@ Subject = str | Callable[[Submission], str]
 MSG_ID = "Nats-Msg-Id"
 
 
-class JetStreamChannel:
+class JetStreamChannel(ClosesPerLoop):
     """Publish each submission to `subject` (text, or a function of the submission)
     and wait for JetStream's ack. With `stream`, JetStream refuses the message unless
     that stream takes it (``Nats-Expected-Stream``)."""
@@ -111,31 +110,12 @@ class JetStreamChannel:
     def _usable(client: Client) -> bool:
         return not client.is_closed
 
-    async def aclose(self) -> None:
-        """Close the running loop's connection."""
-        await self._links.aclose()
-
-    def close(self) -> None:
-        """Close every loop's connection (Ledger.close calls it)."""
-        self._links.close()
-
-    async def __aenter__(self) -> JetStreamChannel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     # -- the call -------------------------------------------------------------------
 
     async def send(self, sub: Submission) -> str:
         """Publish the submission and wait for the ack; returns ``STREAM:SEQUENCE``."""
         subject = self.subject(sub) if callable(self.subject) else self.subject
-        body = json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body = wire_body(sub.payload)
         headers = {**self.headers, MSG_ID: sub.idempotency_key}
         try:
             client = await self._links.get()

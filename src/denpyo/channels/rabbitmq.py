@@ -28,14 +28,13 @@ again after an error; `Ledger.close()` closes them (or `aclose()` on a loop).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from denpyo.channels._loops import PerLoop
+from denpyo.channels._loops import ClosesPerLoop, PerLoop
+from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, Rejected, Transient
 from denpyo.extras import missing
@@ -67,7 +66,7 @@ def _safe(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class RabbitMQChannel:
+class RabbitMQChannel(ClosesPerLoop):
     """Publish each submission to `exchange` (``""``: the default exchange, where the
     routing key names a queue) with `routing_key` (text, or a function of the
     submission), and wait for the broker's confirm."""
@@ -122,32 +121,13 @@ class RabbitMQChannel:
     def _usable(link: _Link) -> bool:
         return not link.connection.is_closed and not link.channel.is_closed
 
-    async def aclose(self) -> None:
-        """Close the running loop's connection."""
-        await self._links.aclose()
-
-    def close(self) -> None:
-        """Close every loop's connection (Ledger.close calls it)."""
-        self._links.close()
-
-    async def __aenter__(self) -> RabbitMQChannel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     # -- the call -------------------------------------------------------------------
 
     async def send(self, sub: Submission) -> None:
         """Publish the submission and wait for the confirm; raise per the module docstring."""
         routing_key = self.routing_key(sub) if callable(self.routing_key) else self.routing_key
         message = aio_pika.Message(
-            json.dumps(sub.payload, separators=(",", ":"), ensure_ascii=False).encode(),
+            wire_body(sub.payload),
             message_id=sub.idempotency_key,
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,

@@ -26,6 +26,11 @@ CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def wire_body(payload: Any) -> bytes:
+    """The payload as a channel sends it: the compact JSON it was recorded as, in UTF-8."""
+    return _ENCODER.encode(payload).encode()
+
+
 def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """Return the payload as compact JSON text that every database can store, or raise
     a specific InvalidInput: nothing unencodable may reach a driver, whose own error
