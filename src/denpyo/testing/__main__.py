@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 
 from denpyo.errors import ConfigurationError
 from denpyo.testing._provider import TRANSPORTS, FakeProvider
@@ -60,13 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # Blocked before the server's threads start, so they inherit the mask and the
-    # signals reach only `sigwait` below.
-    stop_signals = {signal.SIGINT, signal.SIGTERM}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # set even where a shell ignores them (`&`)
+        signal.signal(sig, lambda *_: stop.set())
     with provider:
         print(f"listening on {provider.url}", flush=True)
-        signal.sigwait(stop_signals)
+        stop.wait()
     return 0
 
 
