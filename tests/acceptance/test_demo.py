@@ -9,14 +9,37 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def test_demo_tells_the_story_and_its_counts_match_the_provider(tmp_path: Path) -> None:
+BLOCKED = ("aiohttp", "yarl")
+
+
+def without_aiohttp(tmp_path: Path) -> dict[str, str]:
+    """An environment where aiohttp and yarl cannot be imported, as after `pip install
+    denpyo` (the core): modules of their names that raise ImportError, first on the
+    path of the demo and of the senders it starts."""
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    for name in BLOCKED:
+        (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not installed')\n")
+    path = os.pathsep.join(filter(None, [str(blocked), os.environ.get("PYTHONPATH")]))
+    return {"PYTHONPATH": path}
+
+
+@pytest.mark.parametrize("installed", ["with aiohttp", "the core alone"])
+def test_demo_tells_the_story_and_its_counts_match_the_provider(
+    tmp_path: Path, installed: str
+) -> None:
+    env = {**os.environ, "COLUMNS": "120"}
+    if installed == "the core alone":
+        env |= without_aiohttp(tmp_path)
+    workdir = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "denpyo.cli", "demo", "--json", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "denpyo.cli", "demo", "--json", "--dir", str(workdir)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "120"},
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
@@ -46,8 +69,9 @@ def test_demo_tells_the_story_and_its_counts_match_the_provider(tmp_path: Path) 
 
     # The files stay where --dir put them, with the senders' logs (empty: no crash
     # other than the kill) and the ledger that the SQL on screen ran against.
-    assert (tmp_path / "app.db").exists()
-    assert (tmp_path / "denpyo-sender.log").read_text() == ""
+    assert (workdir / "app.db").exists()
+    assert (workdir / "naive-sender.log").read_text() == ""
+    assert (workdir / "denpyo-sender.log").read_text() == ""
 
 
 def test_demo_for_people_prints_each_figure_with_its_sql(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""The fake provider over plain HTTP (stdlib client), in-process and as a subprocess."""
+"""The fake provider over plain HTTP (stdlib client), in-process and as a subprocess,
+on both of its transports: aiohttp, and the standard library's http.server."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from denpyo.testing import FakeProvider, FakeProviderClient, ProviderStats
+from denpyo.testing._provider import Transport
 
 
 def call(
@@ -33,9 +37,15 @@ def call(
         return exc.code, dict(exc.headers), json.loads(exc.read())
 
 
+@pytest.fixture(params=["aiohttp", "stdlib"])
+def transport(request: pytest.FixtureRequest) -> Transport:
+    t: Transport = request.param
+    return t
+
+
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    p = FakeProvider().start()
+def provider(transport: Transport) -> Iterator[FakeProvider]:
+    p = FakeProvider(transport=transport).start()
     try:
         yield p
     finally:
@@ -77,8 +87,8 @@ def test_a_duplicate_skips_the_fault_draw(provider: FakeProvider) -> None:
     assert status == 200 and body["duplicate"] is True
 
 
-def test_ignored_key_makes_a_new_effect_each_time() -> None:
-    with FakeProvider(honour_idempotency=False) as provider:
+def test_ignored_key_makes_a_new_effect_each_time(transport: Transport) -> None:
+    with FakeProvider(honour_idempotency=False, transport=transport) as provider:
         ids = [call(provider.send_url, {"a": 1}, key="same")[2]["id"] for _ in range(3)]
         assert len(set(ids)) == 3
         assert provider.accepted_ids_for("same") == ids
@@ -108,6 +118,63 @@ def test_forced_drop_records_then_closes_without_reply(provider: FakeProvider) -
     # honoured: the resend gets the id of the dropped call
     status, _, body = call(provider.send_url, {"_fault": "drop"}, key="d")
     assert status == 200 and body == {"id": provider.accepted_ids_for("d")[0], "duplicate": True}
+
+
+def test_forced_slow_records_then_answers_late(transport: Transport) -> None:
+    with FakeProvider(slow_seconds=0.3, transport=transport) as p:
+        started = time.monotonic()
+        status, _, body = call(p.send_url, {"_fault": "slow"}, key="s")
+        assert time.monotonic() - started >= 0.3
+        assert status == 200 and body == {"id": p.accepted_ids_for("s")[0], "duplicate": False}
+        assert (p.stats().accepted, p.stats().slow) == (1, 1)
+
+
+def test_stop_answers_the_slow_replies_at_once(transport: Transport) -> None:
+    p = FakeProvider(slow_seconds=30, transport=transport).start()
+    answers: list[int] = []
+    client = threading.Thread(
+        target=lambda: answers.append(call(p.send_url, {"_fault": "slow"}, key="s")[0])
+    )
+    client.start()
+    while p.stats().slow == 0:
+        time.sleep(0.01)
+    started = time.monotonic()
+    p.stop()
+    client.join(5)
+    assert time.monotonic() - started < 3
+    assert answers == [200]
+
+
+def test_latency_comes_before_each_send(transport: Transport) -> None:
+    with FakeProvider(latency=0.2, transport=transport) as p:
+        started = time.monotonic()
+        assert call(p.send_url, {}, key="k")[0] == 200
+        assert time.monotonic() - started >= 0.2
+
+
+def test_a_connection_is_kept_alive_until_the_provider_stops(transport: Transport) -> None:
+    p = FakeProvider(transport=transport).start()
+    host, port = p.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        for key in ("k1", "k2"):
+            conn.request("POST", "/send", b"{}", {"Idempotency-Key": key})
+            assert conn.getresponse().read() and conn.sock is not None  # still open
+        p.stop()
+        with pytest.raises(OSError):  # nothing is served after stop, even on that connection
+            conn.request("POST", "/send", b"{}", {"Idempotency-Key": "k3"})
+            conn.getresponse()
+        assert p.accepted_keys() == {"k1": 1, "k2": 1}
+    finally:
+        conn.close()
+        p.stop()
+
+
+def test_an_unknown_endpoint_or_method(provider: FakeProvider) -> None:
+    assert call(provider.url + "/nope", method="GET")[0] == 404
+    assert call(provider.url + "/lookup/a/b", method="GET")[0] == 404
+    assert call(provider.send_url, method="GET")[0] == 405
+    assert provider.stats() == ProviderStats()
 
 
 def test_lookup(provider: FakeProvider) -> None:
@@ -150,9 +217,9 @@ def test_configure_while_running(provider: FakeProvider) -> None:
     assert provider.options.fail_rate == 0.0
 
 
-def test_seeded_fault_draws_are_reproducible() -> None:
+def test_seeded_fault_draws_are_reproducible(transport: Transport) -> None:
     def run(seed: int) -> list[int]:
-        with FakeProvider(seed=seed, fail_rate=0.3, reject_rate=0.2) as p:
+        with FakeProvider(seed=seed, fail_rate=0.3, reject_rate=0.2, transport=transport) as p:
             return [call(p.send_url, {}, key=f"k{i}")[0] for i in range(40)]
 
     first, second = run(7), run(7)
@@ -161,8 +228,8 @@ def test_seeded_fault_draws_are_reproducible() -> None:
     assert run(8) != first
 
 
-def test_stop_is_idempotent_and_start_returns_self() -> None:
-    p = FakeProvider()
+def test_stop_is_idempotent_and_start_returns_self(transport: Transport) -> None:
+    p = FakeProvider(transport=transport)
     with pytest.raises(RuntimeError):
         _ = p.url
     assert p.start() is p
@@ -174,9 +241,10 @@ def test_stop_is_idempotent_and_start_returns_self() -> None:
         call(url + "/send", {}, key="k")
 
 
-def test_runs_as_a_subprocess() -> None:
+def test_runs_as_a_subprocess(transport: Transport) -> None:
+    command = [sys.executable, "-m", "denpyo.testing", "--port", "0", "--no-honour-idempotency"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "denpyo.testing", "--port", "0", "--no-honour-idempotency"],
+        [*command, "--transport", transport],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -207,12 +275,11 @@ def test_runs_as_a_subprocess() -> None:
 
 def test_the_readme_names_every_option_and_endpoint() -> None:
     """The README's "Try it against the fake provider" is how a user learns it."""
-    import re
     from pathlib import Path
 
     from denpyo.testing import ProviderOptions
     from denpyo.testing.__main__ import _parser
-    from denpyo.testing._core import FAULTS, ProviderCore
+    from denpyo.testing._core import ENDPOINTS, FAULTS
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme[readme.index("### Try it against the fake provider") :]
@@ -222,15 +289,13 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
         assert f"`{flag}" in section, flag
     for name in ProviderOptions.__dataclass_fields__:
         assert name.replace("_", "-") in section or name in section, name
-    routes = ProviderCore(ProviderOptions()).make_app().router.routes()
-    for route in (r for r in routes if r.method != "HEAD"):  # aiohttp's, beside each GET
-        path = re.sub(r"\{\w+\}", "{idempotency_key}", route.resource.canonical)  # type: ignore[union-attr]
-        assert f"`{route.method} {path}`" in section, (route.method, path)
+    for method, path in ENDPOINTS:
+        assert f"`{method} {path}`" in section, (method, path)
     assert all(f"`{fault}`" in section for fault in FAULTS)
 
 
-def test_the_key_may_come_in_a_header_of_another_name() -> None:
-    with FakeProvider(key_header="PayPal-Request-Id") as p:
+def test_the_key_may_come_in_a_header_of_another_name(transport: Transport) -> None:
+    with FakeProvider(key_header="PayPal-Request-Id", transport=transport) as p:
         status, _, body = call(p.send_url, {"a": 1}, key="k")  # sent as Idempotency-Key
         assert status == 400 and "PayPal-Request-Id" in body["error"]
         request = urllib.request.Request(
@@ -243,16 +308,16 @@ def test_the_key_may_come_in_a_header_of_another_name() -> None:
         assert p.accepted_keys() == {"k": 1}
 
 
-def test_the_key_may_come_in_a_body_field() -> None:
-    with FakeProvider(key_field="metadata.denpyo_key") as p:
+def test_the_key_may_come_in_a_body_field(transport: Transport) -> None:
+    with FakeProvider(key_field="metadata.denpyo_key", transport=transport) as p:
         assert call(p.send_url, {"metadata": {}})[0] == 400
         for _ in range(2):
             assert call(p.send_url, {"metadata": {"denpyo_key": "k"}, "amount": 5})[0] == 200
         assert p.accepted_keys() == {"k": 1}
 
 
-def test_a_provider_without_keys_acts_on_every_request() -> None:
-    with FakeProvider(key_header=None) as p:
+def test_a_provider_without_keys_acts_on_every_request(transport: Transport) -> None:
+    with FakeProvider(key_header=None, transport=transport) as p:
         assert call(p.send_url, {"to": "a"}, key="ignored")[0] == 200
         assert call(p.send_url, {"to": "a"})[0] == 200
         assert p.stats().accepted == 2 and p.accepted_keys() == {}
@@ -290,8 +355,8 @@ def test_the_list_pages_through_a_window(provider: FakeProvider) -> None:
     assert call(provider.list_url + "?limit=x", method="GET")[0] == 400
 
 
-def test_search_finds_effects_by_a_payload_field() -> None:
-    with FakeProvider(key_header=None) as p:
+def test_search_finds_effects_by_a_payload_field(transport: Transport) -> None:
+    with FakeProvider(key_header=None, transport=transport) as p:
         call(p.send_url, {"to": "a", "custom_args": {"denpyo_key": "k1"}})
         call(p.send_url, {"to": "b", "custom_args": {"denpyo_key": "k2"}})
         status, _, found = call(p.search_url + "?custom_args.denpyo_key=k2", method="GET")

@@ -27,6 +27,7 @@ def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
         ("import denpyo.channels.http", "http"),
         ("import denpyo.channels.rabbitmq", "rabbitmq"),
         ("import denpyo.channels.nats", "nats"),
+        ("import denpyo.testing; denpyo.testing.FakeProvider(transport='aiohttp')", "http"),
     ],
 )
 def test_a_part_without_its_extra_says_which_to_install(code: str, extra: str) -> None:
@@ -51,3 +52,18 @@ def test_the_core_works_on_sqlite_without_any_extra(tmp_path: object) -> None:
         """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "r-k"
+
+
+def test_the_fake_provider_serves_on_the_standard_library_without_aiohttp() -> None:
+    done = _without_extras("""
+        import json, urllib.request
+        from denpyo.testing import FakeProvider
+        with FakeProvider() as provider:
+            request = urllib.request.Request(
+                provider.send_url, data=b"{}", headers={"Idempotency-Key": "k"}
+            )
+            with urllib.request.urlopen(request, timeout=5) as reply:
+                print(reply.status, json.loads(reply.read())["duplicate"], provider.accepted_keys())
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "200 False {'k': 1}"

@@ -113,7 +113,7 @@ def demo(workdir: Path | None, orders: int, as_json: bool) -> None:
 
     Example: denpyo demo --dir /tmp/denpyo-demo
     """
-    from denpyo.demo import run_demo  # aiohttp and the fake provider: only for the demo
+    from denpyo.demo import run_demo  # the fake provider and the senders: only for the demo
 
     reporter = None if as_json else RichReporter()
     if workdir is not None:

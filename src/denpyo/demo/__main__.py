@@ -4,7 +4,6 @@ process that the demo kills with SIGKILL (see `denpyo.demo.senders`)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from denpyo.demo.senders import demo_ledger, send_denpyo, send_naive
@@ -23,24 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     orders = range(1, args.orders + 1)
     if args.way == "naive":
-        asyncio.run(
-            send_naive(args.send_url, args.db, orders, args.concurrency, args.pause, args.prepare)
-        )
+        send_naive(args.send_url, args.db, orders, args.concurrency, args.pause, args.prepare)
         return 0
-    ledger, http = demo_ledger(
-        f"sqlite:///{args.db}", args.send_url, args.lookup_url, args.pause, args.prepare
-    )
-
-    async def run() -> None:
-        try:
-            await send_denpyo(ledger, orders, args.concurrency)
-        finally:
-            await http.aclose()
-
-    try:
-        asyncio.run(run())
-    finally:
-        ledger.close()
+    db_url = f"sqlite:///{args.db}"
+    with demo_ledger(db_url, args.send_url, args.lookup_url, args.pause, args.prepare) as ledger:
+        send_denpyo(ledger, orders, args.concurrency)
     return 0
 
 

@@ -4,7 +4,7 @@
    killed with SIGKILL part-way. The table says fewer were sent than the
    provider received (the lie); support resends what the table lacks, and the
    provider sends those customers a second email.
-2. The denpyo way: the same emails through `Ledger.asubmit`, killed the same way.
+2. The denpyo way: the same emails through `Ledger.submit`, killed the same way.
    The rows the kill interrupted are `requesting` with a lease that runs out:
    in doubt, in plain sight.
 3. `reconcile` asks the provider about each of them (the lookup endpoint): the
@@ -22,7 +22,6 @@ that SQL is what the demo ran.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 import sqlite3
@@ -200,7 +199,7 @@ class Story:
         present = {row[0] for row in db.all(SQL["naive_present"])}
         missing = [i for i in range(1, n + 1) if i not in present]
         self.figures["naive_resent"] = len(missing)
-        asyncio.run(send_naive(provider.send_url, str(db.path), missing, self.concurrency))
+        send_naive(provider.send_url, str(db.path), missing, self.concurrency)
         after = self.figures["naive_table_after"] = db.one(SQL["naive_count"])
         twice = self.figures["duplicates_after_resend"] = provider.stats().duplicates
         tell.say('Support: "resend whatever the table lacks".')
@@ -211,12 +210,12 @@ class Story:
     def denpyo(self, provider: FakeProvider) -> None:
         tell, db, n = self.tell, self.db, self.orders
         url = f"sqlite:///{db.path}"
-        ledger, _ = demo_ledger(url, provider.send_url, provider.lookup_url)
+        ledger = demo_ledger(url, provider.send_url, provider.lookup_url)
         try:
             ledger.migrate()
             tell.chapter(
                 "2. The denpyo way: write the slip, then call",
-                f"The same {n} invoices through ledger.asubmit(): each row is committed "
+                f"The same {n} invoices through ledger.submit(): each row is committed "
                 "`requesting` before its call. The sender is killed the same way.",
             )
             self.run_and_kill(

@@ -9,7 +9,8 @@
         assert max(provider.accepted_keys().values()) == 1, "a double effect"
 
 ``python -m denpyo.testing --port 8765`` runs one as a process;
-`FakeProviderClient` reads and steers it from elsewhere.
+`FakeProviderClient` reads and steers it from elsewhere. It serves on aiohttp
+when that is installed, else on the standard library (`transport=` chooses).
 """
 
 from denpyo.testing._client import FakeProviderClient

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
+import threading
 
-from denpyo.testing._core import ProviderCore, ProviderOptions, bind, url_of
+from denpyo.errors import ConfigurationError
+from denpyo.testing._provider import TRANSPORTS, FakeProvider
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,28 +29,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--key-field", default=None, help="read the key from this body field")
     p.add_argument("--key-ttl", type=float, default=None, help="seconds a key is remembered")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="auto",
+        help="the HTTP server: aiohttp when installed (auto), or the standard library",
+    )
     return p
-
-
-async def _serve(core: ProviderCore, host: str, port: int) -> None:
-    sock = bind(host, port)
-    runner = await core.start(sock)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"listening on {url_of(sock)}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        core.begin_shutdown()
-        await runner.cleanup()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        options = ProviderOptions().updated(
+        provider = FakeProvider(
             honour_idempotency=args.honour_idempotency,
             latency=args.latency,
             fail_rate=args.fail_rate,
@@ -61,11 +53,20 @@ def main(argv: list[str] | None = None) -> int:
             key_header=args.key_header or None,
             key_field=args.key_field,
             key_ttl=args.key_ttl,
+            seed=args.seed,
+            host=args.host,
+            port=args.port,
+            transport=args.transport,
         )
-    except ValueError as exc:
+    except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(ProviderCore(options, args.seed), args.host, args.port))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # set even where a shell ignores them (`&`)
+        signal.signal(sig, lambda *_: stop.set())
+    with provider:
+        print(f"listening on {provider.url}", flush=True)
+        stop.wait()
     return 0
 
 

@@ -1,14 +1,17 @@
-"""The fake provider's state and its aiohttp application.
+"""The fake provider's state and endpoints, free of any HTTP server.
 
-All state lives behind one `threading.Lock`: the handlers run on the server's
-event loop, while tests read stats and reconfigure faults from other threads.
-The lock is only held for plain dictionary work, never across an `await`.
+A transport (`_aiohttp`, `_stdlib`) reads a request and hands it to
+`ProviderCore.handle`, which answers a `Reply`; the transport writes it, drops
+the connection, or answers late, as the reply says. So the provider behaves
+the same whichever server carries it, and its logic lives once.
+
+All state lives behind one `threading.Lock`: requests arrive on the server's
+threads or event loop, while tests read stats and reconfigure faults from other
+threads. The lock is only held for plain dictionary work.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import json
 import os
@@ -16,14 +19,38 @@ import random
 import socket
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
-
-from aiohttp import web
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 FAULTS = ("fail", "reject", "drop", "slow", "ok")
 RATE_OPTIONS = ("fail_rate", "reject_rate", "drop_rate", "slow_rate", "lookup_unknown_rate")
-_JSON = "application/json"
+
+Query = Mapping[str, str]
+"""A request's query parameters, and the path's (``{idempotency_key}``) over them."""
+
+
+class Headers(Protocol):
+    """A request's headers, looked up by name in any case (aiohttp's and http.server's are)."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a transport does with one request: write `status`, the JSON `body` and
+    `headers`; then, with ``then="drop"``, close the connection unanswered instead
+    (the call took effect: the client is in doubt); with ``then="slow"``, answer
+    after ``slow_seconds``, or at once when the server stops."""
+
+    status: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    then: Literal["drop", "slow"] | None = None
+
+    def encoded(self) -> bytes:
+        return json.dumps(self.body).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +155,8 @@ def _field(payload: Any, path: str) -> Any:
     return payload
 
 
-def _reply(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers
-    )
-
-
 class ProviderCore:
-    """State, fault draws and HTTP handlers of one fake provider."""
+    """State, fault draws and endpoints of one fake provider."""
 
     def __init__(self, options: ProviderOptions, seed: int | None = None) -> None:
         self._lock = threading.Lock()
@@ -145,7 +166,6 @@ class ProviderCore:
         self._effects: list[dict[str, Any]] = []
         self._ids_by_key: dict[str, list[str]] = {}
         self._key_since: dict[str, float] = {}
-        self._stopping: asyncio.Event | None = None
         self.reset()
 
     def _seed_rngs(self, seed: int | None) -> None:
@@ -240,40 +260,34 @@ class ProviderCore:
             return False
         return True
 
-    # -- the application ----------------------------------------------------
+    # -- the endpoints (transport-free: each transport hands requests to `handle`) --
 
-    def make_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/send", self._send)
-        app.router.add_get("/lookup/{idempotency_key}", self._lookup)
-        app.router.add_get("/list", self._list)
-        app.router.add_get("/search", self._search)
-        app.router.add_get("/stats", self._stats)
-        app.router.add_get("/accepted", self._accepted)
-        app.router.add_post("/reset", self._reset)
-        app.router.add_post("/configure", self._configure)
-        return app
+    def handle(self, method: str, target: str, headers: Headers, body: bytes) -> Reply:
+        """Answer one request, whichever transport received it. `target` is the
+        request's path and query as sent (percent-encoded): a key in the path may
+        hold an encoded ``/``."""
+        url = urlsplit(target)
+        segments = url.path.split("/")
+        known_path = False
+        for (endpoint_method, template), handler in _HANDLERS.items():
+            params = _match(template, segments)
+            if params is None:
+                continue
+            if endpoint_method == method:
+                query = {**dict(parse_qsl(url.query, keep_blank_values=True)), **params}
+                return handler(self, query, headers, body)
+            known_path = True
+        if known_path:
+            return Reply(405, {"error": f"{method} not allowed on {url.path}"})
+        return Reply(404, {"error": f"no endpoint {url.path}"})
 
-    async def start(self, sock: socket.socket, shutdown_timeout: float = 1.0) -> web.AppRunner:
-        """Serve on an already bound socket; the caller must `await runner.cleanup()`."""
-        self._stopping = asyncio.Event()
-        # handler_cancellation: a client that gives up (timeout) cancels its
-        # handler, so a slow reply does not linger; the effect is already recorded.
-        runner = web.AppRunner(
-            self.make_app(),
-            access_log=None,
-            handle_signals=False,
-            handler_cancellation=True,
-            shutdown_timeout=shutdown_timeout,
-        )
-        await runner.setup()
-        await web.SockSite(runner, sock).start()
-        return runner
-
-    def begin_shutdown(self) -> None:
-        """Wake the slow replies so that a graceful stop need not wait for them."""
-        if self._stopping is not None:
-            self._stopping.set()
+    def latency(self, method: str, target: str) -> float:
+        """Seconds the transport waits before handling this request: the `latency`
+        option, for each ``POST /send``. The transport sleeps, so that the aiohttp
+        one does not hold up its event loop."""
+        if (method, urlsplit(target).path) == ("POST", "/send"):
+            return self._options.latency
+        return 0.0
 
     def _draw(self, options: ProviderOptions) -> str:
         total = options.fault_total
@@ -291,10 +305,10 @@ class ProviderCore:
             u -= rate
         return "ok"
 
-    async def _send(self, request: web.Request) -> web.StreamResponse:
+    def on_send(self, query: Query, headers: Headers, body: bytes) -> Reply:
         options = self._options
         try:
-            payload = json.loads(await request.read())
+            payload = json.loads(body)
         except ValueError:
             payload = None
             bad_body = True
@@ -305,72 +319,61 @@ class ProviderCore:
             found = _field(payload, options.key_field)
             key = found if isinstance(found, str) and found else None
         elif options.key_header is not None:
-            key = request.headers.get(options.key_header)
+            key = headers.get(options.key_header)
         else:
             key = None
-        if options.latency > 0:
-            await asyncio.sleep(options.latency)
         forced = payload.get("_fault") if isinstance(payload, dict) else None
         with self._lock:
             counts = self._counts
             counts["requests"] += 1
             if takes_keys and not key:
                 where = options.key_field or options.key_header
-                return _reply(400, {"error": f"the idempotency key ({where}) is required"})
+                return Reply(400, {"error": f"the idempotency key ({where}) is required"})
             if bad_body:
-                return _reply(400, {"error": "the body is not JSON"})
+                return Reply(400, {"error": "the body is not JSON"})
             if forced is not None and forced not in FAULTS:
-                return _reply(400, {"error": f"unknown _fault {forced!r}"})
+                return Reply(400, {"error": f"unknown _fault {forced!r}"})
             if key is not None and self._remembers(key, options, time.time()):
                 counts["replayed"] += 1
-                return _reply(200, {"id": self._ids_by_key[key][-1], "duplicate": True})
+                return Reply(200, {"id": self._ids_by_key[key][-1], "duplicate": True})
             fault = forced if forced is not None else self._draw(options)
             if fault == "fail":
                 counts["failed"] += 1
-                return _reply(503, {"error": "try again later"}, {"Retry-After": "1"})
+                return Reply(503, {"error": "try again later"}, {"Retry-After": "1"})
             if fault == "reject":
                 counts["rejected"] += 1
-                return _reply(422, {"error": "rejected by provider"})
+                return Reply(422, {"error": "rejected by provider"})
             remote_id = _new_remote_id()
             self._record(key, remote_id, payload, time.time())
             if fault == "drop":
                 counts["dropped"] += 1
-            elif fault == "slow":
+                return Reply(200, {}, then="drop")
+            if fault == "slow":
                 counts["slow"] += 1
-        if fault == "drop":
-            # Close without a reply; aiohttp then fails to write the response below
-            # and treats it as a premature disconnection (no log, no 500).
-            if request.transport is not None:
-                request.transport.close()
-            return web.Response(status=200)
-        if fault == "slow" and self._stopping is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), options.slow_seconds)
-        return _reply(200, {"id": remote_id, "duplicate": False})
+                return Reply(200, {"id": remote_id, "duplicate": False}, then="slow")
+        return Reply(200, {"id": remote_id, "duplicate": False})
 
-    async def _lookup(self, request: web.Request) -> web.Response:
-        key = request.match_info["idempotency_key"]
+    def on_lookup(self, query: Query, headers: Headers, body: bytes) -> Reply:
         with self._lock:
             self._counts["lookups"] += 1
             rate = self._options.lookup_unknown_rate
             if rate > 0 and self._lookup_rng.random() < rate:
-                return _reply(503, {"error": "lookup unavailable"}, {"Retry-After": "1"})
-            ids = self._ids_by_key.get(key)
+                return Reply(503, {"error": "lookup unavailable"}, {"Retry-After": "1"})
+            ids = self._ids_by_key.get(query["idempotency_key"])
         if not ids:
-            return _reply(404, {"error": "not found"})
-        return _reply(200, {"id": ids[0]})
+            return Reply(404, {"error": "not found"})
+        return Reply(200, {"id": ids[0]})
 
-    async def _list(self, request: web.Request) -> web.Response:
+    def on_list(self, query: Query, headers: Headers, body: bytes) -> Reply:
         """What the provider accepted in [since, until) (epoch seconds), oldest first,
         a page at a time as a list API pages (`limit`, `starting_after` an id):
         ``{"data": [{"id", "idempotency_key", "created", "payload"}], "has_more"}``."""
-        query = request.query
         try:
             since = float(query.get("since", "0"))
             until = float(query.get("until", "inf"))
             limit = min(max(int(query.get("limit", "100")), 1), 1000)
         except ValueError:
-            return _reply(400, {"error": "since and until are epoch seconds, limit a number"})
+            return Reply(400, {"error": "since and until are epoch seconds, limit a number"})
         after = query.get("starting_after")
         with self._lock:
             effects = sorted(
@@ -380,16 +383,16 @@ class ProviderCore:
         if after is not None:
             ids = [e["id"] for e in effects]
             if after not in ids:
-                return _reply(400, {"error": f"no record {after!r} in that window"})
+                return Reply(400, {"error": f"no record {after!r} in that window"})
             effects = effects[ids.index(after) + 1 :]
         page = [
             {"id": e["id"], "idempotency_key": e["idempotency_key"], "created": e["at"],
              "payload": e["payload"]}
             for e in effects[:limit]
         ]  # fmt: skip
-        return _reply(200, {"data": page, "has_more": len(effects) > limit})
+        return Reply(200, {"data": page, "has_more": len(effects) > limit})
 
-    async def _search(self, request: web.Request) -> web.Response:
+    def on_search(self, query: Query, headers: Headers, body: bytes) -> Reply:
         """Effects whose payload has each queried field (a dotted path) equal to its
         value, as an email API searches its messages by custom argument:
         ``GET /search?custom_args.order=42`` -> ``{"data": [{"id", "created"}]}``."""
@@ -397,34 +400,61 @@ class ProviderCore:
             self._counts["lookups"] += 1
             rate = self._options.lookup_unknown_rate
             if rate > 0 and self._lookup_rng.random() < rate:
-                return _reply(503, {"error": "search unavailable"}, {"Retry-After": "1"})
+                return Reply(503, {"error": "search unavailable"}, {"Retry-After": "1"})
             found = [
                 {"id": e["id"], "created": e["at"]}
                 for e in self._effects
-                if request.query
-                and all(str(_field(e["payload"], k)) == v for k, v in request.query.items())
+                if query and all(str(_field(e["payload"], k)) == v for k, v in query.items())
             ]
-        return _reply(200, {"data": found})
+        return Reply(200, {"data": found})
 
-    async def _stats(self, request: web.Request) -> web.Response:
-        return _reply(200, self.stats().to_dict())
+    def on_stats(self, query: Query, headers: Headers, body: bytes) -> Reply:
+        return Reply(200, self.stats().to_dict())
 
-    async def _accepted(self, request: web.Request) -> web.Response:
-        return _reply(200, self.accepted())
+    def on_accepted(self, query: Query, headers: Headers, body: bytes) -> Reply:
+        return Reply(200, self.accepted())
 
-    async def _reset(self, request: web.Request) -> web.Response:
+    def on_reset(self, query: Query, headers: Headers, body: bytes) -> Reply:
         self.reset()
-        return _reply(200, {"ok": True})
+        return Reply(200, {"ok": True})
 
-    async def _configure(self, request: web.Request) -> web.Response:
+    def on_configure(self, query: Query, headers: Headers, body: bytes) -> Reply:
         try:
-            opts = json.loads(await request.read())
+            opts = json.loads(body)
             if not isinstance(opts, dict):
                 raise ValueError("the body must be a JSON object of options")
             self.configure(**opts)
         except (ValueError, TypeError) as exc:
-            return _reply(400, {"error": str(exc)})
-        return _reply(200, dataclasses.asdict(self._options))
+            return Reply(400, {"error": str(exc)})
+        return Reply(200, dataclasses.asdict(self._options))
+
+
+_HANDLERS: dict[tuple[str, str], Callable[[ProviderCore, Query, Headers, bytes], Reply]] = {
+    ("POST", "/send"): ProviderCore.on_send,
+    ("GET", "/lookup/{idempotency_key}"): ProviderCore.on_lookup,
+    ("GET", "/list"): ProviderCore.on_list,
+    ("GET", "/search"): ProviderCore.on_search,
+    ("GET", "/stats"): ProviderCore.on_stats,
+    ("GET", "/accepted"): ProviderCore.on_accepted,
+    ("POST", "/reset"): ProviderCore.on_reset,
+    ("POST", "/configure"): ProviderCore.on_configure,
+}
+ENDPOINTS: list[tuple[str, str]] = list(_HANDLERS)
+"""(method, path) of every endpoint; ``{name}`` stands for one path segment."""
+
+
+def _match(template: str, segments: list[str]) -> dict[str, str] | None:
+    """The path parameters (decoded) when the path's raw segments fit `template`."""
+    names = template.split("/")
+    if len(names) != len(segments):
+        return None
+    params: dict[str, str] = {}
+    for name, segment in zip(names, segments, strict=True):
+        if name.startswith("{"):
+            params[name.strip("{}")] = unquote(segment)
+        elif name != segment:
+            return None
+    return params
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -1,24 +1,50 @@
-"""`FakeProvider`: the fake HTTP provider served from a background thread."""
+"""`FakeProvider`: the fake HTTP provider served from background threads."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from aiohttp import web
-
+from denpyo.extras import missing
 from denpyo.testing._core import ProviderCore, ProviderOptions, ProviderStats, bind, url_of
+
+Transport = Literal["auto", "aiohttp", "stdlib"]
+TRANSPORTS: tuple[Transport, ...] = ("auto", "aiohttp", "stdlib")
+
+
+class _Server(Protocol):
+    def stop(self) -> None: ...
+
+
+def server_for(transport: Transport) -> Callable[[ProviderCore, socket.socket], _Server]:
+    """What serves a provider: aiohttp (fast) or the standard library (nothing to
+    install); "auto" takes aiohttp when it can be imported. aiohttp is imported
+    here, only when chosen."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    if transport != "stdlib":
+        try:
+            from denpyo.testing._aiohttp import AiohttpServer
+        except ImportError as exc:
+            if transport == "aiohttp":
+                raise missing("http", "the fake provider's aiohttp transport", exc) from exc
+        else:
+            return AiohttpServer
+    from denpyo.testing._stdlib import StdlibServer
+
+    return StdlibServer
 
 
 class FakeProvider:
     """An HTTP provider on loopback with faults, for tests, the demo and benchmarks.
 
-    The server runs on its own event loop in a daemon thread, so it serves
-    synchronous and asynchronous code alike. Faults (see SPEC §9):
+    The server runs in daemon threads, so it serves synchronous and asynchronous
+    code alike: on aiohttp when it is installed (``transport="auto"``), else on
+    the standard library's ``http.server``; ``"aiohttp"`` or ``"stdlib"`` choose
+    one. Both answer alike. Faults (see SPEC §9):
 
     - ``fail_rate``: 503 with ``Retry-After: 1``; nothing recorded.
     - ``reject_rate``: 422; nothing recorded (counted as rejected).
@@ -56,6 +82,7 @@ class FakeProvider:
         seed: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        transport: Transport = "auto",
     ) -> None:
         options = ProviderOptions().updated(
             honour_idempotency=honour_idempotency,
@@ -73,10 +100,9 @@ class FakeProvider:
         self._core = ProviderCore(options, seed)
         self._host = host
         self._port = port
+        self._serve = server_for(transport)
         self._url: str | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
+        self._server: _Server | None = None
         self._state_lock = threading.Lock()
 
     # -- life cycle -------------------------------------------------------------
@@ -84,70 +110,24 @@ class FakeProvider:
     def start(self) -> FakeProvider:
         """Start serving; returns once the port is listening. A no-op when running."""
         with self._state_lock:
-            if self._thread is not None:
+            if self._server is not None:
                 return self
             sock = bind(self._host, self._port)  # bound here so that errors surface here
             url = url_of(sock)
-            ready = threading.Event()
-            failure: list[BaseException] = []
-            thread = threading.Thread(
-                target=self._run,
-                args=(sock, ready, failure),
-                name=f"denpyo-fake-provider {url}",
-                daemon=True,
-            )
-            thread.start()
-            ready.wait()
-            if failure:
-                thread.join()
+            try:
+                self._server = self._serve(self._core, sock)
+            except Exception as exc:
                 sock.close()
-                raise RuntimeError(f"the fake provider could not start on {url}") from failure[0]
-            self._thread = thread
+                raise RuntimeError(f"the fake provider could not start on {url}") from exc
             self._url = url
             return self
 
     def stop(self) -> None:
         """Stop serving, answering or cancelling requests in flight. Idempotent."""
         with self._state_lock:
-            thread, loop, stop = self._thread, self._loop, self._stop
-            if thread is None:
-                return
-            if loop is not None and stop is not None and not loop.is_closed():
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(stop.set)
-            thread.join()
-            self._thread = self._loop = self._stop = None
-
-    def _run(
-        self, sock: socket.socket, ready: threading.Event, failure: list[BaseException]
-    ) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve(loop, sock, ready))
-        except BaseException as exc:  # reported to start() when it happens before ready
-            if not ready.is_set():
-                failure.append(exc)
-                ready.set()
-            else:
-                raise
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-
-    async def _serve(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, ready: threading.Event
-    ) -> None:
-        self._stop = asyncio.Event()
-        self._loop = loop
-        runner: web.AppRunner = await self._core.start(sock)
-        ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            self._core.begin_shutdown()
-            await runner.cleanup()
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
 
     def __enter__(self) -> FakeProvider:
         return self.start()
@@ -168,7 +148,7 @@ class FakeProvider:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._server is not None
 
     @property
     def url(self) -> str:
