@@ -60,7 +60,7 @@ def test_calls_alerts_and_counts_are_exported(ledger: denpyo.Ledger) -> None:
     assert value("denpyo_needs_attention", channel="mail") == 3
     assert value("denpyo_oldest_pending_seconds", channel="mail") == 0
     # Labels stay few: never a key, an id or a payload.
-    for name, labels in found:
+    for _name, labels in found:
         assert {label for label, _ in labels} <= {"channel", "status", "outcome", "reason", "le"}
 
 
