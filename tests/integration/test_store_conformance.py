@@ -289,6 +289,7 @@ def test_search_finds_keys_by_prefix_in_key_order(store: Store) -> None:
     rest = store.search_keys("c", "order:", after="order:10", limit=2)
     assert [s.key for s in rest.rows] == ["order:1~resend1", "order:2"]
     assert store.search_keys("c", "nothing").rows == []
+    assert store.channels() == ["c", "d"]
 
 
 def test_the_attention_queue_holds_exactly_what_needs_a_person(store: Store) -> None:
@@ -344,14 +345,17 @@ def test_outcomes_are_folded_once_per_minute(store: Store) -> None:
 DASHBOARD_INDEXES = {
     "sqlite": {"submission_attention_page": ["denpyo_submissions_attention",
                                              "denpyo_submissions_in_doubt"],
-               "submission_search": ["sqlite_autoindex_denpyo_submissions_1"]},
+               "submission_search": ["sqlite_autoindex_denpyo_submissions_1"],
+               "submission_channels": ["sqlite_autoindex_denpyo_submissions_1"]},
     "postgresql": {"submission_attention_page": ["denpyo_submissions_attention",
                                                  "denpyo_submissions_in_doubt"],
                    "submission_search": ["denpyo_submissions_channel_key"],
+                   "submission_channels": ["denpyo_submissions_channel_key"],
                    "submission_page": ["denpyo_submissions_pkey"]},
     "mysql": {"submission_attention_page": ["denpyo_submissions_attention",
                                             "denpyo_submissions_status_created"],
               "submission_search": ["denpyo_submissions_channel_key"],
+              "submission_channels": ["denpyo_submissions_channel_key"],
               "submission_page": ["PRIMARY"]},
 }  # fmt: skip
 

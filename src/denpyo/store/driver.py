@@ -199,6 +199,11 @@ class Store(ABC):
         after the key `after`: "was the invoice for order 42 sent?" in one index read."""
 
     @abstractmethod
+    def channels(self) -> list[str]:
+        """The channels that have rows, in order: one index probe per channel, however
+        many rows each has."""
+
+    @abstractmethod
     def attention_page(self, *, before: int | None = None, limit: int = 50) -> Page:
         """The needs-a-person queue, newest first, below id `before`: unresolved rows
         that are rejected, exhausted or in doubt. Read from indexes that hold only such

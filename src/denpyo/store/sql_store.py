@@ -40,7 +40,7 @@ class SqlStore(Store):
             "submission_prune", "submission_last_id", "submission_page", "submission_search",
             "submission_attention_page", "outcome_fold_lock", "outcome_fold_upto",
             "outcome_fold_add", "outcome_fold_advance", "outcome_fold_trim",
-            "outcome_per_minute",
+            "outcome_per_minute", "submission_channels",
         }
     )  # fmt: skip
     """The named queries this class runs; each layer below lists its own, and a
@@ -291,6 +291,11 @@ class SqlStore(Store):
             rows = tx.fetch_all("submission_search", params)
         subs = [self.to_submission(row) for row in rows[:limit]]
         return Page(subs, subs[-1].key if len(rows) > limit else None)
+
+    def channels(self) -> list[str]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_channels")
+        return [str(row["channel"]) for row in rows]
 
     def attention_page(self, *, before: int | None = None, limit: int = 50) -> Page:
         params = {"before": before if before is not None else 2**62, "limit": limit + 1}

@@ -7,15 +7,17 @@ note, exactly as the CLI runs them: one place for each piece of logic.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -44,6 +46,7 @@ log = logging.getLogger("denpyo.web")
 
 Handler = Callable[[Request], Awaitable[Response]]
 MAX_BULK = 500
+DB_THREADS = 4
 COUNTS_TTL = 2.0
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -84,6 +87,9 @@ class Dashboard:
         self.templates.env.globals.update(age=present.age, when=present.when)
         self.static = StaticFiles(directory=str(folder / "static"))
         self.counts: tuple[float, op.StatusReport] | None = None
+        # The ledger's calls run on a few threads of their own: each thread keeps its
+        # database connection, so the dashboard holds at most this many, all warm.
+        self.db = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="denpyo-web")
         from denpyo.metrics import Metrics
 
         self.metrics = Metrics(ledger).attach()
@@ -217,10 +223,14 @@ class Dashboard:
     def _path(self, request: Request) -> str:
         return request.scope.get("root_path") or "/"
 
+    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.db, functools.partial(fn, *args, **kwargs))
+
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a blocking ledger call in a thread; its refusals become a 400 or 404."""
         try:
-            return await run_in_threadpool(fn, *args, **kwargs)
+            return await self.run(fn, *args, **kwargs)
         except SubmissionNotFound as exc:
             raise Refused(404, str(exc)) from exc
         except DenpyoError as exc:
@@ -286,7 +296,7 @@ class Dashboard:
 
     async def overview_context(self) -> dict[str, Any]:
         report = await self.status()
-        await run_in_threadpool(self._fold)
+        await self.run(self._fold)
         rows = await self.call(self.ledger.store.outcomes_per_minute, 24)
         return {
             "report": report,
@@ -311,7 +321,6 @@ class Dashboard:
 
     async def submissions(self, request: Request, access: Access) -> Response:
         q = request.query_params
-        report = await self.status()
         channel = q.get("channel") or None
         search = (q.get("q") or "").strip()
         filters = {
@@ -350,9 +359,8 @@ class Dashboard:
             page=page,
             filters=filters,
             older=older,
-            channels=sorted(report.channels),
+            channels=await self.call(self.ledger.store.channels),
             statuses=list(Status),
-            now=report.now,
             first=not (q.get("before") or q.get("after")),
             newest={k: v for k, v in filters.items() if v},
         )
@@ -391,10 +399,11 @@ class Dashboard:
     async def queue(self, request: Request) -> dict[str, Any]:
         before = _int(request.query_params.get("before"))
         page = await self.call(op.attention, self.ledger, before)
-        return {"page": page, "report": await self.status(), "first": before is None}
+        counts = await self.call(self.ledger.store.count_attention)
+        return {"page": page, "counts": counts, "first": before is None}
 
     async def metrics_text(self, request: Request, access: Access) -> Response:
-        body = await run_in_threadpool(self.metrics.render)
+        body = await self.run(self.metrics.render)
         from denpyo.metrics import CONTENT_TYPE
 
         return self._secure(Response(body, media_type=CONTENT_TYPE))
