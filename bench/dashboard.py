@@ -223,6 +223,8 @@ def measure(backend: str, url: str, n: int, runs: int) -> dict[str, tuple[float,
     results: dict[str, tuple[float, float]] = {}
     with denpyo.Ledger(url) as ledger:
         assert ledger.migrate() == []
+        rows = sum(count for _, _, count in ledger.store.count_by_status())
+        assert rows == n, (rows, n)
         folds = []
         while True:
             started = time.perf_counter()

@@ -346,16 +346,16 @@ DASHBOARD_INDEXES = {
     "sqlite": {"submission_attention_page": ["denpyo_submissions_attention",
                                              "denpyo_submissions_in_doubt"],
                "submission_search": ["sqlite_autoindex_denpyo_submissions_1"],
-               "submission_channels": ["sqlite_autoindex_denpyo_submissions_1"]},
+               "submission_next_channel": ["sqlite_autoindex_denpyo_submissions_1"]},
     "postgresql": {"submission_attention_page": ["denpyo_submissions_attention",
                                                  "denpyo_submissions_in_doubt"],
                    "submission_search": ["denpyo_submissions_channel_key"],
-                   "submission_channels": ["denpyo_submissions_channel_key"],
+                   "submission_next_channel": ["denpyo_submissions_channel_key"],
                    "submission_page": ["denpyo_submissions_pkey"]},
     "mysql": {"submission_attention_page": ["denpyo_submissions_attention",
                                             "denpyo_submissions_status_created"],
               "submission_search": ["denpyo_submissions_channel_key"],
-              "submission_channels": ["denpyo_submissions_channel_key"],
+              "submission_next_channel": ["denpyo_submissions_channel_key"],
               "submission_page": ["PRIMARY"]},
 }  # fmt: skip
 
@@ -379,7 +379,8 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
             cursor.execute("SET enable_seqscan = off")
         for name, indexes in DASHBOARD_INDEXES[backend].items():
             explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
-            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
+            given = {**params, "after": ""} if name == "submission_next_channel" else params
+            cursor.execute(f"{explain} {store.queries[name]}", given)  # type: ignore[attr-defined]
             plan = "\n".join(str(row) for row in cursor.fetchall())
             for index in indexes:
                 assert index in plan, (name, index, plan)

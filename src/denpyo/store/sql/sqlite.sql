@@ -260,13 +260,8 @@ SELECT * FROM (
 ORDER BY id DESC
 LIMIT :limit;
 
--- submission_channels: the channels that have rows, one index probe each (a loose scan of the unique index on channel and key)
-WITH RECURSIVE c(channel) AS (
-    SELECT MIN(channel) FROM denpyo_submissions
-    UNION ALL
-    SELECT (SELECT MIN(channel) FROM denpyo_submissions WHERE channel > c.channel)
-    FROM c WHERE c.channel IS NOT NULL)
-SELECT channel FROM c WHERE channel IS NOT NULL;
+-- submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
+SELECT channel FROM denpyo_submissions WHERE channel > :after ORDER BY channel LIMIT 1;
 
 -- outcome_fold_lock: where the fold of events into outcomes per minute stopped (BEGIN IMMEDIATE holds the write lock)
 SELECT last_event_id FROM denpyo_outcome_cursor WHERE id = 1;
