@@ -328,6 +328,7 @@ class Dashboard:
             "channel": channel or "",
             "in_doubt": q.get("in_doubt", ""),
             "needs_attention": q.get("needs_attention", ""),
+            "resolved": q.get("resolved", ""),
             "since": q.get("since", ""),
             "until": q.get("until", ""),
             "q": search,
@@ -346,6 +347,7 @@ class Dashboard:
                 channel=channel,
                 in_doubt=_yes_no(q.get("in_doubt")),
                 needs_attention=True if q.get("needs_attention") else None,
+                resolved=_yes_no(q.get("resolved")),
             )
             page = await self.call(op.page, self.ledger, flt, _int(q.get("before")))
         older = None
