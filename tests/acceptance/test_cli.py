@@ -133,7 +133,7 @@ def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     assert set(main.commands) >= {
         "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
-        "worker", "demo", "prune",
+        "worker", "demo", "prune", "dashboard",
     }  # fmt: skip
     for name, command in main.commands.items():
         assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"
@@ -147,7 +147,7 @@ def test_every_command_has_help_with_an_example() -> None:
 
 
 def test_migrate_and_sql(empty_url: str, backend: str) -> None:
-    assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == [1, 2, 3, 4, 5]
+    assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == [1, 2, 3, 4, 5, 6]
     again, people, ddl, *others = run_all(
         [
             ["--db", empty_url, "migrate", "--json"],
@@ -158,7 +158,7 @@ def test_migrate_and_sql(empty_url: str, backend: str) -> None:
             ["sql", "--dialect", "oracle"],
         ]
     )
-    assert as_json(again) == {"applied": [], "version": 5}
+    assert as_json(again) == {"applied": [], "version": 6}
     assert "already up to date" in ok(people).stdout
     script = ok(ddl).stdout
     assert "CREATE TABLE" in script and "denpyo_submissions" in script
