@@ -76,7 +76,7 @@ def test_without_a_token_nothing_is_shown(
     page = anonymous.get(path, headers={"accept": "text/html"})
     assert page.status_code == 303 and page.headers["location"].startswith("/login")
     script = anonymous.get(path)
-    assert script.status_code == 401
+    assert script.status_code == 401 and script.headers["www-authenticate"].startswith("Bearer")
     assert "order:" not in script.text and "denpyo_rows" not in script.text
     wrong = anonymous.get(path, headers={"authorization": "Bearer not-the-token"})
     assert wrong.status_code == 401
