@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all chaos lint docs bench services clean
+.PHONY: setup demo test test-all chaos lint docs bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ demo: setup  ## the seed's story on SQLite, no services needed
 services:  ## start PostgreSQL, MariaDB, RabbitMQ and NATS if they are not running
 	scripts/services.sh
 
-test: setup services  ## the whole default suite (unit, integration, acceptance)
+browser:  ## Debian's Chromium for the dashboard's browser tests (no browser download)
+	scripts/browser.sh
+
+test: setup services browser  ## the whole default suite (unit, integration, acceptance)
 	$(BIN)/python -m pytest -q
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)

@@ -134,7 +134,7 @@ def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     assert set(main.commands) >= {
         "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
-        "worker", "demo", "prune",
+        "worker", "demo", "prune", "dashboard",
     }  # fmt: skip
     for name, command in main.commands.items():
         assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"

@@ -39,8 +39,8 @@ def test_split_statements_drops_comments() -> None:
 
 
 def test_shared_predicates_are_defined_once_per_database() -> None:
-    """ "In doubt" and "needs a person" are fragments, the same names in every file,
-    and no query spells them out by hand."""
+    """ "In doubt", "needs a person" and an operator's filter are fragments, the same
+    names in every file, and no query spells them out by hand."""
     from importlib import resources
 
     from denpyo.store.queries import load_fragments
@@ -48,8 +48,9 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
     for dialect in DIALECTS:
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
-        shared = {"in_doubt", "needs_a_person"}
-        assert shared <= set(fragments) <= shared | {"in_doubt_index"}, dialect
+        shared = {"in_doubt", "needs_a_person", "list_filter"}
+        index_predicates = {"in_doubt_index", "attention_index"}
+        assert shared <= set(fragments) <= shared | index_predicates, dialect
         queries = load_queries(dialect)
         assert "{{" not in "".join(queries.values())
         assert "$." not in "".join(queries.values())

@@ -278,19 +278,52 @@ def audit(
     show_default=True,
     help="On SIGINT/SIGTERM, seconds the calls in flight get to finish.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    help="Serve Prometheus metrics on this port (GET /metrics).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics listen on (0.0.0.0 for a scraper on another host).",
+)
 @pass_env
-def worker(env: Env, concurrency: int, poll_interval: float, grace: float) -> None:
+def worker(
+    env: Env,
+    concurrency: int,
+    poll_interval: float,
+    grace: float,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Send, retry and reconcile until SIGINT or SIGTERM; then stop claiming, give
     back rows not yet started, let the calls in flight finish (up to --grace
     seconds), and exit 0. Needs --app (the channels).
 
+    \b
     Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
+    Example: denpyo --app myapp.ledger:ledger worker --metrics-port 9464
     """
     _log_to_stderr(logging.INFO)
     ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
+    server = None
+    if metrics_port is not None:
+        from denpyo.metrics import Metrics
+
+        try:
+            server = Metrics(ledger).attach().serve(metrics_port, metrics_host)
+        except OSError as exc:
+            fail(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}")
+        render.err.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics")
     render.err.print(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
-    report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
+    try:
+        report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
+    finally:
+        if server is not None:
+            server.shutdown()
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
     render.err.print(
         f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "

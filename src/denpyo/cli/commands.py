@@ -1,6 +1,8 @@
-"""Commands that read, and the schema: migrate, sql, status, list, show."""
+"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard."""
 
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -121,3 +123,55 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
         render.emit_json(found.to_json(full=full))
     else:
         render.show_history(found, full=full)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(min=1, max=65535), default=8000, show_default=True, help="Port."
+)
+@click.option(
+    "--token",
+    metavar="TOKEN",
+    help="What people sign in with (and scripts send as Bearer); else "
+    "$DENPYO_DASHBOARD_TOKEN, else one is made up and printed.",
+)
+@click.option("--read-only", is_flag=True, help="Show everything, change nothing.")
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="FIELD",
+    help="Also show this payload field as [redacted] (repeat for more).",
+)
+@pass_env
+def dashboard(
+    env: Env, host: str, port: int, token: str | None, read_only: bool, redact: tuple[str, ...]
+) -> None:
+    """Serve the dashboard: counts, the needs-attention queue, each row's history,
+    and retry / abandon / resend / mark synced with your name and a note.
+
+    \b
+    Example: denpyo --db postgresql://app@db/app dashboard --port 8080
+    Example: DENPYO_DASHBOARD_TOKEN=s3cret denpyo dashboard --read-only
+    """
+    import secrets
+
+    from denpyo.web import DEFAULT_REDACT, create_app
+
+    token = token or os.environ.get("DENPYO_DASHBOARD_TOKEN") or None
+    generated = token is None
+    if token is None:
+        token = secrets.token_urlsafe(24)
+    app = create_app(
+        env.ledger, token=token, read_only=read_only, redact=(*DEFAULT_REDACT, *redact)
+    )
+    import uvicorn
+
+    shown = f"[{host}]" if ":" in host else host
+    render.err.print(f"dashboard on http://{shown}:{port}/ {'(read-only)' if read_only else ''}")
+    if generated:
+        render.err.print(f"sign in with the token: {token}", soft_wrap=True, highlight=False)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -28,6 +28,7 @@ from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Verdict
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
+from denpyo.engine.observers import CallObservers
 from denpyo.errors import LeaseExpired
 from denpyo.store import NewSubmission, Store
 
@@ -81,10 +82,13 @@ Flow = Generator[Effect, Any, Submission]
 class Flows:
     """The decisions of the engine for one ledger and one actor (a process or worker)."""
 
-    def __init__(self, store: Store, alerts: Alerts, actor: str) -> None:
+    def __init__(
+        self, store: Store, alerts: Alerts, actor: str, calls: CallObservers | None = None
+    ) -> None:
         self.store = store
         self.alerts = alerts
         self.actor = actor
+        self.calls = calls or CallObservers()
         self._holds = itertools.count(1)
 
     def hold(self) -> str:
@@ -137,6 +141,7 @@ class Flows:
             )
             return released or (yield from self._reread(sub))
         outcome = spec.outcome(result.value, result.error)
+        self.calls.called(spec.name, outcome.kind, result.duration_ms)
         decided = settle(sub.attempts, outcome, spec.policy)
         after = yield from self._settle(Move.settle(sub, self.actor, decided, result.duration_ms))
         if after is None:

@@ -28,6 +28,7 @@ from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
 from denpyo.engine.drivers import AsyncDriver, SyncDriver
 from denpyo.engine.flows import Flows
+from denpyo.engine.observers import CallHandler, CallObservers
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
     ConfigurationError,
@@ -81,9 +82,10 @@ class Ledger:
         self.alerts = Alerts()
         if on_alert is not None:
             self.alerts.add(on_alert)
+        self.calls = CallObservers()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.bridge = LoopThread()
-        self.flows = Flows(self.store, self.alerts, self.new_actor("app"))
+        self.flows = Flows(self.store, self.alerts, self.new_actor("app"), self.calls)
         self._sync = SyncDriver(self.store, self.bridge)
         self._db: ThreadPoolExecutor | None = None
         self._calls: ThreadPoolExecutor | None = None
@@ -142,6 +144,12 @@ class Ledger:
     def on_alert(self, handler: AlertHandler) -> AlertHandler:
         """Register a callback for alerts (usable as a decorator)."""
         return self.alerts.add(handler)
+
+    def on_call(self, handler: CallHandler) -> CallHandler:
+        """Register a callback told of every call this process makes: `handler(record)`
+        with `record.channel`, `record.outcome` (synced, failed, ambiguous, rejected)
+        and `record.seconds` (usable as a decorator; `denpyo.metrics` uses it)."""
+        return self.calls.add(handler)
 
     def migrate(self) -> list[int]:
         """Create or upgrade the denpyo tables; safe to run twice, or at once from two processes."""

@@ -104,7 +104,9 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self.grace = grace
-        self.flows = Flows(ledger.store, ledger.alerts, actor or ledger.new_actor("worker"))
+        self.flows = Flows(
+            ledger.store, ledger.alerts, actor or ledger.new_actor("worker"), ledger.calls
+        )
         self.driver = ledger.async_driver()
         # One commit at a time: the settles that arrive meanwhile make the next batch
         # larger (measured faster than two concurrent commits, bench/).

@@ -48,6 +48,17 @@ class NewSubmission:
     supersedes: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of rows, and where the next one starts (None: there is none).
+
+    `older` is a keyset cursor: for a list ordered by id, the next page holds the
+    ids below it; for a search in key order, the keys after it."""
+
+    rows: list[Submission]
+    older: int | str | None
+
+
 class Store(ABC):
     """Every operation on the ledger's tables. Each database implements all of them."""
 
@@ -215,6 +226,48 @@ class Store(ABC):
         """Rows matching an operator's filter, newest first."""
 
     @abstractmethod
+    def list_page(self, flt: Filter, *, before: int | None = None, window: int = 10_000) -> Page:
+        """Rows matching `flt`, newest first, at most `flt.limit`, among the `window`
+        ids below `before` (None: from the newest). A page reads at most `window` rows
+        by primary key however rare the matches, so every page costs the same on any
+        table; `older` says where the next one starts (a page may be short, even empty,
+        when matches are rare)."""
+
+    @abstractmethod
+    def search_keys(
+        self, channel: str, prefix: str, *, after: str | None = None, limit: int = 50
+    ) -> Page:
+        """Rows of `channel` whose business key starts with `prefix`, in key order,
+        after the key `after`: "was the invoice for order 42 sent?" in one index read."""
+
+    @abstractmethod
+    def channels(self) -> list[str]:
+        """The channels that have rows, in order: one index probe per channel, however
+        many rows each has."""
+
+    @abstractmethod
+    def attention_page(self, *, before: int | None = None, limit: int = 50) -> Page:
+        """The needs-a-person queue, newest first, below id `before`: unresolved rows
+        that are rejected, exhausted or in doubt. Read from indexes that hold only such
+        rows (and the rows held by senders), never from the settled history."""
+
+    @abstractmethod
+    def fold_outcomes(self, limit: int = 20_000, lag: float = 10.0) -> int:
+        """Add up to `limit` new events to the outcomes per minute that the chart reads
+        (attempts as `sent`, settles by status), and forget minutes older than 25 hours;
+        returns the span of event ids folded. A fold running elsewhere is not waited for.
+        Events younger than `lag` seconds wait for the next fold: one written by a
+        transaction that stays open longer than that may be missed by the chart (it is
+        a chart, not the ledger)."""
+
+    @abstractmethod
+    def outcomes_per_minute(
+        self, hours: int = 24, channel: str | None = None
+    ) -> list[tuple[datetime, str, int]]:
+        """(minute, outcome, count) for the last `hours`, oldest first, as folded so far:
+        outcome is `sent` (a call started), `synced`, `failed` or `rejected`."""
+
+    @abstractmethod
     def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
         """(channel, status, rows) for every pair that has rows."""
 
@@ -234,7 +287,8 @@ class Store(ABC):
     def close(self) -> None: ...
 
     def upkeep(self) -> None:
-        """Housekeeping a worker runs now and then (PostgreSQL: fold the running counts)."""
+        """Housekeeping a worker runs now and then: fold the events into the outcomes per
+        minute (and on PostgreSQL the running counts)."""
         return
 
     async def listen(self, wake: Callable[[str], None]) -> None:

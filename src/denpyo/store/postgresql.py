@@ -252,11 +252,15 @@ class PostgresStore(SqlStore):
             cursor.close()
         return created
 
-    def upkeep(self) -> None:
+    def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
         row per channel, status and kind, so that reading them stays cheap."""
         with self._autocommit() as tx:
             tx.execute("submission_counts_compact")
+
+    def upkeep(self) -> None:
+        self.fold_counts()
+        super().upkeep()
 
     def claim_ready(
         self, channel: str, *, worker: str, limit: int, lease: float

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import weakref
 from abc import abstractmethod
 from collections import defaultdict
@@ -24,10 +25,12 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError
+from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError, StoreError
 from denpyo.store.async_conn import BridgedConnection, BridgedTx, executor_for
-from denpyo.store.driver import NewSubmission, Row, Store, Tx
+from denpyo.store.driver import NewSubmission, Page, Row, Store, Tx
 from denpyo.store.queries import load_migrations, load_queries
+
+log = logging.getLogger("denpyo.store")
 
 
 class SqlStore(Store):
@@ -43,6 +46,10 @@ class SqlStore(Store):
             "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
             "submission_prune", "submission_get_by_idempotency_keys",
             "submission_list_synced", "event_first_attempt",
+            "submission_last_id", "submission_page", "submission_search",
+            "submission_attention_page", "outcome_fold_lock", "outcome_fold_upto",
+            "outcome_fold_add", "outcome_fold_advance", "outcome_fold_trim",
+            "outcome_per_minute", "submission_next_channel",
         }
     )  # fmt: skip
     """The named queries this class runs; each layer below lists its own, and a
@@ -345,30 +352,113 @@ class SqlStore(Store):
 
     def list_submissions(self, flt: Filter) -> list[Submission]:
         """Rows matching `flt`, newest first. Every value is a bound parameter."""
-        statuses = [status.value for status in flt.statuses]
-        padded = (statuses * 4)[:4] if statuses else [None] * 4
-        params: dict[str, Any] = {
-            "all_statuses": not statuses,
-            **{f"status{i}": value for i, value in enumerate(padded)},
-            "channel": flt.channel,
-            "since": flt.since.isoformat() if flt.since else None,
-            "until": flt.until.isoformat() if flt.until else None,
-            "key_prefix": flt.key_prefix,
-            "in_doubt": _flag(flt.in_doubt),
-            "needs_attention": _flag(flt.needs_attention),
-            "resolved": _flag(flt.resolved),
-            "limit": flt.limit,
-        }
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_list", params)
+            rows = tx.fetch_all("submission_list", filter_params(flt))
         return [self.to_submission(row) for row in rows]
 
+    def list_page(self, flt: Filter, *, before: int | None = None, window: int = 10_000) -> Page:
+        """The id range is always bounded (never "IS NULL OR"), so that every plan,
+        generic or custom, reads it as an index range."""
+        with self.reading() as tx:
+            if before is None:
+                row = tx.fetch_one("submission_last_id")
+                before = int(row["id"]) + 1 if row else 1
+            floor = max(before - window, 0)
+            params = {**filter_params(flt), "before": before, "floor": floor}
+            params["limit"] = flt.limit + 1
+            rows = tx.fetch_all("submission_page", params)
+        subs = [self.to_submission(row) for row in rows[: flt.limit]]
+        if len(rows) > flt.limit:
+            return Page(subs, subs[-1].id)
+        return Page(subs, floor if floor > 1 else None)
+
+    def search_keys(
+        self, channel: str, prefix: str, *, after: str | None = None, limit: int = 50
+    ) -> Page:
+        """Keys sharing a prefix sit side by side in the unique index on (channel, key)
+        (byte order on SQLite and MariaDB; PostgreSQL's collation may interleave a few
+        others, which the prefix test drops): reading `limit` + 100 entries is enough."""
+        params = {
+            "channel": channel,
+            "prefix": prefix,
+            "after": after,
+            "scan": limit + 100,
+            "limit": limit + 1,
+        }
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_search", params)
+        subs = [self.to_submission(row) for row in rows[:limit]]
+        return Page(subs, subs[-1].key if len(rows) > limit else None)
+
+    def channels(self) -> list[str]:
+        found: list[str] = []
+        with self.reading() as tx:
+            while len(found) < 1000:  # a channel is a kind of call: never that many
+                row = tx.fetch_one("submission_next_channel", {"after": found[-1] if found else ""})
+                if row is None:
+                    break
+                found.append(str(row["channel"]))
+        return found
+
+    def attention_page(self, *, before: int | None = None, limit: int = 50) -> Page:
+        params = {"before": before if before is not None else 2**62, "limit": limit + 1}
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_attention_page", params)
+        subs = [self.to_submission(row) for row in rows[:limit]]
+        return Page(subs, subs[-1].id if len(rows) > limit else None)
+
+    def fold_outcomes(self, limit: int = 20_000, lag: float = 10.0) -> int:
+        """One transaction holds the cursor's row lock: two folds never count an event
+        twice, and a crash leaves the batch folded with its cursor, or neither."""
+        with self.transaction() as tx:
+            cursor = tx.fetch_one("outcome_fold_lock")
+            if cursor is None:  # another fold holds it
+                return 0
+            after = int(cursor["last_event_id"])
+            found = tx.fetch_one(
+                "outcome_fold_upto", {"after": after, "limit": limit, "lag": seconds(lag)}
+            )
+            upto = found["upto"] if found else None
+            if upto is not None:
+                params = {"after": after, "upto": int(upto)}
+                tx.execute("outcome_fold_add", params)
+                tx.execute("outcome_fold_advance", params)
+            tx.execute("outcome_fold_trim")
+        return 0 if upto is None else int(upto) - after
+
+    def outcomes_per_minute(
+        self, hours: int = 24, channel: str | None = None
+    ) -> list[tuple[datetime, str, int]]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("outcome_per_minute", {"hours": hours, "channel": channel})
+        found = []
+        for row in rows:
+            minute = self.parse_time(row["minute"])
+            assert minute is not None
+            found.append((minute, str(row["outcome"]), int(row["n"])))
+        return found
+
+    def upkeep(self) -> None:
+        """A few batches at most: a busy database catches up over several heartbeats.
+        A fold that fails (a full disk, say) is logged, never raised: the chart lags,
+        and the worker does not take it for a lease renewal that failed."""
+        try:
+            for _ in range(4):
+                if self.fold_outcomes() < 20_000:
+                    return
+        except (StoreError, SchemaError) as exc:
+            log.warning("cannot fold the outcomes per minute now: %s", exc)
+
     def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
-        """Folds the running counts first, where the database keeps them (`upkeep`)."""
-        self.upkeep()
+        """Folds the running counts first, where the database keeps them (`fold_counts`)."""
+        self.fold_counts()
         with self.reading() as tx:
             rows = tx.fetch_all("submission_count_by_status", {"channel": channel})
         return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
+
+    def fold_counts(self) -> None:
+        """Fold the running counts, on a database that keeps them (PostgreSQL)."""
+        return
 
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         with self.reading() as tx:
@@ -526,6 +616,24 @@ def _described(identity: Row | None) -> str:
     if not identity:
         return "an unknown database"
     return ", ".join(f"{name} {value}" for name, value in identity.items())
+
+
+def filter_params(flt: Filter) -> dict[str, Any]:
+    """An operator's filter as the parameters of `{{list_filter}}` (and its limit)."""
+    statuses = [status.value for status in flt.statuses]
+    padded = (statuses * 4)[:4] if statuses else [None] * 4
+    return {
+        "all_statuses": not statuses,
+        **{f"status{i}": value for i, value in enumerate(padded)},
+        "channel": flt.channel,
+        "since": flt.since.isoformat() if flt.since else None,
+        "until": flt.until.isoformat() if flt.until else None,
+        "key_prefix": flt.key_prefix,
+        "in_doubt": _flag(flt.in_doubt),
+        "needs_attention": _flag(flt.needs_attention),
+        "resolved": _flag(flt.resolved),
+        "limit": flt.limit,
+    }
 
 
 def _flag(value: bool | None) -> int | None:

@@ -187,16 +187,19 @@ class Resolution:
 
 
 def resolve_abandon(
-    ledger: Ledger, ref: str | int, *, note: str, by: str | None = None
+    ledger: Ledger, ref: str | int, *, note: str, by: str | None = None, dry_run: bool = False
 ) -> Resolution:
     """Give up on a row with a note: it keeps (or takes) `failed`/`rejected`, and is
-    never attempted again by the engine."""
+    never attempted again by the engine. With `dry_run`, every check is made and the
+    row is returned as it is, unchanged."""
     note = check_note(note)
     sub = find(ledger, ref)
     if sub.resolution is not None:
         raise InvalidInput(f"{label(sub)} is already resolved: {sub.resolution}")
     actor = operator_actor(by)
     move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
+    if dry_run:
+        return Resolution("abandon", sub, from_status=sub.status)
     return Resolution("abandon", _apply_one(ledger, move), from_status=sub.status)
 
 

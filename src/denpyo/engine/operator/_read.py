@@ -9,12 +9,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.filters import Filter, parse_when
-from denpyo.domain.limits import check_channel_name
+from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name
 from denpyo.domain.policy import window_closes_at
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store import shown_url
+from denpyo.store.driver import Page
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -118,6 +119,25 @@ def make_filter(
 def list_submissions(ledger: Ledger, flt: Filter) -> list[Submission]:
     """Submissions matching `flt`, newest first, at most `flt.limit`."""
     return ledger.store.list_submissions(flt)
+
+
+def page(ledger: Ledger, flt: Filter, before: int | None = None) -> Page:
+    """One page of `flt`'s rows, newest first, below id `before` (see `Store.list_page`)."""
+    return ledger.store.list_page(flt, before=before)
+
+
+def search(ledger: Ledger, channel: str, prefix: str, after: str | None = None) -> Page:
+    """Rows of `channel` whose key starts with `prefix`, in key order after `after`."""
+    check_channel(channel)
+    prefix = prefix.strip()
+    if not prefix or len(prefix) > MAX_KEY_LENGTH:
+        raise InvalidInput(f"search for a key of 1 to {MAX_KEY_LENGTH} characters")
+    return ledger.store.search_keys(channel, prefix, after=after)
+
+
+def attention(ledger: Ledger, before: int | None = None, limit: int = 50) -> Page:
+    """The needs-a-person queue, newest first: in doubt, exhausted, unresolved rejections."""
+    return ledger.store.attention_page(before=before, limit=limit)
 
 
 def find(ledger: Ledger, ref: str | int) -> Submission:

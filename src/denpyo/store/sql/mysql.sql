@@ -20,6 +20,21 @@ AND (($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
      OR $.status = 'rejected')
 
+-- @list_filter: an operator's filter (domain/filters.py), each optional condition written (param IS NULL OR condition) so that every value stays a bound parameter; `since` and `until` arrive as ISO text with a UTC offset, which MariaDB's CAST ignores, so CONVERT_TZ applies it; LENGTH counts bytes, so the key prefix is measured with CHAR_LENGTH
+(%(all_statuses)s OR $.status IN (%(status0)s, %(status1)s, %(status2)s, %(status3)s))
+AND (%(channel)s IS NULL OR $.channel = %(channel)s)
+AND (%(since)s IS NULL OR $.created_at >= CONVERT_TZ(
+      CAST(LEFT(%(since)s, CHAR_LENGTH(%(since)s) - 6) AS DATETIME(6)),
+      RIGHT(%(since)s, 6), '+00:00'))
+AND (%(until)s IS NULL OR $.created_at < CONVERT_TZ(
+      CAST(LEFT(%(until)s, CHAR_LENGTH(%(until)s) - 6) AS DATETIME(6)),
+      RIGHT(%(until)s, 6), '+00:00'))
+AND (%(key_prefix)s IS NULL OR LEFT($.`key`, CHAR_LENGTH(%(key_prefix)s)) = %(key_prefix)s)
+AND (%(in_doubt)s IS NULL OR %(in_doubt)s = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
+AND (%(needs_attention)s IS NULL
+     OR %(needs_attention)s = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
+AND (%(resolved)s IS NULL OR %(resolved)s = CASE WHEN $.resolution IS NULL THEN 0 ELSE 1 END)
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INT         NOT NULL PRIMARY KEY,
@@ -147,30 +162,10 @@ SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
--- Not yet indexed for ten million rows: the counts and filters scan the table.
--- `since` and `until` arrive as ISO text with a UTC offset (datetime.isoformat());
--- MariaDB's CAST ignores the offset, so CONVERT_TZ applies it. LENGTH counts bytes in
--- MariaDB, so the key prefix is measured with CHAR_LENGTH.
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
-WHERE (%(all_statuses)s
-       OR status IN (%(status0)s, %(status1)s, %(status2)s, %(status3)s))
-  AND (%(channel)s IS NULL OR channel = %(channel)s)
-  AND (%(since)s IS NULL OR created_at >= CONVERT_TZ(
-        CAST(LEFT(%(since)s, CHAR_LENGTH(%(since)s) - 6) AS DATETIME(6)),
-        RIGHT(%(since)s, 6), '+00:00'))
-  AND (%(until)s IS NULL OR created_at < CONVERT_TZ(
-        CAST(LEFT(%(until)s, CHAR_LENGTH(%(until)s) - 6) AS DATETIME(6)),
-        RIGHT(%(until)s, 6), '+00:00'))
-  AND (%(key_prefix)s IS NULL
-       OR LEFT(`key`, CHAR_LENGTH(%(key_prefix)s)) = %(key_prefix)s)
-  AND (%(in_doubt)s IS NULL OR %(in_doubt)s = CASE
-        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
-  AND (%(needs_attention)s IS NULL OR %(needs_attention)s = CASE
-        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
-  AND (%(resolved)s IS NULL
-       OR %(resolved)s = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
+WHERE {{list_filter}}
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -252,3 +247,84 @@ WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(older_than)s * 1000000) M
 ORDER BY created_at
 LIMIT %(limit)s
 RETURNING id;
+
+-- The dashboard's reads: each bounded, and served by an index (schema 6).
+
+-- submission_last_id: the newest submission's id, where the first page of the list starts
+SELECT COALESCE(MAX(id), 0) AS id FROM denpyo_submissions;
+
+-- submission_page: one page of the list, newest first: rows matching an operator's filter among the ids from :floor up to (not including) :before, read by primary key
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id < %(before)s AND id >= %(floor)s
+  AND {{list_filter}}
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- submission_search: rows of one channel whose key starts with :prefix, in key order after :after (the unique index on channel and key, at most :scan entries read)
+SELECT s.*,
+    {{in_doubt s}} AS in_doubt
+FROM (SELECT id FROM denpyo_submissions FORCE INDEX (denpyo_submissions_channel_key)
+      WHERE channel = %(channel)s AND `key` >= %(prefix)s
+        AND (%(after)s IS NULL OR `key` > %(after)s)
+      ORDER BY `key` LIMIT %(scan)s) AS k
+JOIN denpyo_submissions s ON s.id = k.id
+WHERE LEFT(s.`key`, CHAR_LENGTH(%(prefix)s)) = %(prefix)s
+ORDER BY s.`key`
+LIMIT %(limit)s;
+
+-- submission_attention_page: the needs-a-person queue below id :before, newest first: unresolved rows waiting for a person (index denpyo_submissions_attention on the virtual column needs_person), and rows whose lease ran out (the rows still requesting, through denpyo_submissions_status_created)
+SELECT * FROM (
+    SELECT *,
+        {{in_doubt}} AS in_doubt
+    FROM denpyo_submissions FORCE INDEX (denpyo_submissions_attention)
+    WHERE needs_person = 1 AND id < %(before)s
+    ORDER BY id DESC LIMIT %(limit)s) AS waiting
+UNION ALL
+SELECT * FROM (
+    SELECT *, 1 AS in_doubt
+    FROM denpyo_submissions FORCE INDEX (denpyo_submissions_status_created)
+    WHERE status = 'requesting' AND locked_until <= UTC_TIMESTAMP(6)
+      AND resolution IS NULL AND id < %(before)s
+    ORDER BY id DESC LIMIT %(limit)s) AS expired
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
+SELECT channel FROM denpyo_submissions WHERE channel > %(after)s ORDER BY channel LIMIT 1;
+
+-- outcome_fold_lock: where the fold of events into outcomes per minute stopped; a fold already running elsewhere is not waited for
+SELECT last_event_id FROM denpyo_outcome_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED;
+
+-- outcome_fold_upto: the last event of the next batch to fold, among events older than :lag seconds (a younger one may belong to a transaction not yet committed)
+SELECT MAX(id) AS upto FROM (
+    SELECT id FROM denpyo_events
+    WHERE id > %(after)s AND at <= UTC_TIMESTAMP(6) - INTERVAL ROUND(%(lag)s * 1000000) MICROSECOND
+    ORDER BY id LIMIT %(limit)s) AS batch;
+
+-- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
+SELECT * FROM (
+    SELECT DATE_FORMAT(e.at, '%%Y-%%m-%%d %%H:%%i:00') AS minute, s.channel,
+           CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END AS outcome,
+           COUNT(*) AS n
+    FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+    WHERE e.id > %(after)s AND e.id <= %(upto)s
+      AND (e.kind = 'attempt'
+           OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+    GROUP BY 1, 2, 3) AS batch
+ON DUPLICATE KEY UPDATE n = denpyo_outcome_minutes.n + VALUES(n);
+
+-- outcome_fold_advance: record where the fold stopped
+UPDATE denpyo_outcome_cursor SET last_event_id = %(upto)s WHERE id = 1;
+
+-- outcome_fold_trim: forget minutes older than 25 hours
+DELETE FROM denpyo_outcome_minutes WHERE minute < UTC_TIMESTAMP() - INTERVAL 25 HOUR;
+
+-- outcome_per_minute: outcomes per minute since :hours ago (optionally one channel)
+SELECT minute, outcome, SUM(n) AS n FROM denpyo_outcome_minutes
+WHERE minute >= UTC_TIMESTAMP() - INTERVAL %(hours)s HOUR
+  AND (%(channel)s IS NULL OR channel = %(channel)s)
+GROUP BY minute, outcome
+ORDER BY minute, outcome;

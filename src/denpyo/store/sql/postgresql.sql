@@ -11,6 +11,25 @@ AND (($.status = 'requesting' AND $.locked_until <= now())
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
      OR $.status = 'rejected')
 
+-- @list_filter: an operator's filter (domain/filters.py), each optional condition written (param IS NULL OR condition) so that every value stays a bound parameter
+(%(all_statuses)s::boolean
+ OR $.status IN (%(status0)s::text, %(status1)s::text, %(status2)s::text, %(status3)s::text))
+AND (%(channel)s::text IS NULL OR $.channel = %(channel)s::text)
+AND (%(since)s::timestamptz IS NULL OR $.created_at >= %(since)s::timestamptz)
+AND (%(until)s::timestamptz IS NULL OR $.created_at < %(until)s::timestamptz)
+AND (%(key_prefix)s::text IS NULL
+     OR substr($.key, 1, length(%(key_prefix)s::text)) = %(key_prefix)s::text)
+AND (%(in_doubt)s::int IS NULL OR %(in_doubt)s::int = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
+AND (%(needs_attention)s::int IS NULL
+     OR %(needs_attention)s::int = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
+AND (%(resolved)s::int IS NULL
+     OR %(resolved)s::int = CASE WHEN $.resolution IS NULL THEN 0 ELSE 1 END)
+
+-- @attention_index: the predicate of the index denpyo_submissions_attention: unresolved rows that wait for a person whatever the clock says
+$.resolution IS NULL
+AND ($.status = 'rejected'
+     OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL)))
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    integer PRIMARY KEY,
@@ -54,23 +73,10 @@ SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
--- Not yet indexed for ten million rows: the counts and filters scan the table.
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
-WHERE (%(all_statuses)s::boolean
-       OR status IN (%(status0)s::text, %(status1)s::text, %(status2)s::text, %(status3)s::text))
-  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
-  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
-  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
-  AND (%(key_prefix)s::text IS NULL
-       OR substr(key, 1, length(%(key_prefix)s::text)) = %(key_prefix)s::text)
-  AND (%(in_doubt)s::int IS NULL OR %(in_doubt)s::int = CASE
-        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
-  AND (%(needs_attention)s::int IS NULL OR %(needs_attention)s::int = CASE
-        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
-  AND (%(resolved)s::int IS NULL
-       OR %(resolved)s::int = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
+WHERE {{list_filter}}
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -387,3 +393,83 @@ WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, kind, 
 INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
 SELECT channel, status, kind, resolved, SUM(n) FROM gone
 GROUP BY channel, status, kind, resolved HAVING SUM(n) <> 0;
+
+-- The dashboard's reads: each bounded, and served by an index (schema 6).
+
+-- submission_last_id: the newest submission's id, where the first page of the list starts
+SELECT COALESCE(MAX(id), 0) AS id FROM denpyo_submissions;
+
+-- submission_page: one page of the list, newest first: rows matching an operator's filter among the ids from :floor up to (not including) :before, read by primary key
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id < %(before)s AND id >= %(floor)s
+  AND {{list_filter}}
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- submission_search: rows of one channel whose key starts with :prefix, in key order after :after (the unique index on channel and key, at most :scan entries read)
+SELECT s.*,
+    {{in_doubt s}} AS in_doubt
+FROM (SELECT id FROM denpyo_submissions
+      WHERE channel = %(channel)s AND key >= %(prefix)s
+        AND (%(after)s::text IS NULL OR key > %(after)s::text)
+      ORDER BY key LIMIT %(scan)s) AS k
+JOIN denpyo_submissions s ON s.id = k.id
+WHERE substr(s.key, 1, length(%(prefix)s::text)) = %(prefix)s::text
+ORDER BY s.key
+LIMIT %(limit)s;
+
+-- submission_attention_page: the needs-a-person queue below id :before, newest first: unresolved rows waiting for a person (index denpyo_submissions_attention), and rows whose lease ran out (index denpyo_submissions_in_doubt)
+SELECT * FROM (
+    SELECT *,
+        {{in_doubt}} AS in_doubt
+    FROM denpyo_submissions
+    WHERE {{attention_index}} AND id < %(before)s
+    ORDER BY id DESC LIMIT %(limit)s) AS waiting
+UNION ALL
+SELECT * FROM (
+    SELECT *, true AS in_doubt
+    FROM denpyo_submissions
+    WHERE status = 'requesting' AND locked_until IS NOT NULL AND locked_until <= now()
+      AND resolution IS NULL AND id < %(before)s
+    ORDER BY id DESC LIMIT %(limit)s) AS expired
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
+SELECT channel FROM denpyo_submissions WHERE channel > %(after)s ORDER BY channel LIMIT 1;
+
+-- outcome_fold_lock: where the fold of events into outcomes per minute stopped; a fold already running elsewhere is not waited for
+SELECT last_event_id FROM denpyo_outcome_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED;
+
+-- outcome_fold_upto: the last event of the next batch to fold, among events older than :lag seconds (a younger one may belong to a transaction not yet committed)
+SELECT MAX(id) AS upto FROM (
+    SELECT id FROM denpyo_events
+    WHERE id > %(after)s AND at <= now() - make_interval(secs => %(lag)s::float8)
+    ORDER BY id LIMIT %(limit)s) AS batch;
+
+-- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
+SELECT date_trunc('minute', e.at), s.channel,
+       CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END, COUNT(*)
+FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+WHERE e.id > %(after)s AND e.id <= %(upto)s
+  AND (e.kind = 'attempt'
+       OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+GROUP BY 1, 2, 3
+ON CONFLICT (minute, channel, outcome)
+DO UPDATE SET n = denpyo_outcome_minutes.n + excluded.n;
+
+-- outcome_fold_advance: record where the fold stopped
+UPDATE denpyo_outcome_cursor SET last_event_id = %(upto)s WHERE id = 1;
+
+-- outcome_fold_trim: forget minutes older than 25 hours
+DELETE FROM denpyo_outcome_minutes WHERE minute < now() - interval '25 hours';
+
+-- outcome_per_minute: outcomes per minute since :hours ago (optionally one channel)
+SELECT minute, outcome, SUM(n) AS n FROM denpyo_outcome_minutes
+WHERE minute >= date_trunc('minute', now() - make_interval(hours => %(hours)s))
+  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+GROUP BY minute, outcome
+ORDER BY minute, outcome;

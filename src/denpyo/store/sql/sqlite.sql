@@ -16,6 +16,21 @@ AND (($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f'
 ($.status = 'requesting' AND $.locked_until IS NOT NULL)
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
 
+-- @list_filter: an operator's filter (domain/filters.py), each optional condition written (param IS NULL OR condition) so that every value stays a bound parameter
+(:all_statuses OR $.status IN (:status0, :status1, :status2, :status3))
+AND (:channel IS NULL OR $.channel = :channel)
+AND (:since IS NULL OR $.created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
+AND (:until IS NULL OR $.created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
+AND (:key_prefix IS NULL OR substr($.key, 1, length(:key_prefix)) = :key_prefix)
+AND (:in_doubt IS NULL OR :in_doubt = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
+AND (:needs_attention IS NULL OR :needs_attention = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
+AND (:resolved IS NULL OR :resolved = CASE WHEN $.resolution IS NULL THEN 0 ELSE 1 END)
+
+-- @attention_index: the predicate of the index denpyo_submissions_attention, word for word: unresolved rows that wait for a person whatever the clock says
+$.resolution IS NULL
+AND ($.status = 'rejected'
+     OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL)))
+
 -- schema_version_create: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INTEGER PRIMARY KEY,
@@ -133,20 +148,10 @@ SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
--- Not yet indexed for ten million rows: the counts and filters scan the table.
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
-WHERE (:all_statuses OR status IN (:status0, :status1, :status2, :status3))
-  AND (:channel IS NULL OR channel = :channel)
-  AND (:since IS NULL OR created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
-  AND (:until IS NULL OR created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
-  AND (:key_prefix IS NULL OR substr(key, 1, length(:key_prefix)) = :key_prefix)
-  AND (:in_doubt IS NULL OR :in_doubt = CASE
-        WHEN {{in_doubt}} THEN 1 ELSE 0 END)
-  AND (:needs_attention IS NULL OR :needs_attention = CASE
-        WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
-  AND (:resolved IS NULL OR :resolved = CASE WHEN resolution IS NULL THEN 0 ELSE 1 END)
+WHERE {{list_filter}}
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -229,3 +234,85 @@ DELETE FROM denpyo_submissions WHERE id IN (
     ORDER BY created_at
     LIMIT :limit)
 RETURNING id;
+
+-- The dashboard's reads: each bounded, and served by an index (schema 6).
+
+-- submission_last_id: the newest submission's id, where the first page of the list starts
+SELECT COALESCE(MAX(id), 0) AS id FROM denpyo_submissions;
+
+-- submission_page: one page of the list, newest first: rows matching an operator's filter among the ids from :floor up to (not including) :before, read by primary key
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id < :before AND id >= :floor
+  AND {{list_filter}}
+ORDER BY id DESC
+LIMIT :limit;
+
+-- submission_search: rows of one channel whose key starts with :prefix, in key order after :after (the unique index on channel and key, at most :scan entries read)
+SELECT s.*,
+    {{in_doubt s}} AS in_doubt
+FROM (SELECT id FROM denpyo_submissions
+      WHERE channel = :channel AND key >= :prefix AND (:after IS NULL OR key > :after)
+      ORDER BY key LIMIT :scan) AS k
+JOIN denpyo_submissions s ON s.id = k.id
+WHERE substr(s.key, 1, length(:prefix)) = :prefix
+ORDER BY s.key
+LIMIT :limit;
+
+-- submission_attention_page: the needs-a-person queue below id :before, newest first: unresolved rows waiting for a person (index denpyo_submissions_attention), and rows whose lease ran out (index denpyo_submissions_in_doubt)
+-- INDEXED BY: without statistics SQLite prefers the status index, which holds every
+-- rejected and failed row ever recorded; the partial indexes hold only the queue.
+SELECT * FROM (
+    SELECT *,
+        {{in_doubt}} AS in_doubt
+    FROM denpyo_submissions INDEXED BY denpyo_submissions_attention
+    WHERE {{attention_index}} AND id < :before
+    ORDER BY id DESC LIMIT :limit) AS waiting
+UNION ALL
+SELECT * FROM (
+    SELECT *, 1 AS in_doubt
+    FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
+    WHERE {{in_doubt_index}}
+      AND status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+      AND resolution IS NULL AND id < :before
+    ORDER BY id DESC LIMIT :limit) AS expired
+ORDER BY id DESC
+LIMIT :limit;
+
+-- submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
+SELECT channel FROM denpyo_submissions WHERE channel > :after ORDER BY channel LIMIT 1;
+
+-- outcome_fold_lock: where the fold of events into outcomes per minute stopped (BEGIN IMMEDIATE holds the write lock)
+SELECT last_event_id FROM denpyo_outcome_cursor WHERE id = 1;
+
+-- outcome_fold_upto: the last event of the next batch to fold, among events older than :lag seconds (a younger one may belong to a transaction not yet committed)
+SELECT MAX(id) AS upto FROM (
+    SELECT id FROM denpyo_events
+    WHERE id > :after AND at <= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :lag || ' seconds')
+    ORDER BY id LIMIT :limit) AS batch;
+
+-- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
+SELECT substr(e.at, 1, 16) || ':00.000', s.channel,
+       CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END, COUNT(*)
+FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+WHERE e.id > :after AND e.id <= :upto
+  AND (e.kind = 'attempt'
+       OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+GROUP BY 1, 2, 3
+ON CONFLICT (minute, channel, outcome) DO UPDATE SET n = n + excluded.n;
+
+-- outcome_fold_advance: record where the fold stopped
+UPDATE denpyo_outcome_cursor SET last_event_id = :upto WHERE id = 1;
+
+-- outcome_fold_trim: forget minutes older than 25 hours
+DELETE FROM denpyo_outcome_minutes
+WHERE minute < strftime('%Y-%m-%d %H:%M:%f', 'now', '-25 hours');
+
+-- outcome_per_minute: outcomes per minute since :hours ago (optionally one channel)
+SELECT minute, outcome, SUM(n) AS n FROM denpyo_outcome_minutes
+WHERE minute >= strftime('%Y-%m-%d %H:%M:00.000', 'now', '-' || :hours || ' hours')
+  AND (:channel IS NULL OR channel = :channel)
+GROUP BY minute, outcome
+ORDER BY minute, outcome;

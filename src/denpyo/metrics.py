@@ -1,0 +1,181 @@
+"""Prometheus metrics: what the workers did, and what the ledger holds now.
+
+Two sources, one registry:
+
+- counters and a histogram fed by the engine's hooks (`Ledger.on_call`,
+  `Ledger.on_alert`) in the process that makes the calls:
+  `denpyo_calls_total{channel,outcome}`, `denpyo_call_duration_seconds{channel}`,
+  `denpyo_alerts_total{channel,reason}`;
+- gauges read from the store when scraped (cached for a few seconds, so that
+  several scrapers cost one read): `denpyo_rows{channel,status}`,
+  `denpyo_in_doubt{channel}`, `denpyo_needs_attention{channel}`,
+  `denpyo_oldest_pending_seconds{channel}`, and `denpyo_store_up` (0 when the
+  database could not be read; the other gauges are then left out, not zeroed).
+  A read that takes long (SQLite and MariaDB count by reading the table) is kept
+  ten times as long as it took.
+
+Labels stay few: a channel, a status, an outcome, a reason; never a key or an id.
+`denpyo worker --metrics-port` serves them from each worker; the dashboard at
+`/metrics`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from denpyo.errors import ConfigurationError
+
+try:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        Counter,
+        Histogram,
+        generate_latest,
+        start_http_server,
+    )
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ConfigurationError(
+        "metrics need prometheus-client: pip install 'denpyo[dashboard]'"
+    ) from exc
+
+from denpyo.engine.alerts import Alert
+from denpyo.engine.observers import CallRecord
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
+
+log = logging.getLogger("denpyo.metrics")
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+COUNTS_TTL = 5.0
+
+
+class Metrics:
+    """The metrics of one ledger, in a registry of their own (never the global one,
+    so that two ledgers in one process, or tests, do not collide)."""
+
+    def __init__(self, ledger: Ledger, *, counts_ttl: float = COUNTS_TTL) -> None:
+        self.ledger = ledger
+        self.registry = CollectorRegistry()
+        self.calls = Counter(
+            "denpyo_calls",
+            "Calls made to providers, by how they ended "
+            "(synced, failed: transient, ambiguous: may have arrived, rejected).",
+            ["channel", "outcome"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "denpyo_call_duration_seconds",
+            "How long each call to a provider took.",
+            ["channel"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.alerts = Counter(
+            "denpyo_alerts",
+            "Alerts raised for a person (rejected, exhausted, in_doubt, renewal_failing).",
+            ["channel", "reason"],
+            registry=self.registry,
+        )
+        self.counts = StoreCounts(ledger, counts_ttl)
+        self.registry.register(self.counts)
+
+    def attach(self) -> Metrics:
+        """Count this process's calls and alerts from now on."""
+        self.ledger.on_call(self.observe_call)
+        self.ledger.on_alert(self.observe_alert)
+        return self
+
+    def observe_call(self, record: CallRecord) -> None:
+        self.calls.labels(record.channel, record.outcome).inc()
+        self.duration.labels(record.channel).observe(record.seconds)
+
+    def observe_alert(self, alert: Alert) -> None:
+        channel = alert.submission.channel if alert.submission is not None else ""
+        self.alerts.labels(channel, alert.reason).inc()
+
+    def render(self) -> bytes:
+        """The text format Prometheus scrapes."""
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> Any:
+        """Serve /metrics on `host:port` from a daemon thread; returns the server
+        (call `.shutdown()` to stop it)."""
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return server
+
+
+class StoreCounts(Collector):
+    """The gauges, read from the store at scrape time (at most once per `ttl`)."""
+
+    def __init__(self, ledger: Ledger, ttl: float) -> None:
+        self.ledger = ledger
+        self.ttl = ttl
+        self.lock = threading.Lock()
+        self.cached: tuple[float, list[GaugeMetricFamily]] | None = None  # (fresh until, ...)
+
+    def describe(self) -> Iterable[Any]:
+        return []  # read at scrape time only: registering must not touch the database
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self.lock:
+            started = time.monotonic()
+            if self.cached is None or started >= self.cached[0]:
+                families = self._read()
+                took = time.monotonic() - started
+                # Never read for more than a tenth of the time, however often scraped.
+                self.cached = (time.monotonic() + max(self.ttl, 10 * took), families)
+            families = self.cached[1]
+        yield from families
+
+    def _read(self) -> list[GaugeMetricFamily]:
+        up = GaugeMetricFamily("denpyo_store_up", "1 when the ledger's database could be read.")
+        try:
+            families = self._families()
+        except Exception as exc:
+            log.warning("metrics: cannot read the ledger's counts: %s", exc)
+            up.add_metric([], 0)
+            return [up]
+        up.add_metric([], 1)
+        return [up, *families]
+
+    def _families(self) -> list[GaugeMetricFamily]:
+        store = self.ledger.store
+        rows = GaugeMetricFamily(
+            "denpyo_rows", "Submissions by channel and status.", labels=["channel", "status"]
+        )
+        in_doubt = GaugeMetricFamily(
+            "denpyo_in_doubt",
+            "Rows whose call may or may not have arrived (resolved or not).",
+            labels=["channel"],
+        )
+        attention = GaugeMetricFamily(
+            "denpyo_needs_attention",
+            "Unresolved rows that need a person: in doubt, exhausted or rejected.",
+            labels=["channel"],
+        )
+        oldest = GaugeMetricFamily(
+            "denpyo_oldest_pending_seconds",
+            "Age of the oldest row still to be sent or settled (0: none).",
+            labels=["channel"],
+        )
+        channels = set(self.ledger.channels)
+        for channel, status, n in store.count_by_status():
+            rows.add_metric([channel, status.value], n)
+            channels.add(channel)
+        for channel in sorted(channels):
+            counts = store.count_attention(channel)
+            in_doubt.add_metric([channel], counts["in_doubt"])
+            attention.add_metric([channel], counts["needs_attention"])
+            pending = counts["oldest_pending"]
+            age = (counts["now"] - pending).total_seconds() if pending is not None else 0.0
+            oldest.add_metric([channel], max(age, 0.0))
+        return [rows, in_doubt, attention, oldest]

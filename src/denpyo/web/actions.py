@@ -1,0 +1,157 @@
+"""The dashboard's actions: each one of the operator's functions (retry, abandon,
+resend, mark synced), run with the person's name and note exactly as the CLI runs
+them, and bulk actions over the rows a person ticked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from denpyo.engine import operator as op
+from denpyo.web import present
+from denpyo.web.auth import Access
+from denpyo.web.shell import Refused, Shell, int_or_none
+
+MAX_BULK = 500
+
+
+class Actions(Shell):
+    """The POST handlers."""
+
+    async def act(
+        self, request: Request, access: Access, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """Run an operator function for this person; a refusal re-renders the row's page
+        with the reason (nothing was written)."""
+        try:
+            return await self.call(fn, self.ledger, *args, by=access.name, **kwargs)
+        except Refused as exc:
+            if exc.status == 404:
+                raise
+            self.counts = None
+            raise Refused(409, str(exc)) from exc
+
+    def done(self, request: Request, submission_id: int, what: str) -> Response:
+        self.counts = None  # the next page shows the counts after the change
+        target = request.url_for("submission", id=submission_id).include_query_params(done=what)
+        return self._secure(RedirectResponse(f"{target.path}?{target.query}", status_code=303))
+
+    async def retry(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        sid = request.path_params["id"]
+        force = fields.get("force_in_doubt") == "yes"
+        await self.act(
+            request,
+            access,
+            op.retry,
+            refs=[sid],
+            note=fields.get("note") or "",
+            force_in_doubt=force,
+        )
+        return self.done(request, sid, "retried")
+
+    async def abandon(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        sid = request.path_params["id"]
+        await self.act(request, access, op.resolve_abandon, sid, note=fields.get("note") or "")
+        return self.done(request, sid, "abandoned")
+
+    async def mark_synced(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        sid = request.path_params["id"]
+        remote_id = fields.get("remote_id") or ""
+        note = fields.get("note") or ""
+        await self.act(request, access, op.resolve_mark_synced, sid, remote_id=remote_id, note=note)
+        return self.done(request, sid, "marked synced")
+
+    async def resend(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        sid = request.path_params["id"]
+        payload: Any = op.SAME_PAYLOAD
+        edited = (fields.get("payload") or "").strip()
+        if edited:
+            try:
+                parsed = json.loads(edited)
+            except ValueError as exc:
+                raise Refused(400, f"the payload is not valid JSON: {exc}") from None
+            original = await self.call(op.find, self.ledger, sid)
+            payload = present.restore(parsed, original.payload, self.redact)
+        force = fields.get("force_in_doubt") == "yes"
+        note = fields.get("note") or ""
+        done = await self.act(
+            request,
+            access,
+            op.resolve_resend,
+            sid,
+            note=note,
+            payload=payload,
+            force_in_doubt=force,
+        )
+        assert done.created is not None
+        return self.done(request, done.created.id, f"created as the resend of #{sid}")
+
+    async def bulk(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        """Acts on the rows the person saw and ticked (their ids, frozen in the form),
+        never on "whatever matches now"; first a dry run that shows what would happen to
+        each, then, with a note, the action on the rows the dry run accepted."""
+        action = fields.get("action", "")
+        if action not in ("retry", "abandon"):
+            raise Refused(400, "choose retry or abandon")
+        numbers = [int_or_none(i) for i in ids]
+        chosen = list(dict.fromkeys(n for n in numbers if n is not None))[:MAX_BULK]
+        if not chosen:
+            raise Refused(400, "tick the rows to act on")
+        note = (fields.get("note") or "").strip()
+        confirmed = fields.get("confirm") == "yes"
+        plan: list[tuple[int, str | None]] = []
+        for sid in chosen:
+            try:
+                await self._one(action, sid, note or "dry run", access, dry_run=True)
+                plan.append((sid, None))
+            except Refused as exc:
+                plan.append((sid, str(exc)))
+        results: list[tuple[int, str | None]] = []
+        if confirmed:
+            await self.call(op.check_note, note, f"a bulk {action}")
+            for sid, reason in plan:
+                if reason is not None:
+                    continue
+                try:
+                    await self._one(action, sid, note, access, dry_run=False)
+                    results.append((sid, None))
+                except Refused as exc:
+                    results.append((sid, str(exc)))
+            self.counts = None
+        return await self.render(
+            request,
+            access,
+            "bulk.html",
+            action=action,
+            plan=plan,
+            results=results,
+            confirmed=confirmed,
+            ok=[sid for sid, reason in plan if reason is None],
+            note=note,
+        )
+
+    async def _one(
+        self, action: str, sid: int, note: str, access: Access, *, dry_run: bool
+    ) -> None:
+        if action == "retry":
+            await self.call(
+                op.retry, self.ledger, refs=[sid], note=note, by=access.name, dry_run=dry_run
+            )
+        else:
+            await self.call(
+                op.resolve_abandon, self.ledger, sid, note=note, by=access.name, dry_run=dry_run
+            )

@@ -1,0 +1,267 @@
+"""The dashboard: an ASGI app (Starlette) over the operator's functions.
+
+Pages read through `denpyo.engine.operator`, and every action is one of its
+functions (retry, abandon, resend, mark synced), with the person's name and
+note, exactly as the CLI runs them: one place for each piece of logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+
+from denpyo.domain.filters import parse_statuses
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Submission
+from denpyo.engine import operator as op
+from denpyo.engine.ledger import Ledger
+from denpyo.errors import ConfigurationError, DenpyoError
+from denpyo.web import present
+from denpyo.web.actions import Actions
+from denpyo.web.auth import (
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    Access,
+    AuthHook,
+    Gate,
+    clean_name,
+)
+from denpyo.web.shell import WRONG_TOKEN_PAUSE, Refused, int_or_none, local_path, log, yes_no
+
+
+class Dashboard(Actions):
+    """The routes, the sign-in, and the pages over one ledger."""
+
+    def routes(self) -> list[Route | Mount]:
+        return [
+            Route("/", self.page(self.overview), name="overview"),
+            Route("/partials/overview", self.page(self.overview_part), name="overview_part"),
+            Route("/submissions", self.page(self.submissions), name="submissions"),
+            Route("/submissions/{id:int}", self.page(self.submission), name="submission"),
+            Route("/attention", self.page(self.attention), name="attention"),
+            Route("/partials/attention", self.page(self.attention_part), name="attention_part"),
+            Route("/metrics", self.page(self.metrics_text), name="metrics"),
+            Route("/login", self.login_page, name="login"),
+            Route("/login", self.login, methods=["POST"], name="login_post"),
+            Route("/logout", self.action(self.logout, act=False), methods=["POST"], name="logout"),
+            *[
+                Route(
+                    f"/submissions/{{id:int}}/{verb}",
+                    self.action(handler),
+                    methods=["POST"],
+                    name=verb.replace("-", "_"),
+                )
+                for verb, handler in (
+                    ("retry", self.retry),
+                    ("abandon", self.abandon),
+                    ("resend", self.resend),
+                    ("mark-synced", self.mark_synced),
+                )
+            ],
+            Route("/bulk", self.action(self.bulk), methods=["POST"], name="bulk"),
+            Mount("/static", app=self.static, name="static"),
+        ]
+
+    # -- sign in ------------------------------------------------------------------------
+
+    async def login_page(self, request: Request) -> Response:
+        if self.gate.token is None:
+            return await self.error(request, None, 404, "this dashboard signs in through its host")
+        return await self.render(
+            request, None, "login.html", next=local_path(request.query_params.get("next"))
+        )
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        if not self.gate.same_origin(request) or not self.gate.csrf_ok(
+            request, fields.get("csrf_token")
+        ):
+            return self._secure(
+                PlainTextResponse("refused: not from the sign-in page", status_code=403)
+            )
+        name = clean_name(fields.get("name"))
+        if not self.gate.check_token(fields.get("token", "")) or not name:
+            message = "wrong token" if name else "your name is needed, for the history"
+            if name:
+                log.warning("dashboard: a wrong token from %s", request.client)
+                await asyncio.sleep(WRONG_TOKEN_PAUSE)
+            return await self.render(
+                request,
+                None,
+                "login.html",
+                status=401,
+                error=message,
+                next=local_path(fields.get("next")),
+            )
+        target = local_path(fields.get("next")) or str(request.url_for("overview").path)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            self.gate.session(name),
+            max_age=SESSION_SECONDS,
+            httponly=True,
+            samesite="strict",
+            path=self._path(request),
+            secure=request.url.scheme == "https",
+        )
+        return self._secure(response)
+
+    async def logout(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        response = RedirectResponse(str(request.url_for("login").path), status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path=self._path(request))
+        return self._secure(response)
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def overview_context(self) -> dict[str, Any]:
+        report = await self.status()
+        await self.run(self._fold)
+        rows = await self.call(self.ledger.store.outcomes_per_minute, 24)
+        return {
+            "report": report,
+            "statuses": list(Status),
+            "chart": present.chart(rows, report.now),
+            "totals": present.totals(rows),
+        }
+
+    def _fold(self) -> None:
+        """Bring the chart up to date (bounded work); a database this dashboard may
+        only read keeps the chart the workers fold."""
+        try:
+            self.ledger.store.fold_outcomes()
+        except DenpyoError as exc:
+            log.debug("cannot fold outcomes here: %s", exc)
+
+    async def overview(self, request: Request, access: Access) -> Response:
+        return await self.render(request, access, "overview.html", **await self.overview_context())
+
+    async def overview_part(self, request: Request, access: Access) -> Response:
+        return await self.render(request, access, "_overview.html", **await self.overview_context())
+
+    async def submissions(self, request: Request, access: Access) -> Response:
+        q = request.query_params
+        channel = q.get("channel") or None
+        search = (q.get("q") or "").strip()
+        filters = {
+            "status": q.get("status", ""),
+            "channel": channel or "",
+            "in_doubt": q.get("in_doubt", ""),
+            "needs_attention": q.get("needs_attention", ""),
+            "resolved": q.get("resolved", ""),
+            "since": q.get("since", ""),
+            "until": q.get("until", ""),
+            "q": search,
+        }
+        if search:
+            if channel is None:
+                raise Refused(400, "choose the channel to search in")
+            page = await self.call(op.search, self.ledger, channel, search, q.get("after") or None)
+        else:
+            flt = await self.call(
+                op.make_filter,
+                self.ledger,
+                since=q.get("since") or None,
+                until=q.get("until") or None,
+                statuses=parse_statuses([q.get("status", "")]),
+                channel=channel,
+                in_doubt=yes_no(q.get("in_doubt")),
+                needs_attention=True if q.get("needs_attention") else None,
+                resolved=yes_no(q.get("resolved")),
+            )
+            page = await self.call(op.page, self.ledger, flt, int_or_none(q.get("before")))
+        older = None
+        if page.older is not None:
+            older = {k: v for k, v in filters.items() if v}
+            older["after" if search else "before"] = str(page.older)
+        return await self.render(
+            request,
+            access,
+            "submissions.html",
+            page=page,
+            filters=filters,
+            older=older,
+            channels=await self.call(self.ledger.store.channels),
+            statuses=list(Status),
+            first=not (q.get("before") or q.get("after")),
+            newest={k: v for k, v in filters.items() if v},
+        )
+
+    async def submission(self, request: Request, access: Access, **context: Any) -> Response:
+        found: op.History = await self.call(op.history, self.ledger, request.path_params["id"])
+        sub = found.submission
+        chain_back: list[Submission] = []
+        previous = sub.supersedes
+        while previous is not None and len(chain_back) < 20:
+            older = await self.call(self.ledger.store.get, previous)
+            if older is None:
+                break
+            chain_back.append(older)
+            previous = older.supersedes
+        shown = present.redact(sub.payload, self.redact)
+        return await self.render(
+            request,
+            access,
+            "submission.html",
+            status=context.pop("status", 200),
+            h=found,
+            sub=sub,
+            payload=present.pretty(shown),
+            chain_back=chain_back[::-1],
+            redacted=shown != sub.payload,
+            **context,
+        )
+
+    async def attention(self, request: Request, access: Access) -> Response:
+        return await self.render(request, access, "attention.html", **await self.queue(request))
+
+    async def attention_part(self, request: Request, access: Access) -> Response:
+        return await self.render(request, access, "_attention.html", **await self.queue(request))
+
+    async def queue(self, request: Request) -> dict[str, Any]:
+        before = int_or_none(request.query_params.get("before"))
+        page = await self.call(op.attention, self.ledger, before)
+        counts = await self.call(self.ledger.store.count_attention)
+        return {"page": page, "counts": counts, "first": before is None}
+
+    async def metrics_text(self, request: Request, access: Access) -> Response:
+        body = await self.run(self.metrics.render)
+        from denpyo.metrics import CONTENT_TYPE
+
+        return self._secure(Response(body, media_type=CONTENT_TYPE))
+
+
+def create_app(
+    ledger: Ledger,
+    *,
+    token: str | None = None,
+    read_only: bool = False,
+    auth: AuthHook | None = None,
+    redact: Sequence[str] = present.DEFAULT_REDACT,
+    refresh: float = 5.0,
+) -> Starlette:
+    """The dashboard as an ASGI app, to serve with uvicorn or mount in your own app.
+
+    Give a `token` (people sign in with it at /login; scripts send
+    `Authorization: Bearer TOKEN`), or `auth`, your own check: a callable given the
+    request that returns `Access.admin(name)`, `Access.read_only(name)` or None
+    (refused), or both. `read_only` hides and refuses every action. `redact`: payload
+    fields shown as "[redacted]" (at any depth, any case). `refresh`: seconds between
+    the overview's and the queue's refreshes.
+    """
+    if token is None and auth is None:
+        raise ConfigurationError("the dashboard needs a token or an auth hook: it is never open")
+    if token is not None and len(token) < 8:
+        raise ConfigurationError("the dashboard's token must be at least 8 characters")
+    dashboard = Dashboard(ledger, Gate(token, auth, read_only), redact, refresh)
+    app = Starlette(routes=dashboard.routes())
+    app.state.dashboard = dashboard
+    return app

@@ -1,0 +1,137 @@
+"""What the pages show, prepared in Python: redacted payloads, ages, the chart.
+
+Nothing here writes HTML by hand except the chart's SVG, whose every value is a
+number the code computed; text from the ledger goes through Jinja's escaping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from markupsafe import Markup
+
+REDACTED = "[redacted]"
+DEFAULT_REDACT = (
+    "password",
+    "secret",
+    "token",
+    "api_key",
+    "card_number",
+    "cvv",
+    "iban",
+)
+"""Payload fields hidden by default, at any depth, whatever their case."""
+
+
+def redact(value: Any, names: frozenset[str]) -> Any:
+    """`value` with every field named in `names` (lower case) replaced by REDACTED."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if str(key).lower() in names else redact(item, names)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(item, names) for item in value]
+    return value
+
+
+def restore(edited: Any, original: Any, names: frozenset[str]) -> Any:
+    """A payload a person edited from the redacted view, with each field still showing
+    REDACTED given back its original value (where the original has that field)."""
+    if isinstance(edited, dict):
+        source = original if isinstance(original, dict) else {}
+        result = {}
+        for key, item in edited.items():
+            if str(key).lower() in names and item == REDACTED and key in source:
+                result[key] = source[key]
+            else:
+                result[key] = restore(item, source.get(key), names)
+        return result
+    if isinstance(edited, list):
+        source_list = original if isinstance(original, list) else []
+        return [
+            restore(item, source_list[i] if i < len(source_list) else None, names)
+            for i, item in enumerate(edited)
+        ]
+    return edited
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def age(seconds: float | None) -> str:
+    """A duration for people: 42s, 7m, 3h 5m, 2d 4h."""
+    if seconds is None:
+        return "—"
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "—"
+
+
+SERIES = (
+    ("sent", ("sent",), "series-sent"),
+    ("failed or rejected", ("failed", "rejected"), "series-failed"),
+)
+WIDTH, HEIGHT, TOP, BOTTOM = 1440, 180, 12, 22
+
+
+def chart(rows: Iterable[tuple[datetime, str, int]], now: datetime, hours: int = 24) -> Markup:
+    """Calls sent, and failures, per minute over the last `hours`, as an SVG of two
+    lines (one point per minute; the x axis counts hours back from the database's
+    now). Built from numbers only."""
+    minutes = hours * 60
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
+    per: dict[str, list[int]] = {name: [0] * minutes for name, _, _ in SERIES}
+    for minute, outcome, n in rows:
+        slot = int((minute - start).total_seconds() // 60)
+        if 0 <= slot < minutes:
+            for name, outcomes, _ in SERIES:
+                if outcome in outcomes:
+                    per[name][slot] += n
+    peak = max([1, *(max(values) for values in per.values())])
+    plot = HEIGHT - TOP - BOTTOM
+    step = WIDTH / max(minutes - 1, 1)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" '
+        f'role="img" aria-label="calls sent and failed per minute, last {hours} hours">'
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        y = TOP + plot * (1 - fraction)
+        parts.append(f'<line class="grid" x1="0" x2="{WIDTH}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        parts.append(
+            f'<text class="axis" x="4" y="{y - 3:.1f}">{round(peak * fraction)}/min</text>'
+        )
+    for back in range(hours, -1, -6):
+        x = WIDTH - back * 60 * step
+        label = "now" if back == 0 else f"-{back}h"
+        anchor = "end" if back == 0 else ("start" if back == hours else "middle")
+        parts.append(
+            f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="{anchor}">{label}</text>'
+        )
+    for name, _, css in SERIES:
+        points = " ".join(
+            f"{i * step:.1f},{TOP + plot * (1 - v / peak):.1f}" for i, v in enumerate(per[name])
+        )
+        parts.append(f'<polyline class="{css}" points="{points}"><title>{name}</title></polyline>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def totals(rows: Sequence[tuple[datetime, str, int]]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for _, outcome, n in rows:
+        found[outcome] = found.get(outcome, 0) + n
+    return found

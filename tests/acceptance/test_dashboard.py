@@ -1,0 +1,213 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright.
+
+Each page is loaded and photographed (into the test's temporary directory, and into
+docs/screenshots/ when DENPYO_SCREENSHOTS is set), and actions are performed through
+the page and checked in the database: an abandon with a note, a bulk retry that shows
+its dry run first, and a search by key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+import denpyo
+from dashboard_seed import SCRIPT, seed
+from denpyo.engine import operator as op
+from denpyo.web import create_app
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+TOKEN = "browser-test-token"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, denpyo.Ledger, dict[str, int]]]:
+    """The dashboard over a seeded SQLite ledger, served by uvicorn on loopback."""
+    ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/browser.db")
+    ledger.migrate()
+    ids = seed(ledger, synced=40)
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(ledger, token=TOKEN, refresh=2.0),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", ledger, ids
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        ledger.close()
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Any]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium")
+    with playwright_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1360, "height": 900},
+        )
+        dialogs: list[str] = []
+        tab = context.new_page()
+        tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        tab.dialogs = dialogs
+        try:
+            yield tab
+        finally:
+            context.close()
+
+
+class Shots:
+    def __init__(self, tmp_path: Path) -> None:
+        self.folder = tmp_path / "screenshots"
+        self.folder.mkdir()
+        self.keep = bool(os.environ.get("DENPYO_SCREENSHOTS"))
+
+    def take(self, page: Any, name: str) -> None:
+        path = self.folder / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        if self.keep:
+            DOCS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, DOCS / path.name)
+
+
+def sign_in(page: Any, base: str, shots: Shots) -> None:
+    page.goto(f"{base}/attention")
+    assert "/login" in page.url
+    shots.take(page, "1-sign-in")
+    page.fill("input[name=name]", "alice")
+    page.fill("input[name=token]", TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/attention")
+
+
+def test_every_page_and_an_abandon_through_the_browser(
+    served: tuple[str, denpyo.Ledger, dict[str, int]], page: Any, tmp_path: Path
+) -> None:
+    base, ledger, ids = served
+    shots = Shots(tmp_path)
+    sign_in(page, base, shots)
+
+    page.goto(f"{base}/")
+    assert page.locator(".card.hot .n").inner_text() == "4"  # 2 rejected, 1 exhausted, 1 in doubt
+    assert page.locator("svg.chart polyline").count() == 2
+    shots.take(page, "2-overview")
+
+    page.goto(f"{base}/attention")
+    rows = page.locator("table.rows tbody tr")
+    assert rows.count() == 4
+    shots.take(page, "3-needs-attention")
+
+    page.goto(f"{base}/submissions")
+    assert page.locator("table.rows tbody tr").count() == 46
+    shots.take(page, "4-submissions")
+
+    # Support's question in one step: was the invoice for order 42 sent?
+    page.select_option("form.search select[name=channel]", "invoice-email")
+    page.fill("form.search input[name=q]", "order:42")
+    page.click("form.search button")
+    page.wait_for_url("**q=order%3A42**")
+    assert page.locator("table.rows tbody tr").count() == 1
+    assert "synced" in page.locator("table.rows tbody tr").inner_text()
+    shots.take(page, "5-search")
+
+    # The payload is shown as text, its script never run, its card number hidden.
+    page.click("table.rows tbody tr a >> nth=0")
+    page.wait_for_url(f"{base}/submissions/{ids['secret']}")
+    assert SCRIPT in page.locator("pre.payload").inner_text()
+    assert "[redacted]" in page.locator("pre.payload").inner_text()
+    assert page.dialogs == []
+
+    # Abandon a rejected row with a note, through its page.
+    page.goto(f"{base}/submissions/{ids['rejected2']}")
+    shots.take(page, "6-submission")
+    form = page.locator("form[action$='/abandon']")
+    form.locator("textarea[name=note]").fill("the customer closed the account")
+    form.locator("button").click()
+    page.wait_for_url("**done=abandoned**")
+    assert "Done: abandoned" in page.locator(".flash.ok").inner_text()
+    shots.take(page, "7-after-abandon")
+    row = ledger.get_by_id(ids["rejected2"])
+    assert row is not None
+    assert row.resolution == "abandoned by operator:alice: the customer closed the account"
+    assert [e.actor for e in ledger.events(row.id)][-1] == "operator:alice"
+
+
+def test_a_bulk_retry_shows_its_dry_run_and_acts_on_the_rows_seen(
+    served: tuple[str, denpyo.Ledger, dict[str, int]], page: Any, tmp_path: Path
+) -> None:
+    base, ledger, ids = served
+    shots = Shots(tmp_path)
+    sign_in(page, base, shots)
+    page.goto(f"{base}/attention")
+    for name in ("exhausted", "rejected"):
+        page.check(f"input[name=ids][value='{ids[name]}']")
+    page.click("button[name=action][value=retry]")
+    page.wait_for_url(f"{base}/bulk")
+    assert "Retry 1 of the 2 rows" in page.locator("h1").inner_text()
+    assert "rejected by the provider" in page.locator("table.rows").inner_text()
+    shots.take(page, "8-bulk-dry-run")
+    unchanged = ledger.get_by_id(ids["exhausted"])
+    assert unchanged is not None and unchanged.next_attempt_at is None  # nothing yet
+
+    # A row that arrives meanwhile is not swept in: the ids are those ticked.
+    late = ledger.enqueue("invoice-email", "order:late", {"to": "late@example.com"})
+    page.fill("form.act textarea[name=note]", "the provider's outage is over")
+    page.click("form.act button[type=submit]")
+    page.wait_for_selector("h1:has-text('1 done')")
+    shots.take(page, "9-bulk-done")
+    retried = ledger.get_by_id(ids["exhausted"])
+    assert retried is not None and retried.next_attempt_at is not None
+    assert [e.kind for e in ledger.events(retried.id)][-1] == "retry"
+    assert [e.actor for e in ledger.events(retried.id)][-1] == "operator:alice"
+    rejected = ledger.get_by_id(ids["rejected"])
+    assert rejected is not None and rejected.resolution is None
+    assert [e.kind for e in ledger.events(late.id)] == ["created"]
+
+
+def test_the_overview_refreshes_itself(
+    served: tuple[str, denpyo.Ledger, dict[str, int]], page: Any, tmp_path: Path
+) -> None:
+    base, ledger, ids = served
+    sign_in(page, base, Shots(tmp_path))
+    page.goto(f"{base}/")
+    assert page.locator(".card.hot .n").inner_text() == "4"
+    op.resolve_abandon(ledger, ids["rejected"], note="resolved in another tab", by="bob")
+    # htmx polls the counts (every 2 s here); no reload.
+    playwright_api.expect(page.locator(".card .n").first).to_have_text("3", timeout=10_000)

@@ -1,0 +1,149 @@
+"""`denpyo dashboard` and `denpyo worker --metrics-port` in subprocesses: where they
+listen, how one signs in, and what Prometheus scrapes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import denpyo
+
+APP = """
+import os
+
+import denpyo
+
+ledger = denpyo.Ledger(os.environ["DENPYO_DATABASE_URL"])
+
+
+@ledger.channel("mail", max_attempts=1)
+def send(sub):
+    if sub.payload.get("reject"):
+        raise denpyo.Rejected("550 unknown mailbox")
+    return "m-" + sub.key
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/serve.db"
+    with denpyo.Ledger(url) as ledger:
+        ledger.migrate()
+    return url
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "denpyo.cli", *args],
+        env={**os.environ, "COLUMNS": "200", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(url: str, **kwargs: object) -> httpx.Response:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return httpx.get(url, timeout=2, **kwargs)  # type: ignore[arg-type]
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_dashboard_makes_up_a_token_prints_it_and_listens_on_loopback(
+    db: str, stopped: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    env = {"DENPYO_DASHBOARD_TOKEN": ""}
+    proc = start(["--db", db, "dashboard", "--port", str(port)], env)
+    stopped.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    assert wait_for(f"{base}/metrics").status_code == 401
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    token = re.search(r"sign in with the token: (\S+)", err)
+    assert token, err
+    assert f"dashboard on http://127.0.0.1:{port}/" in err
+
+
+def test_dashboard_takes_its_token_from_the_environment(
+    db: str, stopped: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    proc = start(["--db", db, "dashboard", "--port", str(port), "--read-only"],
+                 {"DENPYO_DASHBOARD_TOKEN": "from-the-env-123"})  # fmt: skip
+    stopped.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    wait_for(f"{base}/login")
+    authorized = {"authorization": "Bearer from-the-env-123"}
+    assert httpx.get(f"{base}/metrics", headers=authorized).status_code == 200
+    page = httpx.get(f"{base}/", headers={**authorized, "accept": "text/html"})
+    assert page.status_code == 200 and "read-only" in page.text
+    refused = httpx.post(f"{base}/submissions/1/retry", headers=authorized, data={"note": "n"})
+    assert refused.status_code == 403
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "sign in with the token" not in err  # not printed: the operator chose it
+
+
+def test_a_worker_serves_its_metrics(
+    db: str, tmp_path: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    (tmp_path / "serve_test_app.py").write_text(APP)
+    with denpyo.Ledger(db) as ledger:
+        ledger.channel("mail")(lambda sub: None)  # to enqueue; the worker sends
+        for i in range(4):
+            ledger.enqueue("mail", f"k{i}", {"reject": i == 3})
+    port = free_port()
+    env = {
+        "DENPYO_DATABASE_URL": db,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = start(["--app", "serve_test_app:ledger", "worker", "--poll-interval", "0.05",
+                  "--metrics-port", str(port)], env)  # fmt: skip
+    stopped.append(proc)
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + 60
+    text = ""
+    while time.monotonic() < deadline:
+        text = wait_for(url).text
+        if 'denpyo_calls_total{channel="mail",outcome="rejected"} 1.0' in text:
+            break
+        time.sleep(0.2)
+    assert 'denpyo_calls_total{channel="mail",outcome="synced"} 3.0' in text, text
+    assert 'denpyo_alerts_total{channel="mail",reason="rejected"} 1.0' in text
+    assert 'denpyo_call_duration_seconds_count{channel="mail"} 4.0' in text
+    assert 'denpyo_needs_attention{channel="mail"}' in text
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"metrics on http://127.0.0.1:{port}/metrics" in err

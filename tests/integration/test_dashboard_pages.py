@@ -1,0 +1,106 @@
+"""What each page of the dashboard shows, read as a script would (Bearer token)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import denpyo
+from dashboard_seed import seed
+from denpyo.web import create_app
+
+TOKEN = "pages-test-token"
+
+
+@pytest.fixture
+def ledger(tmp_path: Any) -> Iterator[denpyo.Ledger]:
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/pages.db") as ledger:
+        ledger.migrate()
+        yield ledger
+
+
+@pytest.fixture
+def ids(ledger: denpyo.Ledger) -> dict[str, int]:
+    return seed(ledger, synced=60)
+
+
+@pytest.fixture
+def web(ledger: denpyo.Ledger) -> TestClient:
+    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+    client.headers.update({"authorization": f"Bearer {TOKEN}", "x-denpyo-by": "script"})
+    return client
+
+
+def row_ids(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'name="ids" value="(\d+)"', html)]
+
+
+def test_the_list_pages_by_keyset_and_filters(web: TestClient, ids: dict[str, int]) -> None:
+    first = web.get("/submissions").text
+    assert row_ids(first) == list(range(max(ids.values()), max(ids.values()) - 50, -1))
+    older = re.search(r'href="/submissions\?([^"]*before=\d+[^"]*)"', first)
+    assert older
+    second = web.get("/submissions?" + older.group(1).replace("&amp;", "&")).text
+    assert row_ids(second) == list(range(max(ids.values()) - 50, 0, -1))
+    assert "no older rows" in second
+    rejected = row_ids(web.get("/submissions?status=rejected").text)
+    assert sorted(rejected) == sorted([ids["rejected"], ids["rejected2"]])
+    doubt = row_ids(web.get("/submissions?in_doubt=yes").text)
+    assert doubt == [ids["doubt"]]
+    needs = row_ids(web.get("/submissions?needs_attention=1").text)
+    assert sorted(needs) == sorted(ids[k] for k in ("rejected", "rejected2", "exhausted", "doubt"))
+    assert row_ids(web.get("/submissions?channel=sms").text) == [ids["waiting"]]
+    assert row_ids(web.get("/submissions?resolved=yes").text) == []
+    assert web.get("/submissions?since=nonsense").status_code == 400
+
+
+def test_a_search_finds_a_key_in_one_step(web: TestClient, ids: dict[str, int]) -> None:
+    found = web.get("/submissions?channel=invoice-email&q=order:42").text
+    assert row_ids(found) == [ids["secret"]] and "synced" in found
+    many = web.get("/submissions?channel=invoice-email&q=order:1").text
+    assert len(row_ids(many)) == 50 and "after=order" in many
+    assert web.get("/submissions?q=order:42").status_code == 400  # which channel?
+
+
+def test_the_queue_and_the_overview(web: TestClient, ids: dict[str, int]) -> None:
+    queue = web.get("/attention").text
+    wanted = sorted((ids[k] for k in ("rejected", "rejected2", "exhausted", "doubt")), reverse=True)
+    assert row_ids(queue) == wanted and "<strong>4</strong> need a person" in queue
+    overview = web.get("/").text
+    assert "need a person" in overview and "<polyline" in overview
+    assert "sent 65" in overview  # every call made (60 + 4 + 1), folded into the chart
+
+
+def test_a_bulk_dry_run_changes_nothing(
+    web: TestClient, ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    chosen = [ids["exhausted"], ids["rejected"], ids["synced0"]]
+    preview = web.post("/bulk", data={"action": "abandon", "ids": [str(i) for i in chosen]})
+    assert preview.status_code == 200
+    assert "Abandon 2 of the 3 rows" in preview.text and "synced" in preview.text
+    assert all(ledger.get_by_id(i).resolution is None for i in chosen)  # type: ignore[union-attr]
+    done = web.post(
+        "/bulk",
+        data={
+            "action": "abandon",
+            "confirm": "yes",
+            "note": "gone",
+            "ids": [str(i) for i in chosen],
+        },
+    )
+    assert "Abandon: 2 done" in done.text
+    after = {i: ledger.get_by_id(i) for i in chosen}
+    assert after[ids["exhausted"]].resolution == "abandoned by operator:script: gone"  # type: ignore[union-attr]
+    assert after[ids["synced0"]].resolution is None  # type: ignore[union-attr]
+    no_note = web.post(
+        "/bulk", data={"action": "retry", "confirm": "yes", "note": "", "ids": [str(ids["doubt"])]}
+    )
+    assert no_note.status_code == 400
+
+
+def test_a_missing_row_is_404(web: TestClient) -> None:
+    assert web.get("/submissions/999999").status_code == 404

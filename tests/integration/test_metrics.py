@@ -1,0 +1,82 @@
+"""Prometheus metrics: the engine's calls and alerts counted through its hooks, and
+the ledger's counts read from the store, on every database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import denpyo
+from denpyo.metrics import Metrics
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def channel(ledger: denpyo.Ledger) -> None:
+    @ledger.channel("mail", max_attempts=1)
+    def send(sub: denpyo.Submission) -> str:
+        outcome = sub.payload["outcome"]
+        if outcome == "rejected":
+            raise denpyo.Rejected("550 unknown mailbox")
+        if outcome == "transient":
+            raise denpyo.Transient("503")
+        if outcome == "ambiguous":
+            raise TimeoutError("read timeout")
+        return "m-1"
+
+
+def test_calls_alerts_and_counts_are_exported(ledger: denpyo.Ledger) -> None:
+    channel(ledger)
+    metrics = Metrics(ledger, counts_ttl=0).attach()
+    outcomes = ["synced", "synced", "rejected", "transient", "ambiguous"]
+    for i, outcome in enumerate(outcomes):
+        ledger.enqueue("mail", f"k{i}", {"outcome": outcome})
+    ledger.work(until_idle=True, poll_interval=0.05)
+    found = samples(metrics)
+
+    def value(name: str, **labels: str) -> Any:
+        return found.get((name, tuple(sorted(labels.items()))))
+
+    assert value("denpyo_calls_total", channel="mail", outcome="synced") == 2
+    assert value("denpyo_calls_total", channel="mail", outcome="rejected") == 1
+    assert value("denpyo_calls_total", channel="mail", outcome="failed") == 1
+    assert value("denpyo_calls_total", channel="mail", outcome="ambiguous") == 1
+    assert value("denpyo_call_duration_seconds_count", channel="mail") == 5
+    assert value("denpyo_alerts_total", channel="mail", reason="rejected") == 1
+    assert value("denpyo_alerts_total", channel="mail", reason="exhausted") == 1
+    assert value("denpyo_alerts_total", channel="mail", reason="in_doubt") == 1
+    assert value("denpyo_store_up") == 1
+    assert value("denpyo_rows", channel="mail", status="synced") == 2
+    assert value("denpyo_rows", channel="mail", status="failed") == 2
+    assert value("denpyo_rows", channel="mail", status="rejected") == 1
+    assert value("denpyo_in_doubt", channel="mail") == 1
+    assert value("denpyo_needs_attention", channel="mail") == 3
+    assert value("denpyo_oldest_pending_seconds", channel="mail") == 0
+    # Labels stay few: never a key, an id or a payload.
+    for _name, labels in found:
+        assert {label for label, _ in labels} <= {"channel", "status", "outcome", "reason", "le"}
+
+
+def test_a_database_that_cannot_be_read_says_so(tmp_path: Any) -> None:
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/never-migrated.db") as ledger:
+        found = samples(Metrics(ledger, counts_ttl=0))
+    assert found[("denpyo_store_up", ())] == 0
+    assert not any(name == "denpyo_rows" for name, _ in found)
+
+
+def test_a_failing_watcher_changes_nothing_the_engine_records(ledger: denpyo.Ledger) -> None:
+    channel(ledger)
+
+    @ledger.on_call
+    def broken(record: Any) -> None:
+        raise RuntimeError("a bug in someone's metrics")
+
+    sub = ledger.submit("mail", "k", {"outcome": "synced"})
+    assert sub.status is denpyo.Status.SYNCED
