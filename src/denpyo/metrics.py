@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from denpyo.errors import ConfigurationError
+from denpyo.extras import missing
 
 try:
     from prometheus_client import (
@@ -40,10 +40,8 @@ try:
     )
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.registry import Collector
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ConfigurationError(
-        "metrics need prometheus-client: pip install 'denpyo[dashboard]'"
-    ) from exc
+except ImportError as exc:  # the extra is not installed
+    raise missing("dashboard", "denpyo.metrics", exc) from exc
 
 from denpyo.engine.alerts import Alert
 from denpyo.engine.observers import CallRecord

@@ -9,7 +9,10 @@ import textwrap
 
 import pytest
 
-BLOCKED = ("psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats")
+BLOCKED = (
+    "psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats",
+    "starlette", "jinja2", "prometheus_client",
+)  # fmt: skip
 
 
 def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
@@ -27,6 +30,8 @@ def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
         ("import denpyo.channels.http", "http"),
         ("import denpyo.channels.rabbitmq", "rabbitmq"),
         ("import denpyo.channels.nats", "nats"),
+        ("import denpyo.web", "dashboard"),
+        ("import denpyo.metrics", "dashboard"),
         ("import denpyo.testing; denpyo.testing.FakeProvider(transport='aiohttp')", "http"),
     ],
 )
