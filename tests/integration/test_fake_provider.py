@@ -274,16 +274,16 @@ def test_runs_as_a_subprocess(transport: Transport) -> None:
 
 
 def test_the_readme_names_every_option_and_endpoint() -> None:
-    """The README's "Try it against the fake provider" is how a user learns it."""
+    """The guide's "Try it against the fake provider" is how a user learns it."""
     from pathlib import Path
 
     from denpyo.testing import ProviderOptions
     from denpyo.testing.__main__ import _parser
     from denpyo.testing._core import ENDPOINTS, FAULTS
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Try it against the fake provider") :]
-    section = section[: section.index("\n### ", 1)]
+    readme = (Path(__file__).parents[2] / "docs" / "guide" / "using.md").read_text()
+    section = readme[readme.index("## Try it against the fake provider") :]
+    section = section[: section.index("\n## ", 1)]
     flags = {flag for action in _parser()._actions for flag in action.option_strings}
     for flag in flags - {"-h", "--help", "--honour-idempotency"}:
         assert f"`{flag}" in section, flag

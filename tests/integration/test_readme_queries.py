@@ -1,4 +1,4 @@
-"""The README's SQL answers the seed's questions, on every database."""
+"""The documented SQL (docs/reference/tables.md) answers the seed's questions, on every database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import denpyo
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "reference" / "tables.md"
 BLOCK = re.compile(r"<!-- query: (\w+) -->\s*```sql\n(.*?)```", re.DOTALL)
 
 

@@ -24,7 +24,7 @@ from denpyo.domain.moves import Move
 from denpyo.store import NewSubmission
 from denpyo.testing import FakeProvider
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "how-to" / "recipes.md"
 RECIPE = re.compile(r"<!-- recipe: (\w+) -->\s*```python\n(.*?)```", re.DOTALL)
 NATS = "nats://127.0.0.1:4222"
 SQL = Callable[[str], list[tuple[Any, ...]]]
