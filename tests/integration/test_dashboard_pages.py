@@ -104,3 +104,15 @@ def test_a_bulk_dry_run_changes_nothing(
 
 def test_a_missing_row_is_404(web: TestClient) -> None:
     assert web.get("/submissions/999999").status_code == 404
+
+
+def test_a_row_page_says_when_the_providers_idempotency_window_closes(
+    ledger: denpyo.Ledger,
+) -> None:
+    ledger.channel("charge", idempotent=True, idempotency_window=86400)(lambda sub: "ch_1")
+    sub = ledger.submit("charge", "order:1", {"amount": 5})
+    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+    client.headers.update({"authorization": f"Bearer {TOKEN}"})
+    page = client.get(f"/submissions/{sub.id}")
+    assert page.status_code == 200
+    assert "the provider forgets the key at" in page.text
