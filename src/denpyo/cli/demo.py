@@ -78,7 +78,7 @@ class RichReporter:
             else "denpyo's counts do NOT match the provider's: this is a bug, please report it."
         )
         render.out.print(
-            Panel(
+            Panel.fit(
                 f"{verdict}\nnaive: the table says {r.naive_table_after} sent; the provider sent "
                 f"{r.naive_table_after + r.duplicates_after_resend} emails "
                 f"({r.duplicates_after_resend} twice).\nfinished in {r.seconds:.1f} s",
