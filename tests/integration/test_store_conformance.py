@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -215,25 +216,38 @@ CLAIM_INDEXES = {
 }  # fmt: skip
 
 
+@contextmanager
+def plans(store: Store, backend: str, db_url: str) -> Iterator[Callable[[str, Any], str]]:
+    """`plan(name, params)`: the database's plan of a named query, on a connection of its
+    own (PostgreSQL with sequential scans off, so that an empty table's plan shows
+    whether an index can serve the query at all)."""
+    conn = driver_connection(backend, db_url)
+    try:
+        cursor = conn.cursor()
+        if backend == "postgresql":
+            cursor.execute("SET enable_seqscan = off")
+        explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
+
+        def plan(name: str, params: Any) -> str:
+            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
+            return "\n".join(str(row) for row in cursor.fetchall())
+
+        yield plan
+    finally:
+        conn.rollback()
+        conn.close()
+
+
 def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url: str) -> None:
     """The claims (and the reconciler's count) read their partial index, not the table:
     the shared "in doubt" predicate must not hide the index's own from the planner.
     PostgreSQL is asked with sequential scans off, so that an empty table's plan shows
     whether the index can serve the query at all."""
     params = {"channel": "c", "limit": 64, "worker": "w", "lease": 30.0}
-    conn = driver_connection(backend, db_url)
-    try:
-        cursor = conn.cursor()
-        if backend == "postgresql":
-            cursor.execute("SET enable_seqscan = off")
+    with plans(store, backend, db_url) as plan:
         for name, index in CLAIM_INDEXES[backend].items():
-            explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
-            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
-            plan = "\n".join(str(row) for row in cursor.fetchall())
-            assert index in plan, (name, plan)
-    finally:
-        conn.rollback()
-        conn.close()
+            found = plan(name, params)
+            assert index in found, (name, found)
 
 
 # -- the dashboard's reads ---------------------------------------------------------------
@@ -372,21 +386,12 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
         "before": 1000, "floor": 0, "channel": "c", "prefix": "order:", "after": None,
         "scan": 150, "limit": 51,
     }  # fmt: skip
-    conn = driver_connection(backend, db_url)
-    try:
-        cursor = conn.cursor()
-        if backend == "postgresql":
-            cursor.execute("SET enable_seqscan = off")
+    with plans(store, backend, db_url) as plan:
         for name, indexes in DASHBOARD_INDEXES[backend].items():
-            explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
             given = {**params, "after": ""} if name == "submission_next_channel" else params
-            cursor.execute(f"{explain} {store.queries[name]}", given)  # type: ignore[attr-defined]
-            plan = "\n".join(str(row) for row in cursor.fetchall())
+            found = plan(name, given)
             for index in indexes:
-                assert index in plan, (name, index, plan)
-    finally:
-        conn.rollback()
-        conn.close()
+                assert index in found, (name, index, found)
 
 
 def _synced(store: Store, keys: list[str], channel: str = "c") -> list[Any]:
@@ -478,16 +483,7 @@ def test_the_audits_reads_are_planned_on_indexes(store: Store, backend: str, db_
         "submission_id": 1,
     }
     names = ("submission_list_synced", "submission_get_by_idempotency_keys", "event_first_attempt")
-    conn = driver_connection(backend, db_url)
-    try:
-        cursor = conn.cursor()
-        if backend == "postgresql":
-            cursor.execute("SET enable_seqscan = off")
+    with plans(store, backend, db_url) as plan:
         for name, index in zip(names, AUDIT_INDEXES[backend], strict=True):
-            explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
-            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
-            plan = "\n".join(str(row) for row in cursor.fetchall())
-            assert index in plan, (name, plan)
-    finally:
-        conn.rollback()
-        conn.close()
+            found = plan(name, params)
+            assert index in found, (name, found)
