@@ -31,8 +31,11 @@ LABELS = {
     "denpyo": "**denpyo**",
     "denpyo_nocall": "denpyo, no call (the ledger alone; not a peer)",
     "denpyo_store": "denpyo's store alone (no engine, no call; not a peer)",
+    "floor_psycopg": "the floor: two statements on bare psycopg (not a peer)",
+    "floor_asyncpg": "the floor: two statements on bare asyncpg (not a peer)",
 }
-NO_CALL = ["denpyo_nocall", "denpyo_store"]  # parts of denpyo measured alone, not peers
+# Parts of denpyo measured alone, and the floor under them: not peers.
+NO_CALL = ["denpyo_nocall", "denpyo_store", "floor_psycopg", "floor_asyncpg"]
 ORDER = [
     "denpyo", *NO_CALL, "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos",
 ]  # fmt: skip

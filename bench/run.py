@@ -71,7 +71,7 @@ VERSIONED = [
 ]
 ALL_PEERS = [
     "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo", "denpyo_nocall",
-    "denpyo_store",
+    "denpyo_store", "floor_psycopg", "floor_asyncpg",
 ]  # fmt: skip
 NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}

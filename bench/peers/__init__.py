@@ -20,4 +20,6 @@ PEERS = {
     "denpyo": "peers.denpyo_peer",
     "denpyo_nocall": "peers.denpyo_nocall",
     "denpyo_store": "peers.denpyo_store",
+    "floor_psycopg": "peers.floor_psycopg",
+    "floor_asyncpg": "peers.floor_asyncpg",
 }

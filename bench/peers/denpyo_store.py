@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from common import Ctx
 
+from denpyo import Ledger
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
@@ -34,6 +35,8 @@ NAME = "denpyo's store alone (no engine, no call)"
 __all__ = ["CALLS", "DURABLE", "NAME", "dispatch", "done", "enqueue", "setup"]
 
 ACTOR = "bench-store"
+R = TypeVar("R")  # a claimed row, as the driver returns it
+S = TypeVar("S")  # a finished job's settle
 
 
 async def dispatch(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]:
@@ -42,24 +45,59 @@ async def dispatch(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]:
     if isinstance(native, InThreads):
         ledger.close()
         raise NotImplementedError(f"no native async store for {ledger.store.dialect}")
-    spec = ledger.channels[denpyo_peer.CHANNEL]
-    # As far ahead, and in claims as large, as the worker holds rows of this channel.
-    ahead, batch = Worker(ledger, concurrency=concurrency)._ahead(spec)
+    ahead, batch, lease = worker_shape(ledger, concurrency)
     await native.open()
     try:
-        settled = await _drive(native, n, concurrency, ahead, batch, spec.lease)
+        settled = await _drive(native, n, concurrency, ahead, batch, lease)
     finally:
         await native.close()
         ledger.close()
     return {"attempted": settled}
 
 
+def worker_shape(ledger: Ledger, concurrency: int) -> tuple[int, int, float]:
+    """How far ahead, in claims how large and with what lease the worker holds rows
+    of the bench channel: the loops here do the same."""
+    spec = ledger.channels[denpyo_peer.CHANNEL]
+    ahead, batch = Worker(ledger, concurrency=concurrency)._ahead(spec)
+    return ahead, batch, spec.lease
+
+
 async def _drive(
     native: AsyncStore, n: int, concurrency: int, ahead: int, batch: int, lease: float
 ) -> int:
+    async def claim(limit: int) -> list[Submission]:
+        return await native.claim(denpyo_peer.CHANNEL, worker=ACTOR, limit=limit, lease=lease)
+
+    def settle(sub: Submission, remote_id: str) -> Move:
+        return Move(
+            sub.id, Status.REQUESTING, Status.SYNCED, ACTOR, expect_locked_by=sub.locked_by,
+            event="settle", remote_id=remote_id, detail=remote_id, duration_ms=0, row=sub,
+        )  # fmt: skip
+
+    async def commit(moves: list[Move]) -> int:
+        return sum(1 for row in await native.move(moves) if row is not None)
+
+    return await drive(claim, denpyo_nocall.no_call, settle, commit, n, concurrency, ahead, batch)
+
+
+async def drive(
+    claim: Callable[[int], Awaitable[list[R]]],
+    call: Callable[[R], Awaitable[str]],
+    settle: Callable[[R, str], S],
+    commit: Callable[[list[S]], Awaitable[int]],
+    n: int,
+    concurrency: int,
+    ahead: int,
+    batch: int,
+) -> int:
+    """The smallest loop that keeps claims and settles busy: claim ahead, one task
+    per job with a `call` that returns at once, and the settles of the calls that
+    finished meanwhile committed together, one commit at a time. `settle` makes a
+    finished job's settle and `commit` writes a group of them, returning how many won."""
     loop = asyncio.get_running_loop()
-    ready: list[Submission] = []  # claimed, not started (lowest id last)
-    pending: list[tuple[Move, asyncio.Future[None]]] = []  # called, not yet committed
+    ready: list[R] = []  # claimed, not started (lowest id last)
+    pending: list[tuple[S, asyncio.Future[None]]] = []  # called, not yet committed
     tasks: set[asyncio.Task[None]] = set()
     state = {"running": 0, "settled": 0, "flushing": False}
     wake = asyncio.Event()
@@ -73,21 +111,16 @@ async def _drive(
         while pending:
             group = pending[:]
             pending.clear()
-            moved = await native.move([move for move, _ in group])
-            state["settled"] += sum(1 for row in moved if row is not None)
+            state["settled"] += await commit([item for item, _ in group])
             for _, waiter in group:
                 waiter.set_result(None)
         state["flushing"] = False
         wake.set()
 
-    async def job(sub: Submission) -> None:
-        remote_id = await denpyo_nocall.no_call(sub)
-        move = Move(
-            sub.id, Status.REQUESTING, Status.SYNCED, ACTOR, expect_locked_by=sub.locked_by,
-            event="settle", remote_id=remote_id, detail=remote_id, duration_ms=0, row=sub,
-        )  # fmt: skip
+    async def job(row: R) -> None:
+        remote_id = await call(row)
         waiter = loop.create_future()
-        pending.append((move, waiter))
+        pending.append((settle(row, remote_id), waiter))
         state["running"] -= 1  # the slot is free while the settle commits, as in the worker
         start()
         if not state["flushing"]:
@@ -104,7 +137,7 @@ async def _drive(
         wake.clear()
         room = ahead - len(ready) - state["running"]
         if room >= batch:
-            rows = await native.claim(denpyo_peer.CHANNEL, worker=ACTOR, limit=room, lease=lease)
+            rows = await claim(room)
             ready.extend(reversed(rows))
             start()
             if rows:
@@ -112,3 +145,4 @@ async def _drive(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=0.05)
     return state["settled"]
+
