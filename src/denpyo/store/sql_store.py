@@ -528,15 +528,28 @@ class SqlStore(Store):
         return self.to_submission(row) if row else None
 
     def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
-        """A row as read; with `known` (the same row as read before a move, which
-        never changes the payload), its payload is taken from there, not parsed again."""
+        """A row as read. With `known`, the same row as read before a move: what a
+        move never changes (the payload, the key, when it was created…) is taken
+        from there, not sent back nor parsed again."""
+        if known is None:
+            sub_id, channel, key, idempotency_key = (
+                int(row["id"]), row["channel"], row["key"], row["idempotency_key"]
+            )  # fmt: skip
+            payload, ordering_key = self.parse_payload(row["payload"]), row["ordering_key"]
+            created_at, supersedes = self.parse_time(row["created_at"]), row["supersedes"]
+        else:
+            sub_id, channel, key, idempotency_key = (
+                known.id, known.channel, known.key, known.idempotency_key
+            )  # fmt: skip
+            payload, ordering_key = known.payload, known.ordering_key
+            created_at, supersedes = known.created_at, known.supersedes
         error_kind = row["error_kind"]
         return Submission(
-            id=int(row["id"]),
-            channel=row["channel"],
-            key=row["key"],
-            idempotency_key=row["idempotency_key"],
-            payload=known.payload if known is not None else self.parse_payload(row["payload"]),
+            id=sub_id,
+            channel=channel,
+            key=key,
+            idempotency_key=idempotency_key,
+            payload=payload,
             status=Status(row["status"]),
             attempts=int(row["attempts"]),
             next_attempt_at=self.parse_time(row["next_attempt_at"]),
@@ -545,12 +558,12 @@ class SqlStore(Store):
             remote_id=row["remote_id"],
             last_error=row["last_error"],
             error_kind=ErrorKind(error_kind) if error_kind else None,
-            ordering_key=row["ordering_key"],
-            created_at=self.parse_time(row["created_at"]),
+            ordering_key=ordering_key,
+            created_at=created_at,
             updated_at=self.parse_time(row["updated_at"]),
             synced_at=self.parse_time(row["synced_at"]),
             resolution=row["resolution"],
-            supersedes=row["supersedes"],
+            supersedes=supersedes,
             in_doubt=bool(row["in_doubt"]),
         )
 

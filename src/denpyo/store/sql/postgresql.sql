@@ -324,12 +324,18 @@ SELECT id, channel, key, idempotency_key,
 FROM moved;
 
 -- submission_move_batch: compare-and-set many rows at once (as submission_move_one), with their events
-WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever their number
-    SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
-        ord int, id bigint, from_status text, to_status text, expect_locked_by text,
-        locked_by text, lease float8, attempt_delta int, retry_in float8, remote_id text,
-        keep_error bool, error_kind text, last_error text, resolution text, event text,
-        actor text, detail text, duration_ms int, payload_known bool)
+WITH m AS (  -- the moves as one typed array per field: binary, no JSON to build or parse
+    SELECT * FROM unnest(
+        %(ord)b::int[], %(id)b::bigint[], %(from_status)s::text[], %(to_status)s::text[],
+        %(expect_locked_by)s::text[], %(locked_by)s::text[], %(lease)s::float8[],
+        %(attempt_delta)s::int[], %(retry_in)s::float8[], %(remote_id)s::text[],
+        %(keep_error)s::bool[], %(error_kind)s::text[], %(last_error)s::text[],
+        %(resolution)s::text[], %(event)s::text[], %(actor)s::text[], %(detail)s::text[],
+        %(duration_ms)s::int[], %(payload_known)s::bool[]
+    ) AS m(
+        ord, id, from_status, to_status, expect_locked_by, locked_by, lease, attempt_delta,
+        retry_in, remote_id, keep_error, error_kind, last_error, resolution, event, actor,
+        detail, duration_ms, payload_known)
 ), moved AS (
     UPDATE denpyo_submissions s SET
         status = m.to_status,
@@ -346,7 +352,7 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
         synced_at = CASE WHEN m.to_status = 'synced' THEN now() ELSE s.synced_at END,
         updated_at = now()
     FROM m
-    WHERE s.id = ANY(%(ids)b::bigint[])  -- reach the rows by primary key, whatever the statistics
+    WHERE s.id = ANY(%(id)b::bigint[])  -- reach the rows by primary key, whatever the statistics
       AND s.id = m.id AND s.status = m.from_status
       AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
            OR (m.expect_locked_by IS NULL
@@ -360,11 +366,17 @@ WITH m AS (  -- the moves as one JSON array of objects: one parameter, whatever 
     SELECT id, event, event_from, status, attempts, event_actor, event_detail, event_duration_ms
     FROM moved WHERE event IS NOT NULL
 )
-SELECT id, channel, key, idempotency_key,
-    CASE WHEN payload_known THEN NULL ELSE payload END AS payload,  -- the mover has it
-    status, attempts, next_attempt_at, locked_by, locked_until, remote_id, last_error,
-    error_kind, ordering_key, created_at, updated_at, synced_at, resolution, supersedes,
-    in_doubt, ord
+-- A mover that has the row (the worker) gets back only what a move can change:
+-- the columns a move never changes are NULL, and come from its copy.
+SELECT id, ord, status, attempts, next_attempt_at, locked_by, locked_until, remote_id,
+    last_error, error_kind, updated_at, synced_at, resolution, in_doubt, payload_known,
+    CASE WHEN payload_known THEN NULL ELSE channel END AS channel,
+    CASE WHEN payload_known THEN NULL ELSE key END AS key,
+    CASE WHEN payload_known THEN NULL ELSE idempotency_key END AS idempotency_key,
+    CASE WHEN payload_known THEN NULL ELSE payload END AS payload,
+    CASE WHEN payload_known THEN NULL ELSE ordering_key END AS ordering_key,
+    CASE WHEN payload_known THEN NULL ELSE created_at END AS created_at,
+    CASE WHEN payload_known THEN NULL ELSE supersedes END AS supersedes
 FROM moved;
 
 -- submission_record_many: insert many rows for the workers, with their events, in one statement
