@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from common import Ctx
@@ -145,4 +145,3 @@ async def drive(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=0.05)
     return state["settled"]
-

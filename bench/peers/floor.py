@@ -122,7 +122,9 @@ async def dispatch_asyncpg(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]
     claims = await asyncpg.connect(pg_conninfo(ctx.db_url))
     settles = await asyncpg.connect(pg_conninfo(ctx.db_url))
     # jsonb arrives as text unless told: decode it as psycopg does, for the same work.
-    await claims.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await claims.set_type_codec(
+        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+    )
     claim_stmt = await claims.prepare(CLAIM)
     settle_stmt = await settles.prepare(SETTLE)
 

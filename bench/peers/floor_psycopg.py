@@ -1,7 +1,7 @@
 """The floor under denpyo's store through psycopg (see floor.py)."""
 
-from peers.floor import done, enqueue, setup
 from peers.floor import dispatch_psycopg as dispatch
+from peers.floor import done, enqueue, setup
 
 NAME = "the floor: two statements on bare psycopg (no engine, no call; not a peer)"
 DURABLE = True
