@@ -764,6 +764,7 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
 
         alone = cpu_per_job(rows, "denpyo_nocall", key)
         store = cpu_per_job(rows, "denpyo_store", key)
+        floors = [cpu_per_job(rows, p, key) for p in ("floor_psycopg", "floor_asyncpg")]
         rates = {p: med(r["rate"] for r in runs_of(rows, p, key)) or 0.0 for p in ORDER}
         leanest = min(
             (durable_cost(cost, ff), p)
@@ -785,11 +786,17 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
                     fmt_rate(needed),
                     f"{one_core:,.0f} − {ff['worker']:,.0f} = **{one_core - ff['worker']:,.0f}**",
                     " / ".join(
-                        [f"{part['worker']:,.0f}" if part else "–" for part in (store, alone)]
+                        [
+                            f"{part['worker']:,.0f}" if part else "–"
+                            for part in (*floors, store, alone)
+                        ]
                         + [f"{mine['worker'] - ff['worker']:,.0f}"]
                     ),
                     f"{all_cores:,.0f} − {sum(ff.values()):,.0f} = "
                     f"**{all_cores - sum(ff.values()):,.0f}**",
+                    " / ".join(
+                        f"{part['worker'] + part['rest']:,.0f}" if part else "–" for part in floors
+                    ),
                     f"{durable_cost(mine, ff):,.0f}",
                     f"{leanest[0]:,.0f} ({LABELS[leanest[1]]})",
                 ]
@@ -805,7 +812,11 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
         "PostgreSQL: their time per job, less what fire-and-forget's run uses (call, "
         "provider, OS), is the room for all the durable work (the worker's part and the "
         "database's). A target is within reach only where the measured figure fits its room. "
-        "The ledger's cost in the worker is shown three ways: *store*, the worker of "
+        "The ledger's cost in the worker is shown five ways. *floor*, psycopg then asyncpg: "
+        "the worker of the same claims and settles (events included) as two hand-written "
+        "statements on the bare driver, under the same loop (`bench/peers/floor.py`): what "
+        "the driver and the database cost with nothing of denpyo's in the way, and so the "
+        "least any design on this database could spend; *store*, the worker of "
         "*denpyo's store alone*: the same claims and settles through the store's API under "
         "the smallest loop that keeps them busy, with no engine (the floor of the protocol "
         "itself); *alone*, the worker of *denpyo, no call* (store and engine); *in the run*, "
@@ -818,8 +829,10 @@ def dispatch_budget(results: dict[str, Any]) -> list[str]:
                 "target",
                 "jobs/s needed",
                 "one core per job − the call = room",
-                "denpyo's ledger in the worker: store / alone / in the run",
+                "the ledger in the worker: floor psycopg / floor asyncpg / store / alone / "
+                "in the run",
                 f"{cores} cores per job − call, provider, OS = room",
+                "the floor's durable work (worker + database): psycopg / asyncpg",
                 "denpyo's durable work",
                 "leanest durable peer's",
             ],
