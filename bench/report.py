@@ -480,6 +480,40 @@ def section_enqueue(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def section_memory(results: dict[str, Any]) -> list[str]:
+    rows = results.get("memory", [])
+    if not rows:
+        return []
+    body = [
+        [
+            f"{r['n']:,}",
+            f"{r['maxrss_kb'] / 1024:,.0f}" if "maxrss_kb" in r else "–",
+            fmt_rate(r.get("rate")) if r.get("rate") else "–",
+            "ok" if r.get("ok") else f"⚠ {str(r.get('error', 'check failed'))[:120]}",
+        ]
+        for r in rows
+    ]
+    return [
+        "## 7. Memory: the worker's peak RSS as the rows dispatched grow",
+        "",
+        "The same dispatch as section 1 (denpyo, provider at 0 ms, 64 in flight) over more and "
+        "more rows, enqueued beforehand with `enqueue_many`: the worker process's peak RSS "
+        "(`ru_maxrss`) should not grow with the rows it has dispatched.",
+        "",
+        table(["rows dispatched", "peak RSS MiB", "jobs/s", "check"], body),
+        "",
+    ]
+
+
+def memory_growth(results: dict[str, Any]) -> float | None:
+    """Peak RSS of the largest run ÷ that of the smallest."""
+    rows = [r for r in results.get("memory", []) if r.get("ok") and "maxrss_kb" in r]
+    if len(rows) < 2:
+        return None
+    rows.sort(key=lambda r: r["n"])
+    return float(rows[-1]["maxrss_kb"]) / float(rows[0]["maxrss_kb"])
+
+
 def section_recovery(results: dict[str, Any]) -> list[str]:
     rows = results.get("recovery", [])
     if not rows:
@@ -748,6 +782,17 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
                     verdict(ratio, 2.0, higher=False),
                 ]
             )
+    growth = memory_growth(results)
+    if growth is not None:
+        sizes = sorted(r["n"] for r in results["memory"] if r.get("ok"))
+        out.append(
+            [
+                f"the worker's peak RSS flat (within 10 %) from {sizes[0]:,} to {sizes[-1]:,} "
+                "rows dispatched",
+                f"× {growth:.2f}",
+                verdict(growth, 1.1, higher=False),
+            ]
+        )
     return out
 
 
@@ -910,6 +955,7 @@ def render(results: dict[str, Any], plot_name: str | None) -> str:
     lines += section_recovery(results)
     lines += section_scale(results)
     lines += section_backends(results)
+    lines += section_memory(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [

@@ -75,7 +75,7 @@ ALL_PEERS = [
 ]  # fmt: skip
 NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
-ALL_SCENARIOS = ["dispatch", "inline", "enqueue", "recovery", "scale", "backends"]
+ALL_SCENARIOS = ["dispatch", "inline", "enqueue", "recovery", "scale", "backends", "memory"]
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -96,6 +96,7 @@ class Sizes:
     backends: list[str] = field(default_factory=lambda: ["sqlite", "mysql", "postgresql"])
     peer_n: dict[str, int] = field(default_factory=dict)
     backend_n: int | None = None
+    memory_levels: list[int] = field(default_factory=lambda: [10**4, 10**5, 10**6])
 
     def n_for(self, peer: str) -> int:
         return self.peer_n.get(peer, self.dispatch_n)
@@ -123,6 +124,7 @@ QUICK = Sizes(
     scale_levels=[1_000, 10_000],
     httpclient_n=50,
     backends=["sqlite"],
+    memory_levels=[100, 1_000],
 )
 
 
@@ -494,14 +496,14 @@ class Bench:
         result = self.retrying(lambda: self._prefill(peer, n))
         return result.pop("_template", None), result
 
-    def _prefill(self, peer: str, n: int) -> dict[str, Any]:
+    def _prefill(self, peer: str, n: int, bulk: bool = False) -> dict[str, Any]:
         name = self.dbs.create()
         result = self.runner.run(
             self.spec(
                 "enqueue",
                 peer=peer,
                 n=n,
-                bulk=False,  # one transaction per job, as jobs arrive in an application
+                bulk=bulk,  # by default one transaction per job, as jobs arrive in an application
                 setup=True,
                 db_url=self.dbs.url(name),
                 provider_url=self.provider(0.0).url,
@@ -822,6 +824,24 @@ class Bench:
             )
         self.save()
 
+    # 7. memory: does the worker's peak RSS stay flat as the rows it dispatched grow?
+
+    def memory(self) -> None:
+        rows: list[dict[str, Any]] = self.results.setdefault("memory", [])
+        provider = self.provider(0.0)
+        for n in self.sizes.memory_levels:
+            log(f"memory: enqueueing {n:,} jobs (enqueue_many)")
+            result = self.retrying(lambda n=n: self._prefill("denpyo", n, bulk=True))
+            template = result.pop("_template", None)
+            if "error" in result or not template:
+                rows.append({"n": n, "error": result.get("error", "no template")})
+                continue
+            try:
+                rows.append(self.dispatch_once("denpyo", template, provider, 64, 0, n=n))
+            finally:
+                self.dbs.drop(template)
+            self.save()
+
 
 # -- main ---------------------------------------------------------------------------------
 
@@ -855,6 +875,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--recovery-n", type=int, default=None)
     p.add_argument("--scale-levels", default=None, help="e.g. 100000,1000000,10000000")
     p.add_argument("--backends", default=None, help="for scenario 6, e.g. sqlite,mysql,postgresql")
+    p.add_argument(
+        "--memory-levels", help="rows dispatched in scenario 7, e.g. 10000,100000,1000000"
+    )
     p.add_argument("--results-dir", default=str(BENCH / "results"))
     p.add_argument("--child-timeout", type=float, default=3600.0)
     p.add_argument(
@@ -900,6 +923,8 @@ def sizes_for(args: argparse.Namespace) -> Sizes:
         sizes.scale_levels = [int(x) for x in args.scale_levels.split(",")]
     if args.backends:
         sizes.backends = args.backends.split(",")
+    if args.memory_levels:
+        sizes.memory_levels = [int(x) for x in args.memory_levels.split(",")]
     return sizes
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
@@ -439,10 +440,9 @@ def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
 
 
 def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, Any]:
-    """`submission_move_batch`'s parameters: one list per field, each sent as a typed
-    array (the statement unnests them back into one row per move)."""
+    """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
     moves = [_one_params(ordinal, move) for ordinal, move in run]
-    return {name: [values[name] for values in moves] for name in moves[0]}
+    return {"moves": json.dumps(moves), "ids": [move.submission_id for _, move in run]}
 
 
 @contextmanager
