@@ -40,6 +40,17 @@ class Submission:
     lease: Lease | None = field(default=None, compare=False, repr=False)
     """This process's hold on the row while it sends it (None when it holds none)."""
 
+    def held(self, lease: Lease) -> Submission:
+        """This row with this process's hold on it. Built field by field in order: on
+        the worker's hot path, `dataclasses.replace` (by name) costs twice as much."""
+        return Submission(
+            self.id, self.channel, self.key, self.idempotency_key, self.payload, self.status,
+            self.attempts, self.next_attempt_at, self.locked_by, self.locked_until,
+            self.remote_id, self.last_error, self.error_kind, self.ordering_key,
+            self.created_at, self.updated_at, self.synced_at, self.resolution,
+            self.supersedes, self.in_doubt, lease,
+        )  # fmt: skip
+
     def lease_left(self) -> float | None:
         """Seconds in which this process may still start the row's call, by its own
         monotonic clock (None: it holds no lease on the row). A channel that does slow

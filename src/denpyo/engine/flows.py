@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from denpyo.domain.lease import Lease
@@ -104,7 +104,7 @@ class Flows:
             self.store.record, (new,), {"actor": self.hold(), "lease": spec.lease}
         )
         if created:
-            return (yield from self.attempt(spec, replace(sub, lease=Lease(spec.lease, since))))
+            return (yield from self.attempt(spec, sub.held(Lease(spec.lease, since))))
         check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return (yield from self.resume(spec, sub))
 
@@ -201,9 +201,9 @@ class Flows:
             return after
         lease = move.row.lease if move.row is not None else None
         if lease is None:
-            return replace(after, lease=Lease(move.lease, since))
+            return after.held(Lease(move.lease, since))
         lease.renewed(since)
-        return replace(after, lease=lease)
+        return after.held(lease)
 
     def _successor(self, sub: Submission) -> Flow:
         """The newest row in the chain of resends of a resolved row, else the row."""

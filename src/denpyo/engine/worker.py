@@ -33,7 +33,7 @@ import logging
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from denpyo.domain.lease import Lease
@@ -279,7 +279,7 @@ class Worker:
             lease = Lease(spec.lease, since)
             # A flow of this row that is still ending keeps its own Hold object.
             self.holds[sub.id] = Hold(token, lease, sub.status if in_doubt else None)
-            held.append(replace(sub, lease=lease))
+            held.append(sub.held(lease))
         return held
 
     def _dispatch(self) -> None:
