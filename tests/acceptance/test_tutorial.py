@@ -49,7 +49,7 @@ def write_script(folder: Path, port: int) -> list[str]:
         elif block.language == "sh":
             for line in code.splitlines():
                 command = line.split("  #")[0].strip()
-                if not command or command.startswith(SKIPPED):
+                if not command or command.startswith(("#", *SKIPPED)):
                     continue
                 commands.append(command)
                 lines += [f"echo '{MARK}{len(commands) - 1}'", command]

@@ -1,4 +1,4 @@
-"""The documented SQL (docs/reference/tables.md) answers the seed's questions, on every database."""
+"""The documented SQL (docs/reference/tables.md) answers its questions, on every database."""
 
 from __future__ import annotations
 
