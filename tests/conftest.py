@@ -92,6 +92,12 @@ def postgres_url(postgres_template: str) -> Iterator[str]:
     yield from _fresh_postgres(postgres_template)
 
 
+@pytest.fixture
+def postgres_empty_url() -> Iterator[str]:
+    """A fresh PostgreSQL database with no denpyo tables, for what only PostgreSQL does."""
+    yield from _fresh_postgres(None)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -275,13 +275,12 @@ def test_runs_as_a_subprocess(transport: Transport) -> None:
 
 def test_the_readme_names_every_option_and_endpoint() -> None:
     """The guide's "Try it against the fake provider" is how a user learns it."""
-    from pathlib import Path
-
     from denpyo.testing import ProviderOptions
     from denpyo.testing.__main__ import _parser
     from denpyo.testing._core import ENDPOINTS, FAULTS
+    from doc_pages import read
 
-    readme = (Path(__file__).parents[2] / "docs" / "guide" / "using.md").read_text()
+    readme = read("guide/using.md")
     section = readme[readme.index("## Try it against the fake provider") :]
     section = section[: section.index("\n## ", 1)]
     flags = {flag for action in _parser()._actions for flag in action.option_strings}

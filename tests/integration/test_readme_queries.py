@@ -1,21 +1,17 @@
-"""The documented SQL (docs/reference/tables.md) answers the seed's questions, on every database."""
+"""The documented SQL (docs/reference/tables.md) answers its questions, on every database."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import denpyo
-
-README = Path(__file__).parents[2] / "docs" / "reference" / "tables.md"
-BLOCK = re.compile(r"<!-- query: (\w+) -->\s*```sql\n(.*?)```", re.DOTALL)
+from doc_pages import blocks
 
 
 def queries_for(backend: str) -> list[str]:
-    found = [sql for target, sql in BLOCK.findall(README.read_text()) if target in ("all", backend)]
+    found = [b.code for b in blocks("reference/tables.md", "query") if b.name in ("all", backend)]
     assert len(found) >= 5
     return found
 

@@ -1,17 +1,15 @@
-"""The README's recipes, run as written (each block is read from the README and
-executed) against the fake provider set up as each kind of API is, and against the
-real NATS server: a payment API that honours its key for 24 hours, an email API
-with no keys verified by a custom argument, a broker. Every backend."""
+"""The recipes (docs/how-to/recipes.md), run as written (each block is read from the
+page and executed) against the fake provider set up as each kind of API is, and
+against the real NATS server: a payment API that honours its key for 24 hours, an
+email API with no keys verified by a custom argument, a broker. Every backend."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -23,18 +21,17 @@ from denpyo import Status, Submission
 from denpyo.domain.moves import Move
 from denpyo.store import NewSubmission
 from denpyo.testing import FakeProvider
+from doc_pages import named
 
-README = Path(__file__).parents[2] / "docs" / "how-to" / "recipes.md"
-RECIPE = re.compile(r"<!-- recipe: (\w+) -->\s*```python\n(.*?)```", re.DOTALL)
+PAGE = "how-to/recipes.md"
 NATS = "nats://127.0.0.1:4222"
 SQL = Callable[[str], list[tuple[Any, ...]]]
 
 
 def recipe(name: str, **names: Any) -> dict[str, Any]:
-    """Run the README's block for `name` with `names` defined; returns its namespace."""
-    blocks = dict(RECIPE.findall(README.read_text()))
+    """Run the page's block for `name` with `names` defined; returns its namespace."""
     namespace = dict(names)
-    exec(compile(blocks[name], f"README recipe {name}", "exec"), namespace)
+    exec(compile(named(PAGE, "recipe")[name], f"{PAGE}: recipe {name}", "exec"), namespace)
     return namespace
 
 
