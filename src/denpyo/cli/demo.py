@@ -1,4 +1,4 @@
-"""`denpyo demo`: the seed's story on screen, drawn with rich."""
+"""`denpyo demo`: the invoice-email story on screen, drawn with rich."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class RichReporter:
 )
 @json_option
 def demo(workdir: Path | None, orders: int, as_json: bool) -> None:
-    """The seed's story in a few seconds, on SQLite with a fake provider (no services).
+    """The invoice-email story in a few seconds, on SQLite with a fake provider (no services).
 
     A sender is killed (SIGKILL) after the provider accepted some calls and
     before the database recorded them: first the naive way (call, then INSERT),

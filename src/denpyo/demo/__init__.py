@@ -1,4 +1,4 @@
-"""`denpyo demo`: the seed's story (a sender killed after the provider accepted and
+"""`denpyo demo`: the invoice-email story (a sender killed after the provider accepted and
 before the database recorded), the naive way against the denpyo way. See `story`."""
 
 from denpyo.demo.story import DemoResult, Quiet, Reporter, run_demo

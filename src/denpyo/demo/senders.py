@@ -10,7 +10,7 @@ kill in that second pause lands "after the provider accepted, before the
 database recorded"; a kill in the first, before the call left. Both pauses vary
 per order, so the calls drift apart.
 
-- naive: the seed's code. Prepare, call, then ``INSERT INTO invoice_emails``.
+- naive: the usual code. Prepare, call, then ``INSERT INTO invoice_emails``.
 - denpyo: `Ledger.submit`: the row is committed `requesting`, then the channel
   prepares, calls and returns the provider's id, and the row is settled. The
   channel and its verify are written as the README tells you to write your own.
@@ -79,7 +79,7 @@ def send_naive(
     pause: float = 0.0,
     prepare: float = 0.0,
 ) -> None:
-    """The seed's `send_invoice_email`, for many orders at once: call, then INSERT."""
+    """The usual `send_invoice_email`, for many orders at once: call, then INSERT."""
     db = sqlite3.connect(db_path, isolation_level=None, timeout=30, check_same_thread=False)
     db_lock = threading.Lock()  # one connection, shared by the threads
 

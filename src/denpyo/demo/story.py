@@ -1,4 +1,4 @@
-"""The seed's story, replayed on SQLite against fake providers, in a few seconds.
+"""The invoice-email story, replayed on SQLite against fake providers, in a few seconds.
 
 1. The naive way: a child process sends invoice emails (call, then INSERT) and is
    killed with SIGKILL part-way. The table says fewer were sent than the
