@@ -78,6 +78,16 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         assert "error" not in row, row
         assert row["ok"], row  # N done in the database, N distinct keys at the provider
         assert row["rate"] > 0 and row["maxrss_kb"] > 0
+    realistic = {
+        row["peer"] for row in dispatch if (row["latency_ms"], row["concurrency"]) == (200, 256)
+    }
+    assert realistic == {"fire_and_forget", "outbox", "denpyo"}  # the peers that make calls
+    processes = results["processes"]
+    assert {(row["peer"], row["processes"]) for row in processes} == {
+        (peer, count) for peer in ("denpyo", "fire_and_forget") for count in (1, 2)
+    }
+    for row in processes:
+        assert "error" not in row and row["ok"], row  # all synced once, and exit code 0
     assert all("error" not in run for run in results["inline"]["runs"])
     assert {run["backend"] for run in results["inline"]["runs"]} == {"sqlite", "postgresql"}
     assert all("error" not in row for row in results["enqueue"])
@@ -95,6 +105,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         "## 4. Recovery",
         "## 5. Scale",
         "## 6. The same dispatch on SQLite and MariaDB",
+        "## 7. Worker processes",
         "## Targets",
     ):
         assert heading in markdown
@@ -110,6 +121,11 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])
     budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
     assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
+    assert any("200 ms, 256 in flight ≥ 1.2× the best durable peer" in row[0] for row in targets)
+    in_flight = next(t for t in tables if t[0] == ["peer", "200 ms, 256 in flight"])
+    assert [row[0] for row in in_flight[1:]][:1] == ["**denpyo**"]
+    workers = next(t for t in tables if t[0][:2] == ["provider latency", "processes"])
+    assert [row[1] for row in workers[1:]] == ["1", "2"]
     recovery = next(t for t in tables if t[0][1] == "µs per row")
     assert [row[0] for row in recovery[1:]] == ["lookups alone", "`reconcile()`"]
     assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]
