@@ -119,6 +119,9 @@ class Supervisor:
             while any(child.final is None for child in self.children):
                 self._tick(time.monotonic())
                 time.sleep(TICK)
+        except BaseException:
+            self._stop()  # no child outlives a supervisor that failed: they drain
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
