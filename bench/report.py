@@ -387,6 +387,8 @@ def section_processes(results: dict[str, Any], curve_name: str | None = None) ->
                 cell += f" ⚠ {len(bad)} run(s) failed or miscounted"
             cores = med(r["workers_cpu_s"] / r["seconds"] for r in good)
             per_job = med(r["workers_cpu_s"] / r["n"] * 1e6 for r in good)
+            ff_per_job = med(r["cpu_s"] / r["n"] * 1e6 for r in ff if "cpu_s" in r)
+            busy = med(r["timed_machine_busy_s"] / r["seconds"] for r in good)
             body.append(
                 [
                     f"{lat:g} ms",
@@ -398,6 +400,8 @@ def section_processes(results: dict[str, Any], curve_name: str | None = None) ->
                     fmt_ratio(rate / one if rate and one else None),
                     "–" if cores is None else f"{cores:.2f}",
                     "–" if per_job is None else f"{per_job:,.0f}",
+                    "–" if ff_per_job is None else f"{ff_per_job:,.0f}",
+                    "–" if busy is None else f"{busy:.2f}",
                 ]
             )
     n = rows[0]["n"]
@@ -413,7 +417,11 @@ def section_processes(results: dict[str, Any], curve_name: str | None = None) ->
         "as section 1. Beside it, fire-and-forget in one process with the same calls in "
         "flight in total. C (in flight per process): the worker's default, 16, at 20 ms; 256 "
         "at 200 ms. Jobs/s, median (min–max); workers' CPU: all worker processes' CPU "
-        "while timed, ÷ the time (cores) and ÷ the jobs (µs per job).",
+        "while timed, ÷ the time (cores) and ÷ the jobs (µs per job), beside "
+        "fire-and-forget's (the call alone); machine busy: all of the machine's busy time "
+        "while denpyo was timed ÷ that time, out of "
+        f"{cores_of(results)} cores (the workers, PostgreSQL, the provider, and whatever "
+        "else ran). Where it is near all the cores, more processes cannot go faster.",
         "",
         table(
             [
@@ -426,6 +434,8 @@ def section_processes(results: dict[str, Any], curve_name: str | None = None) ->
                 "× one process",
                 "workers' CPU (cores)",
                 "workers' µs CPU per job",
+                "fire-and-forget's µs CPU per job",
+                "machine busy (cores)",
             ],
             body,
         ),
