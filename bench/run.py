@@ -137,7 +137,7 @@ QUICK = Sizes(
     scale_levels=[1_000, 10_000],
     httpclient_n=50,
     backends=["sqlite"],
-    processes=[1, 2],
+    processes=[2],  # the supervisor; one process is the dispatch scenario's worker
     processes_configs=[(0.02, 16)],
     processes_n=200,
 )
