@@ -992,7 +992,7 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
         "```",
         "",
         "`make bench` runs `.venv/bin/python bench/run.py --peer-n dbos=2000,procrastinate=3000 "
-        "--backend-n 3000` (about 50 minutes on this machine). It creates `bench/.venv-peers` "
+        "--backend-n 3000` (about 75 minutes on this machine). It creates `bench/.venv-peers` "
         "(the peers and matplotlib, never in the project's venv), starts PostgreSQL if needed "
         "and one fake provider process (`python -m denpyo.testing`) per latency, and runs each "
         "measurement in its own process on a fresh database (`CREATE DATABASE … TEMPLATE` of a "
