@@ -39,7 +39,7 @@ lint: setup  ## ruff and mypy, as CI would
 docs: setup  ## the documentation site (docs/, mkdocs.yml) into site/; warnings are errors
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~50 min)
+bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~75 min)
 	$(BIN)/python bench/run.py $(BENCH_SIZES)
 
 clean:

@@ -23,10 +23,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Ctx, cpu_now, cpu_since, job_payload, new_session, pg_conninfo, post_job
+from common import (
+    Ctx,
+    cpu_now,
+    cpu_since,
+    job_payload,
+    machine_busy,
+    new_session,
+    pg_conninfo,
+    post_job,
+    tree_cpu,
+)
 from peers import PEERS
 
 MARK = "BENCH-RESULT "
+BENCH = Path(__file__).resolve().parent
 
 
 def _peer(name: str) -> Any:
@@ -100,6 +111,94 @@ def _profiler_stop(profiler: Any, spec: dict[str, Any]) -> None:
         return
     profiler.stop()
     Path(spec["profile_out"]).write_text(profiler.output_text(unicode=False, show_all=False))
+
+
+# -- processes: `denpyo worker --processes N`, the real command ---------------------
+
+HOLD = "UPDATE denpyo_submissions SET next_attempt_at = now() + interval '1 day'"
+RELEASE = (
+    "UPDATE denpyo_submissions SET next_attempt_at = now() - interval '1 second';"
+    " SELECT pg_notify('denpyo', 'bench')"
+)
+SYNCED = "SELECT count(*) FROM denpyo_submissions WHERE status = 'synced'"
+
+
+async def run_processes(spec: dict[str, Any]) -> dict[str, Any]:
+    """Start `python -m denpyo.cli --app worker_app:ledger worker --processes N`
+    on the prefilled rows held back (due tomorrow); once every process says it has
+    started, make them all due at once (one UPDATE and a NOTIFY) and time until the
+    database counts n synced; then SIGTERM, which must end it with exit code 0.
+    Interpreter start-up is not timed; the workers' CPU is read from /proc while timed."""
+    import signal
+    import subprocess
+
+    import psycopg
+
+    ctx, n = _ctx(spec), int(spec["n"])
+    count, per_process = int(spec["processes"]), int(spec["concurrency"])
+    timeout = float(spec.get("timeout", 3600))
+    conninfo = pg_conninfo(ctx.db_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(HOLD)
+    import denpyo
+
+    # The same denpyo as this process's (a relative PYTHONPATH would not survive the cwd).
+    paths = [str(BENCH), str(Path(denpyo.__file__).resolve().parents[1])]
+    paths += [
+        str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    env = {
+        **os.environ,
+        "BENCH_DB_URL": ctx.db_url,
+        "BENCH_PROVIDER_URL": ctx.provider_url,
+        "PYTHONPATH": os.pathsep.join(paths),
+    }
+    command = [
+        sys.executable, "-m", "denpyo.cli", "--app", "worker_app:ledger", "worker",
+        "--processes", str(count), "--concurrency", str(per_process), "--poll-interval", "0.05",
+    ]  # fmt: skip
+    log_path = Path(spec["log"])
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=BENCH)
+    code: int | None = None
+    try:
+        deadline = time.monotonic() + 120
+        while log_path.read_text().count("worker started on channels") < count:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the workers did not start: {log_path.read_text()[-2000:]}")
+            await asyncio.sleep(0.05)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            cpu, busy, started = tree_cpu(proc.pid), machine_busy(), time.perf_counter()
+            conn.execute(RELEASE)
+            deadline = time.monotonic() + timeout
+            done = 0
+            while done < n:
+                row = conn.execute(SYNCED).fetchone()
+                done = int(row[0]) if row else 0
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{done} of {n} synced; log: {log_path.read_text()[-2000:]}")
+                await asyncio.sleep(0.02)
+            seconds = time.perf_counter() - started
+            cpu, busy = tree_cpu(proc.pid) - cpu, machine_busy() - busy
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    stats = _provider_stats(ctx.provider_url)
+    ok = done == n and stats["accepted"] == n and stats["duplicates"] == 0 and code == 0
+    return {
+        "seconds": seconds,
+        "rate": n / seconds,
+        "workers_cpu_s": cpu,  # all the worker processes' CPU while timed
+        "timed_machine_busy_s": busy,
+        "done": done,
+        "provider": stats,
+        "exit_code": code,
+        "ok": ok,
+    }
 
 
 # -- inline: submit() against the bare call and a hand-written INSERT/call/UPDATE ------
@@ -560,6 +659,7 @@ SCENARIOS = {
     "setup": run_setup,
     "enqueue": run_enqueue,
     "dispatch": run_dispatch,
+    "processes": run_processes,
     "httpclients": run_httpclients,
     "inline": run_inline,
     "recovery": run_recovery,

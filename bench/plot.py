@@ -1,4 +1,6 @@
-"""The dispatch plot: jobs/s per peer and configuration, median with min–max bars.
+"""The dispatch plot: jobs/s per peer and configuration, median with min–max bars;
+and, when the run measured worker processes, their curve beside it
+(``benchmarks-processes.png``: jobs/s against processes, denpyo and fire-and-forget).
 
 Run by `report.py` with the peers' interpreter (matplotlib lives there, not in
 the project's venv): ``python bench/plot.py results.json docs/benchmarks.png``.
@@ -10,6 +12,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -29,6 +32,50 @@ LABELS = {
 
 def main(source: str, target: str) -> None:
     results = json.loads(Path(source).read_text())
+    if results.get("dispatch"):
+        dispatch(results, target)
+    if results.get("processes"):
+        processes(results, processes_path(target))
+
+
+def processes_path(target: str) -> str:
+    path = Path(target)
+    return str(path.with_name(f"{path.stem}-processes{path.suffix}"))
+
+
+def processes(results: dict[str, Any], target: str) -> None:
+    rows = [r for r in results["processes"] if "error" not in r and r.get("rate")]
+    configs = sorted({(r["latency_ms"], r["per_process"]) for r in rows})
+    fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 4.5), dpi=110)
+    for ax, (lat, per) in zip([axes] if len(configs) == 1 else axes, configs, strict=True):
+        for peer, style in (("denpyo", "o-"), ("fire_and_forget", "s--")):
+            mine = [r for r in rows if (r["latency_ms"], r["per_process"], r["peer"]) ==
+                    (lat, per, peer)]  # fmt: skip
+            counts = sorted({r["processes"] for r in mine})
+            rates = [statistics.median(r["rate"] for r in mine if r["processes"] == n)
+                     for n in counts]  # fmt: skip
+            label = (
+                f"denpyo, {per} in flight per process"
+                if peer == "denpyo"
+                else "fire-and-forget, the same in flight (one process)"
+            )
+            ax.plot(counts, rates, style, label=label)
+            for x, y in zip(counts, rates, strict=True):
+                ax.annotate(f"{y:,.0f}", (x, y), fontsize=7, xytext=(4, 4),
+                            textcoords="offset points")  # fmt: skip
+        ax.set_xticks(sorted({r["processes"] for r in rows}))
+        ax.set_xlabel("worker processes")
+        ax.set_ylabel("jobs/s (median)")
+        ax.set_title(f"provider at {lat:g} ms")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("denpyo worker --processes N, PostgreSQL (higher is better)")
+    fig.tight_layout()
+    fig.savefig(target)
+
+
+def dispatch(results: dict[str, Any], target: str) -> None:
     rows = [r for r in results["dispatch"] if "error" not in r and r.get("rate")]
     configs = sorted({(r["latency_ms"], r["concurrency"]) for r in rows})
     peers = [p for p in ORDER if any(r["peer"] == p for r in rows)]

@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                 # everything, at the issue's sizes
     .venv/bin/python bench/run.py --quick         # a smoke run with tiny sizes
     .venv/bin/python bench/run.py --only dispatch,inline --repeats 5
+    .venv/bin/python bench/run.py --only processes --processes 1,2,4
 
 It creates ``bench/.venv-peers`` (the peers' own virtualenv, so that their
 dependency pins never touch the project's), starts PostgreSQL if it is not
@@ -75,7 +76,9 @@ ALL_PEERS = [
 ]  # fmt: skip
 NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
-ALL_SCENARIOS = ["dispatch", "inline", "enqueue", "recovery", "scale", "backends", "memory"]
+ALL_SCENARIOS = [
+    "dispatch", "processes", "inline", "enqueue", "recovery", "scale", "backends", "memory",
+]  # fmt: skip
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -97,9 +100,22 @@ class Sizes:
     peer_n: dict[str, int] = field(default_factory=dict)
     backend_n: int | None = None
     memory_levels: list[int] = field(default_factory=lambda: [10**4, 10**5, 10**6])
+    # (latency s, calls in flight) measured besides the grid: a realistic provider
+    realistic: list[tuple[float, int]] = field(default_factory=lambda: [(0.2, 256)])
+    # `processes`: worker processes, and (latency s, calls in flight per process)
+    processes: list[int] = field(default_factory=lambda: [1, 2, 4])
+    processes_configs: list[tuple[float, int]] = field(
+        default_factory=lambda: [(0.02, 16), (0.2, 256)]
+    )
+    processes_n: int = 20_000
 
     def n_for(self, peer: str) -> int:
         return self.peer_n.get(peer, self.dispatch_n)
+
+    def dispatch_configs(self) -> list[tuple[float, int]]:
+        """The grid (latencies × concurrency), then the realistic pairs not in it."""
+        grid = [(lat, c) for lat in self.latencies for c in self.concurrency]
+        return grid + [pair for pair in self.realistic if pair not in grid]
 
 
 FULL = Sizes(
@@ -125,6 +141,9 @@ QUICK = Sizes(
     httpclient_n=50,
     backends=["sqlite"],
     memory_levels=[100, 1_000],
+    processes=[2],  # the supervisor; one process is the dispatch scenario's worker
+    processes_configs=[(0.02, 16)],
+    processes_n=200,
 )
 
 
@@ -530,17 +549,16 @@ class Bench:
         self.save()
         try:
             for repeat in range(s.repeats):
-                for latency in s.latencies:
+                for latency, concurrency in s.dispatch_configs():
                     provider = self.provider(latency)
-                    for concurrency in s.concurrency:
-                        for peer in templates:
-                            if peer in NO_CALL and latency > 0:
-                                continue  # no call: the provider's latency changes nothing
-                            row = self.dispatch_once(
-                                peer, templates[peer], provider, concurrency, repeat
-                            )
-                            rows.append(row)
-                            self.save()
+                    for peer in templates:
+                        if peer in NO_CALL and latency > 0:
+                            continue  # no call: the provider's latency changes nothing
+                        row = self.dispatch_once(
+                            peer, templates[peer], provider, concurrency, repeat
+                        )
+                        rows.append(row)
+                        self.save()
         finally:
             for template in templates.values():
                 if template:
@@ -611,6 +629,89 @@ class Bench:
             f"dispatch {label}: "
             + (f"{rate:,.0f} jobs/s" if rate else "FAILED")
             + f", peak RSS {row['maxrss_kb'] / 1024:.0f} MiB, ok={row.get('ok')}"
+        )
+        return row
+
+    # 7. processes: `denpyo worker --processes N` through the real command line
+
+    def processes(self) -> None:
+        """denpyo's worker command with N processes, beside fire-and-forget with the
+        same calls in flight in total, at each (latency, in flight per process)."""
+        s = self.sizes
+        rows: list[dict[str, Any]] = self.results.setdefault("processes", [])
+        if "denpyo" not in self.peers or "fire_and_forget" not in self.peers:
+            self.results["unavailable"]["processes"] = "needs the denpyo and fire_and_forget peers"
+            return
+        log(f"processes: enqueueing {s.processes_n:,} jobs for denpyo")
+        template, result = self.prefill("denpyo", s.processes_n)
+        self.results.setdefault("prefill", {})["denpyo (processes)"] = result
+        if "error" in result or template is None:
+            self.results["unavailable"]["processes"] = f"enqueue failed: {result.get('error')}"
+            return
+        try:
+            for repeat in range(s.repeats):
+                for latency, per_process in s.processes_configs:
+                    provider = self.provider(latency)
+                    for count in s.processes:
+                        for peer in ("denpyo", "fire_and_forget"):
+                            row = self.processes_once(
+                                peer, template, provider, count, per_process, repeat
+                            )
+                            rows.append(row)
+                            self.save()
+        finally:
+            self.dbs.drop(template)
+
+    def processes_once(
+        self,
+        peer: str,
+        template: str,
+        provider: Provider,
+        count: int,
+        per_process: int,
+        repeat: int,
+    ) -> dict[str, Any]:
+        n = self.sizes.processes_n
+        total = count * per_process
+        label = f"{peer}-{provider.latency * 1000:g}ms-p{count}x{per_process}-r{repeat}"
+
+        def attempt() -> dict[str, Any]:
+            provider.reset()
+            if peer == "fire_and_forget":  # one process, the same calls in flight in total
+                spec = self.spec(
+                    "dispatch", peer=peer, n=n, concurrency=total, provider_url=provider.url
+                )
+                return self.runner.run(spec, provider)
+            name = self.dbs.create(template)
+            try:
+                spec = self.spec(
+                    "processes",
+                    db_url=self.dbs.url(name),
+                    provider_url=provider.url,
+                    n=n,
+                    processes=count,
+                    concurrency=per_process,
+                    log=str(self.out_dir / "logs" / f"workers-{label}.log"),
+                )
+                return self.runner.run(spec, provider)
+            finally:
+                self.dbs.drop(name)
+
+        row = {
+            "peer": peer,
+            "latency_ms": provider.latency * 1000,
+            "processes": count,
+            "per_process": per_process,
+            "concurrency": total,
+            "repeat": repeat,
+            "n": n,
+            **self.retrying(attempt),
+        }
+        rate = row.get("rate")
+        log(
+            f"processes {label}: "
+            + (f"{rate:,.0f} jobs/s" if rate else "FAILED")
+            + f", ok={row.get('ok')}"
         )
         return row
 
@@ -824,7 +925,7 @@ class Bench:
             )
         self.save()
 
-    # 7. memory: does the worker's peak RSS stay flat as the rows it dispatched grow?
+    # 8. memory: does the worker's peak RSS stay flat as the rows it dispatched grow?
 
     def memory(self) -> None:
         rows: list[dict[str, Any]] = self.results.setdefault("memory", [])
@@ -870,13 +971,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "to run the full size in the time at hand; the report says so)",
     )
     p.add_argument("--backend-n", type=int, default=None, help="dispatch size in scenario 6")
+    p.add_argument(
+        "--realistic",
+        default=None,
+        help="dispatch configurations besides the grid, latency:in-flight, e.g. 0.2:256 "
+        "('' for none)",
+    )
+    p.add_argument("--processes", default=None, help="worker processes to measure, e.g. 1,2,4")
+    p.add_argument(
+        "--processes-configs",
+        default=None,
+        help="latency:in-flight-per-process for `processes`, e.g. 0.02:16,0.2:256",
+    )
+    p.add_argument("--processes-n", type=int, default=None, help="jobs per `processes` run")
     p.add_argument("--enqueue-n", type=int, default=None)
     p.add_argument("--inline-n", type=int, default=None)
     p.add_argument("--recovery-n", type=int, default=None)
     p.add_argument("--scale-levels", default=None, help="e.g. 100000,1000000,10000000")
     p.add_argument("--backends", default=None, help="for scenario 6, e.g. sqlite,mysql,postgresql")
     p.add_argument(
-        "--memory-levels", help="rows dispatched in scenario 7, e.g. 10000,100000,1000000"
+        "--memory-levels", help="rows dispatched in scenario 8 (memory), e.g. 10000,100000,1000000"
     )
     p.add_argument("--results-dir", default=str(BENCH / "results"))
     p.add_argument("--child-timeout", type=float, default=3600.0)
@@ -925,7 +1039,34 @@ def sizes_for(args: argparse.Namespace) -> Sizes:
         sizes.backends = args.backends.split(",")
     if args.memory_levels:
         sizes.memory_levels = [int(x) for x in args.memory_levels.split(",")]
+    if args.realistic is not None:
+        sizes.realistic = _pairs(args.realistic)
+    if args.processes:
+        sizes.processes = [int(x) for x in args.processes.split(",")]
+    if args.processes_configs:
+        sizes.processes_configs = _pairs(args.processes_configs)
+    if args.processes_n:
+        sizes.processes_n = args.processes_n
     return sizes
+
+
+def _pairs(text: str) -> list[tuple[float, int]]:
+    """`0.2:256,0.02:16` as [(0.2, 256), (0.02, 16)]."""
+    pairs = []
+    for item in filter(None, text.split(",")):
+        latency, _, in_flight = item.partition(":")
+        pairs.append((float(latency), int(in_flight)))
+    return pairs
+
+
+def _more_files() -> None:
+    """Raise the soft limit on open files to the hard one: at 200 ms, a thousand
+    calls in flight are a thousand sockets in the provider and in the worker."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -942,6 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     python = args.python or str(ensure_peers_venv())
+    _more_files()
     ensure_postgres()
     bench = Bench(args, python, sizes)
     bench.results["notes"].extend(args.note)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import Ctx, job_payload
+from common import CONNECTION_LIMIT, Ctx, job_payload
 
 import denpyo
 from denpyo.channels.http import HttpChannel
@@ -25,7 +25,10 @@ CHANNEL = "bench"
 
 def ledger_for(ctx: Ctx) -> tuple[denpyo.Ledger, HttpChannel]:
     ledger = denpyo.Ledger(ctx.db_url)
-    channel = HttpChannel(ctx.send_url, lookup_url=ctx.lookup_url)
+    # Its session's connection limit as the other peers' (HttpChannel's default is 100).
+    channel = HttpChannel(
+        ctx.send_url, lookup_url=ctx.lookup_url, connection_limit=CONNECTION_LIMIT
+    )
     ledger.add_channel(CHANNEL, channel.send, verify=channel.verify)
     return ledger, channel
 

@@ -2,7 +2,7 @@
 
 Only the peers that need nothing beyond denpyo's own dependencies run here
 (fire-and-forget, the hand-written outbox, denpyo, denpyo with a call that
-does nothing, and denpyo's store alone); nothing is installed. It
+does nothing, denpyo's store alone and the floor under it); nothing is installed. It
 checks that every scenario completes and that the report is well formed, never
 how fast anything is.
 """
@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PEERS = ["fire_and_forget", "outbox", "denpyo", "denpyo_nocall", "denpyo_store"]
+PEERS = [
+    "fire_and_forget", "outbox", "denpyo", "denpyo_nocall", "denpyo_store", "floor_psycopg",
+    "floor_asyncpg",
+]  # fmt: skip
 
 
 def _tables(markdown: str) -> list[list[list[str]]]:
@@ -78,6 +81,17 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         assert "error" not in row, row
         assert row["ok"], row  # N done in the database, N distinct keys at the provider
         assert row["rate"] > 0 and row["maxrss_kb"] > 0
+    realistic = {
+        row["peer"] for row in dispatch if (row["latency_ms"], row["concurrency"]) == (200, 256)
+    }
+    assert realistic == {"fire_and_forget", "outbox", "denpyo"}  # the peers that make calls
+    processes = results["processes"]
+    assert {(row["peer"], row["processes"]) for row in processes} == {
+        ("denpyo", 2),
+        ("fire_and_forget", 2),
+    }
+    for row in processes:
+        assert "error" not in row and row["ok"], row  # all synced once, and exit code 0
     assert all("error" not in run for run in results["inline"]["runs"])
     assert {run["backend"] for run in results["inline"]["runs"]} == {"sqlite", "postgresql"}
     assert all("error" not in row for row in results["enqueue"])
@@ -85,6 +99,8 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert all(row["reconcile_cpu"]["own"] > 0 for row in results["recovery"])
     assert [level["rows"] for level in results["scale"]["levels"]] == [1000, 3000]
     assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
+    assert [row["n"] for row in results["memory"]] == [100, 1000]
+    assert all(row["ok"] and row["maxrss_kb"] > 0 for row in results["memory"])
 
     markdown = out.read_text()
     for heading in (
@@ -95,6 +111,8 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         "## 4. Recovery",
         "## 5. Scale",
         "## 6. The same dispatch on SQLite and MariaDB",
+        "## 7. Worker processes",
+        "## 8. Memory",
         "## Targets",
     ):
         assert heading in markdown
@@ -110,6 +128,13 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])
     budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
     assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
+    assert all(re.match(r"[\d,]+ / [\d,]+ / ", row[3]) for row in budget[1:])  # the floors
+    assert any("peak RSS flat" in row[0] for row in targets)
+    assert any("200 ms, 256 in flight ≥ 1.2× the best durable peer" in row[0] for row in targets)
+    in_flight = next(t for t in tables if t[0] == ["peer", "200 ms, 256 in flight"])
+    assert [row[0] for row in in_flight[1:]][:1] == ["**denpyo**"]
+    workers = next(t for t in tables if t[0][:2] == ["provider latency", "processes"])
+    assert [row[1] for row in workers[1:]] == ["2"]
     recovery = next(t for t in tables if t[0][1] == "µs per row")
     assert [row[0] for row in recovery[1:]] == ["lookups alone", "`reconcile()`"]
     assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]

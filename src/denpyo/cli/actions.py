@@ -289,23 +289,47 @@ def audit(
     show_default=True,
     help="Address the metrics listen on (0.0.0.0 for a scraper on another host).",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1, max=256),
+    default=1,
+    show_default=True,
+    help="Worker processes, each with --concurrency calls in flight, under one "
+    "supervisor that restarts those that die; with --metrics-port P, process i "
+    "serves on P+i.",
+)
 @pass_env
+@click.pass_context
 def worker(
+    ctx: click.Context,
     env: Env,
     concurrency: int,
     poll_interval: float,
     grace: float,
     metrics_port: int | None,
     metrics_host: str,
+    processes: int,
 ) -> None:
     """Send, retry and reconcile until SIGINT or SIGTERM; then stop claiming, give
     back rows not yet started, let the calls in flight finish (up to --grace
     seconds), and exit 0. Needs --app (the channels).
 
+    With --processes N, N workers (one per core, say) run as child processes of
+    this one, which passes SIGINT/SIGTERM on to them, exits when they have (0 if
+    all exited 0), and starts again a child that dies (exit 1 after 5 deaths
+    within 60 s).
+
     \b
     Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
     Example: denpyo --app myapp.ledger:ledger worker --metrics-port 9464
+    Example: denpyo --app myapp.ledger:ledger worker --processes 4 --metrics-port 9464
     """
+    if processes > 1:
+        ctx.exit(
+            _supervise(
+                env, processes, concurrency, poll_interval, grace, metrics_port, metrics_host
+            )
+        )
     _log_to_stderr(logging.INFO)
     ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
@@ -329,6 +353,50 @@ def worker(
         f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
         f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
     )
+
+
+def _supervise(
+    env: Env,
+    processes: int,
+    concurrency: int,
+    poll_interval: float,
+    grace: float,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> int:
+    """`worker --processes N`: the children's command lines, and their supervisor."""
+    from denpyo.cli.processes import Supervisor, worker_command
+
+    if metrics_port is not None and metrics_port + processes - 1 > 65535:
+        fail(f"--metrics-port {metrics_port} with --processes {processes}: process i serves "
+             "on the port plus i, past 65535")  # fmt: skip
+    if not env.app:  # said once here, rather than by each child
+        op.require_channels(env.ledger, "the worker")
+    options = [
+        "--concurrency", str(concurrency),
+        "--poll-interval", repr(poll_interval),
+        "--grace", repr(grace),
+        "--metrics-host", metrics_host,
+    ]  # fmt: skip
+    commands = [
+        worker_command(
+            db=env.db,
+            app=env.app,
+            options=[
+                *options,
+                *(["--metrics-port", str(metrics_port + i)] if metrics_port is not None else []),
+            ],
+        )
+        for i in range(processes)
+    ]
+
+    def say(message: str) -> None:
+        render.err.print(f"supervisor: {message}", markup=False, highlight=False, soft_wrap=True)
+
+    say(f"starting {processes} worker processes ({concurrency} calls in flight each)")
+    code = Supervisor(commands, say).run()
+    say(f"all worker processes have stopped; exit code {code}")
+    return code
 
 
 @main.command()
