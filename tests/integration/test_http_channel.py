@@ -503,3 +503,19 @@ def test_a_bad_key_header_or_field_is_refused_when_the_channel_is_made(
 ) -> None:
     with pytest.raises(ConfigurationError):
         HttpChannel("http://127.0.0.1:1/send", **options)  # type: ignore[arg-type]
+
+
+def test_by_default_the_channel_caps_no_connections(provider: FakeProvider) -> None:
+    """No cap of the channel's own below the worker's --concurrency (aiohttp's
+    default is 100: calls over it would wait for a connection, silently); a cap
+    given is kept."""
+
+    async def limit(ch: HttpChannel) -> int:
+        await ch.send(sub(f"k{id(ch)}"))
+        [held] = ch._sessions.values()
+        connector = held.session.connector
+        assert connector is not None
+        return connector.limit
+
+    assert with_channel(channel_for(provider), limit) == 0  # aiohttp: no limit
+    assert with_channel(channel_for(provider, connection_limit=7), limit) == 7

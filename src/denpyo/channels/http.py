@@ -223,6 +223,11 @@ class HttpChannel:
     `key_field` a field of the JSON body that carries it, as a dotted path (the
     payload must then be an object; the field is set in a copy, the row's payload
     stays as recorded).
+
+    `connection_limit` caps the connections open per event loop; by default there
+    is no cap of its own, so the calls in flight are what the worker's
+    `--concurrency` (or the channel's `concurrency`) allows. A cap below that
+    would make the calls over it wait for a connection, silently.
     """
 
     def __init__(
@@ -233,7 +238,7 @@ class HttpChannel:
         timeout: float = 10.0,
         headers: Mapping[str, str] | None = None,
         id_field: str = "id",
-        connection_limit: int = 100,
+        connection_limit: int | None = None,
         key_header: str | None = "Idempotency-Key",
         key_field: str | None = None,
     ) -> None:
@@ -272,7 +277,7 @@ class HttpChannel:
             for dead in [lp for lp in self._sessions if lp.is_closed()]:
                 del self._sessions[dead]
             session = aiohttp.ClientSession(
-                connector=_LastMomentConnector(limit=self.connection_limit),
+                connector=_LastMomentConnector(limit=self.connection_limit or 0),  # 0: none
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers,
             )
