@@ -868,11 +868,13 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
             continue
         us = run["us_per_call"]
         ratio = med(s / h for s, h in zip(us["submit"], us["handwritten"], strict=True))
+        # SQLite: denpyo also writes the history, with the same two fsyncs (issue 17)
+        goal = 1.5 if run["backend"] == "sqlite" else 1.2
         out.append(
             [
-                f"submit() ≤ 1.2× hand-written INSERT/call/UPDATE ({run['backend']})",
+                f"submit() ≤ {goal:g}× hand-written INSERT/call/UPDATE ({run['backend']})",
                 fmt_ratio(ratio),
-                verdict(ratio, 1.2, higher=False),
+                verdict(ratio, goal, higher=False),
             ]
         )
     enq = results.get("enqueue", [])
@@ -1095,12 +1097,12 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
     lines += section_recovery(results)
     lines += section_scale(results)
     lines += section_backends(results)
-    lines += section_memory(results)
     lines += section_processes(results, curve_name)
+    lines += section_memory(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [
-            "## Targets (issues 5 and 17)",
+            "## Targets",
             "",
             "Ratios from this run (per-repeat pairs, median).",
             "",
