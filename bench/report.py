@@ -41,7 +41,7 @@ ORDER = [
 ]  # fmt: skip
 DURABLE_PEERS = ["outbox", "pgqueuer", "procrastinate", "dbos"]
 REALISTIC = [(200.0, 256)]
-"""(latency ms, calls in flight) of issue 17's targets: a realistic provider."""
+"""(latency ms, calls in flight) with targets of their own: a realistic provider."""
 
 
 # -- metadata ---------------------------------------------------------------------------
@@ -837,7 +837,7 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
                     verdict(vs_ff, 0.75),
                 ]
             )
-        elif (lat, c) in REALISTIC:  # issue 17: a realistic provider
+        elif (lat, c) in REALISTIC:  # a realistic provider
             leader = best_durable(rows, key)
             vs_best = paired_ratio(rows, "denpyo", leader, key, fields) if leader else None
             out.append(
@@ -868,7 +868,7 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
             continue
         us = run["us_per_call"]
         ratio = med(s / h for s, h in zip(us["submit"], us["handwritten"], strict=True))
-        # SQLite: denpyo also writes the history, with the same two fsyncs (issue 17)
+        # SQLite: denpyo also writes the history, with the same two fsyncs
         goal = 1.5 if run["backend"] == "sqlite" else 1.2
         out.append(
             [
