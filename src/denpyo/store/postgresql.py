@@ -88,6 +88,7 @@ class PostgresStore(SqlStore):
             "submission_record", "submission_record_many", "submission_claim_ready",
             "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
+            "submission_get_recorded_before",
         }
     )  # fmt: skip
 
@@ -311,6 +312,20 @@ class PostgresStore(SqlStore):
         if created != len(written):  # never: the events would not match the rows
             raise StoreError(f"PostgreSQL: {len(written)} rows copied, {created} found again")
         return created
+
+    def recorded_before(
+        self, tx: Tx, news: Sequence[NewSubmission]
+    ) -> Iterator[tuple[NewSubmission, Submission]]:
+        """One statement per `RECORD_CHUNK` * 10 items, instead of a read per item."""
+        for start in range(0, len(news), RECORD_CHUNK * 10):
+            chunk = news[start : start + RECORD_CHUNK * 10]
+            params = {
+                "channel": [new.channel for new in chunk],
+                "key": [new.key for new in chunk],
+                "idempotency_key": [new.idempotency_key for new in chunk],
+            }
+            for row in tx.fetch_all("submission_get_recorded_before", params):
+                yield chunk[int(row["ord"]) - 1], self.to_submission(row)
 
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one

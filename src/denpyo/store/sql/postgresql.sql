@@ -416,6 +416,16 @@ WITH copied AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 
+-- submission_get_recorded_before: the rows that hold a batch's channels and keys under other idempotency keys than the batch's (recorded before it, or by an earlier item of it), with the item's place in the batch
+SELECT s.*,
+    {{in_doubt s}} AS in_doubt,
+    n.ord
+FROM unnest(%(channel)s::text[], %(key)s::text[], %(idempotency_key)s::text[])
+    WITH ORDINALITY AS n(channel, key, idempotency_key, ord)
+JOIN denpyo_submissions s ON s.channel = n.channel AND s.key = n.key
+WHERE s.idempotency_key <> n.idempotency_key
+ORDER BY n.ord;
+
 -- submission_counts_compact: fold the running counts into one row per channel, status, kind and resolution
 WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, kind, resolved, n)
 INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
