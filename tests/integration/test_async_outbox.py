@@ -171,6 +171,10 @@ def test_the_call_commits_and_rolls_back_with_the_order(
                 "invoice", [(f"{name}-a", {"n": 2}), (f"{name}-b", {"n": 3})], conn=conn
             )
             assert added == 2
+            added = await ledger.aenqueue_many(
+                "invoice", [(f"{name}-a", {"n": 2}), (f"{name}-c", {"n": 4})], conn=conn
+            )
+            assert added == 1  # a key recorded already (in this transaction) is not again
             again = await ledger.aenqueue("invoice", f"{name}-one", {"n": 1}, conn=conn)
             assert again.id == sub.id  # a key recorded once, in the same transaction
             await _end(conn, commit=True)
@@ -184,9 +188,9 @@ def test_the_call_commits_and_rolls_back_with_the_order(
         assert ledger.get("invoice", f"{name}-rolled-back") is None
         assert f"{name}-one" in orders
     report = ledger.work(until_idle=True)
-    assert report.outcomes["synced"] == 3 * len(connectors)
+    assert report.outcomes["synced"] == 4 * len(connectors)
     for name in connectors:
-        for key in ("one", "a", "b"):
+        for key in ("one", "a", "b", "c"):
             sent = ledger.get("invoice", f"{name}-{key}")
             assert sent is not None and sent.remote_id == f"remote-{name}-{key}"
 

@@ -787,6 +787,93 @@ def test_enqueue_many_writes_nothing_when_a_late_item_is_bad(
     assert ledger.enqueue_many("c", items(("known", {"v": 1}))) == n + 1
 
 
+def test_a_bulk_enqueue_in_the_callers_transaction_commits_with_it_and_wakes_at_commit(
+    postgres_url: str,
+) -> None:
+    """PostgreSQL copies a batch of `COPY_FROM` rows or more in, under a savepoint of
+    the caller's transaction: nothing is seen or heard before the commit, a rollback
+    leaves nothing, a row the caller wrote before keeps its history, a bad item
+    leaves the caller's transaction usable, and an autocommit connection works too."""
+    import psycopg
+
+    from denpyo.store.postgresql import COPY_FROM
+
+    n = 300
+    assert n >= COPY_FROM
+    batch = [(f"k{i}", {"i": i}) for i in range(n)]
+    with (
+        denpyo.Ledger(postgres_url) as ledger,
+        psycopg.connect(postgres_url, autocommit=True) as listener,
+        psycopg.connect(postgres_url) as conn,
+    ):
+        ledger.channel("c")(ok)
+        listener.execute("LISTEN denpyo")
+        ledger.enqueue("c", "before", {}, conn=conn)
+        assert ledger.enqueue_many("c", batch, conn=conn) == n
+        assert ledger.get("c", "k1") is None
+        conn.rollback()
+        assert ledger.get("c", "before") is None and ledger.get("c", "k1") is None
+        assert list(listener.notifies(timeout=0.3)) == []
+
+        ledger.enqueue("c", "before", {}, conn=conn)
+        assert ledger.enqueue_many("c", batch, conn=conn) == n
+        assert list(listener.notifies(timeout=0.3)) == []
+        conn.commit()
+        assert [note.payload for note in listener.notifies(timeout=5, stop_after=1)] == ["c"]
+        assert ledger.enqueue_many("c", [*batch[n // 2 :], ("new", {})], conn=conn) == 1
+        conn.commit()
+
+        def late_bad() -> Iterator[tuple[str, Any]]:
+            yield from ((f"late{i}", {}) for i in range(2 * n))
+            yield ("", {})
+
+        ledger.enqueue("c", "kept", {}, conn=conn)
+        with pytest.raises(denpyo.InvalidKey):
+            ledger.enqueue_many("c", late_bad(), conn=conn)
+        conn.commit()  # the caller's own write survives; none of the batch's rows
+        assert ledger.get("c", "kept") is not None and ledger.get("c", "late0") is None
+
+        with psycopg.connect(postgres_url, autocommit=True) as auto:
+            assert ledger.enqueue_many("c", [(f"a{i}", {}) for i in range(n)], conn=auto) == n
+        rows = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT e.submission_id), MIN(s.attempts),"
+            " MAX(s.attempts) FROM denpyo_submissions s"
+            " JOIN denpyo_events e ON e.submission_id = s.id AND e.kind = 'created'"
+        ).fetchone()
+        conn.rollback()
+    assert rows == (2 * n + 3, 2 * n + 3, 0, 0)
+
+
+def test_a_bulk_enqueue_finds_its_copied_rows_by_primary_key(postgres_url: str) -> None:
+    """The statement that writes the events of copied rows reads them by a range of
+    the primary key, in a custom plan and in a generic one, on a table that has no
+    statistics (never analysed)."""
+    with denpyo.Ledger(postgres_url) as ledger:
+        ledger.channel("c")(ok)
+        assert ledger.enqueue_many("c", [(f"k{i}", {"i": i}) for i in range(5000)]) == 5000
+        first, last = ledger.get("c", "k0"), ledger.get("c", "k4999")
+        assert first is not None and last is not None
+        store = ledger.store
+        assert isinstance(store, PostgresStore)
+        query = store.queries["submission_record_copied"]
+        with store.pool.connection() as conn:
+            params = {"first": first.idempotency_key, "last": last.idempotency_key, "actor": "x"}
+            custom = "\n".join(
+                row["QUERY PLAN"] for row in conn.execute(f"EXPLAIN {query}", params)
+            )
+            prepared, nulls = _as_prepared(query)
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE copied_plan AS {prepared}")
+            generic = "\n".join(
+                row["QUERY PLAN"]
+                for row in conn.execute(f"EXPLAIN EXECUTE copied_plan {nulls}").fetchall()
+            )
+            conn.execute("DEALLOCATE copied_plan")
+            conn.execute("RESET plan_cache_mode")
+    for plan in (custom, generic):
+        assert "on denpyo_submissions_pkey" in plan and "Seq Scan" not in plan, plan
+
+
 def test_printed_ddl_builds_the_same_schema(empty_url: str, backend: str) -> None:
     """Users who run their own migrations apply `denpyo sql`; migrate then has nothing to do."""
     from denpyo.store.queries import ddl, split_statements

@@ -226,15 +226,22 @@ class Ledger:
     def _prepared_many(
         self, channel: str, items: Iterable[tuple[str, Any] | tuple[str, Any, str | None]]
     ) -> Iterator[NewSubmission]:
-        """Each item checked as it is written; a key twice in one call is refused."""
+        """Each item checked as it is written (as `_prepare` checks one); a key twice
+        in one call is refused. What every item shares is worked out once: the
+        channel, and idempotency keys drawn in batches (bench/CHANGES.md)."""
+        self._spec(channel)
+        limit = self.max_payload_bytes
         seen: set[str] = set()
-        for item in items:
+        for item, idempotency_key in zip(items, _idempotency_keys(), strict=False):
             key, payload, ordering_key = (*item, None)[:3]
-            _, new = self._prepare(channel, key, payload, ordering_key)
+            check_key(key)
+            if ordering_key is not None:
+                check_key(ordering_key, "ordering_key")
+            payload_json = encode_payload(payload, limit)
             if key in seen:
                 raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
             seen.add(key)
-            yield new
+            yield NewSubmission(channel, key, idempotency_key, payload_json, ordering_key)
 
     async def aenqueue(
         self,
@@ -468,6 +475,27 @@ class Ledger:
         if sub.status is Status.FAILED:
             raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
+
+
+def _idempotency_keys(batch: int = 1024) -> Iterator[str]:
+    """Random (version 4) UUIDs as text, the form `str(uuid.uuid4())` gives, drawn
+    from the OS `batch` at a time: about a sixth of the time of one `uuid4()` each."""
+    while True:
+        raw = bytearray(os.urandom(16 * batch))
+        raw[6::16] = raw[6::16].translate(_VERSION_4)
+        raw[8::16] = raw[8::16].translate(_RFC_4122)
+        text = raw.hex()
+        yield from [
+            f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
+            f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
+            for i in range(0, 32 * batch, 32)
+        ]
+
+
+_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
+"""The seventh byte of a random UUID: its high four bits say version 4."""
+_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
+"""The ninth byte: its high two bits say the RFC 4122 variant."""
 
 
 def _same_call(new: NewSubmission, sub: Submission) -> None:

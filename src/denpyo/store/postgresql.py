@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -86,7 +87,8 @@ class PostgresStore(SqlStore):
         {
             "submission_record", "submission_record_many", "submission_claim_ready",
             "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
-            "submission_counts_compact",
+            "submission_counts_compact", "submission_copy", "submission_record_copied",
+            "submission_get_recorded_before",
         }
     )  # fmt: skip
 
@@ -227,8 +229,11 @@ class PostgresStore(SqlStore):
         return tx.fetch_one("submission_record", params)
 
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
-        """Rows in chunks, one statement each, pipelined: the next chunk is prepared
-        while the server writes the one before."""
+        """From `COPY_FROM` rows on, by COPY straight into the table (`_copy_many`);
+        fewer, by statements of up to `RECORD_CHUNK` rows (`_record_pipelined`). Also
+        by statements where a COPY under a savepoint cannot run: on an application's
+        asyncio connection, on an autocommit one outside any transaction (each
+        statement commits on its own there), and in the caller's pipeline."""
         if not isinstance(tx, PostgresTx):  # an application's asyncio connection
             return sum(
                 int(row["created"])
@@ -237,6 +242,18 @@ class PostgresStore(SqlStore):
                     row := tx.fetch_one("submission_record_many", _record_many_params(chunk, actor))
                 )
             )
+        conn = tx.cursor.connection
+        rows = iter(news)
+        first = list(itertools.islice(rows, COPY_FROM))
+        outside = conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE
+        piped = conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+        if len(first) < COPY_FROM or outside or piped:
+            return self._record_pipelined(tx, itertools.chain(first, rows), actor)
+        return self._copy_many(tx, itertools.chain(first, rows), actor)
+
+    def _record_pipelined(self, tx: PostgresTx, news: Iterable[NewSubmission], actor: str) -> int:
+        """Rows in chunks, one statement each, pipelined: the next chunk is prepared
+        while the server writes the one before."""
         conn = tx.cursor.connection
         query = self.queries["submission_record_many"]
         cursors = []
@@ -251,6 +268,64 @@ class PostgresStore(SqlStore):
             created += int(row["created"]) if row else 0
             cursor.close()
         return created
+
+    def _copy_many(self, tx: PostgresTx, news: Iterator[NewSubmission], actor: str) -> int:
+        """COPY the rows into the table as they are prepared, then write their events
+        and wake the workers in one statement (`submission_record_copied` says how
+        it finds the rows), under a savepoint.
+
+        COPY has no ON CONFLICT: a key recorded already fails it, at its end. Then
+        the savepoint is rolled back with every row of the copy, and the rows go in
+        again by `submission_record_many`, which skips such keys: a batch that
+        repeats keys (a retried import, say) is written twice. A bad item met during
+        the copy rolls the savepoint back too, and raises. A crash at any point
+        leaves the transaction (the caller's or the ledger's) uncommitted: no row,
+        no event."""
+        cursor, written = tx.cursor, []
+        with _wrapped():
+            cursor.execute("SAVEPOINT denpyo_record_many")
+            try:
+                with cursor.copy(self.queries["submission_copy"]) as copy:
+                    for new in news:
+                        written.append(new)
+                        copy.write_row(
+                            (new.channel, new.key, new.idempotency_key, new.payload_json,
+                             new.ordering_key, "requesting", 0, "now")
+                        )  # fmt: skip
+            except pg_errors.UniqueViolation:
+                _forget(cursor)
+                return self._record_pipelined(tx, itertools.chain(written, news), actor)
+            except Exception:  # a bad item, say: the caller's transaction stays usable
+                with contextlib.suppress(psycopg.Error):  # (unless the connection broke)
+                    _forget(cursor)
+                raise
+            created = 0
+            if written:
+                params = {
+                    "first": written[0].idempotency_key,
+                    "last": written[-1].idempotency_key,
+                    "actor": actor,
+                }
+                row = tx.fetch_one("submission_record_copied", params)
+                created = int(row["created"]) if row else 0
+            cursor.execute("RELEASE SAVEPOINT denpyo_record_many")
+        if created != len(written):  # never: the events would not match the rows
+            raise StoreError(f"PostgreSQL: {len(written)} rows copied, {created} found again")
+        return created
+
+    def recorded_before(
+        self, tx: Tx, news: Sequence[NewSubmission]
+    ) -> Iterator[tuple[NewSubmission, Submission]]:
+        """One statement per `RECORD_CHUNK` * 10 items, instead of a read per item."""
+        for start in range(0, len(news), RECORD_CHUNK * 10):
+            chunk = news[start : start + RECORD_CHUNK * 10]
+            params = {
+                "channel": [new.channel for new in chunk],
+                "key": [new.key for new in chunk],
+                "idempotency_key": [new.idempotency_key for new in chunk],
+            }
+            for row in tx.fetch_all("submission_get_recorded_before", params):
+                yield chunk[int(row["ord"]) - 1], self.to_submission(row)
 
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
@@ -385,7 +460,10 @@ CONNECT_TIMEOUT = 10
 """Seconds a first connection may take before the store gives up on the server."""
 
 RECORD_CHUNK = 1000
-"""Rows per statement in a bulk enqueue (measured: bench/, enqueue)."""
+"""Rows per statement in a bulk enqueue by statements (measured: bench/, enqueue)."""
+
+COPY_FROM = 100
+"""Rows from which a bulk enqueue goes by COPY (measured: bench/CHANGES.md)."""
 
 
 def _chunks(items: Iterable[NewSubmission], size: int) -> Iterator[list[NewSubmission]]:
@@ -397,6 +475,12 @@ def _chunks(items: Iterable[NewSubmission], size: int) -> Iterator[list[NewSubmi
             chunk = []
     if chunk:
         yield chunk
+
+
+def _forget(cursor: psycopg.Cursor[Any]) -> None:
+    """Undo everything since `SAVEPOINT denpyo_record_many`, and end it."""
+    cursor.execute("ROLLBACK TO SAVEPOINT denpyo_record_many")
+    cursor.execute("RELEASE SAVEPOINT denpyo_record_many")
 
 
 def _record_many_params(news: Sequence[NewSubmission], actor: str) -> dict[str, Any]:

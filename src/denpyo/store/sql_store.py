@@ -264,11 +264,20 @@ class SqlStore(Store):
         with self._in(conn) as tx:
             created = self.record_many_in(tx, tracked(), actor)
             if created < len(recorded):
-                for new in recorded:
-                    existing = self._existing(tx, new)
-                    if existing is not None and existing.idempotency_key != new.idempotency_key:
-                        check(new, existing)
+                for new, existing in self.recorded_before(tx, recorded):
+                    check(new, existing)
             return created
+
+    def recorded_before(
+        self, tx: Tx, news: Sequence[NewSubmission]
+    ) -> Iterator[tuple[NewSubmission, Submission]]:
+        """Each of `news` whose channel and key are held by another row than the one it
+        wrote (recorded before, or by an earlier item of the same batch), with that
+        row, in the batch's order: one read per item here."""
+        for new in news:
+            existing = self._existing(tx, new)
+            if existing is not None and existing.idempotency_key != new.idempotency_key:
+                yield new, existing
 
     def _existing(self, tx: Tx, new: NewSubmission) -> Submission | None:
         """The row an insert found in its way, read in the same transaction."""

@@ -396,6 +396,44 @@ WITH input AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 
+-- submission_copy: rows for the workers, streamed in (text format; each row ends 'requesting', 0, 'now': `now` is the transaction's start, as now())
+COPY denpyo_submissions (
+    channel, key, idempotency_key, payload, ordering_key, status, attempts, next_attempt_at
+) FROM STDIN;
+
+-- submission_record_copied: the created events of the rows one COPY wrote, from the row of :first to the row of :last, and wake the workers
+-- COPY returns no ids. Its rows took their ids from this session in the order
+-- they were written (a session's ids only grow), so they lie between the ids of
+-- its first and last rows, and they were written by the same (sub)transaction as
+-- those two; rows other sessions inserted meanwhile have ids in that range too,
+-- never that xmin. The range is bounded on both sides, so that even on a table
+-- without statistics the planner reads it from the primary key.
+WITH copied AS (
+    SELECT f.id AS first_id, l.id AS last_id, f.xmin
+    FROM denpyo_submissions f, denpyo_submissions l
+    WHERE f.idempotency_key = %(first)s AND l.idempotency_key = %(last)s
+), new AS (
+    SELECT s.id, s.channel FROM denpyo_submissions s
+    WHERE s.id BETWEEN (SELECT first_id FROM copied) AND (SELECT last_id FROM copied)
+      AND s.xmin = (SELECT xmin FROM copied)
+), events AS (
+    INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
+    SELECT id, 'created', NULL, 'requesting', 0, %(actor)s FROM new ORDER BY id
+), woken AS (
+    SELECT pg_notify('denpyo', channel) FROM (SELECT DISTINCT channel FROM new) AS channels
+)
+SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
+
+-- submission_get_recorded_before: the rows that hold a batch's channels and keys under other idempotency keys than the batch's (recorded before it, or by an earlier item of it), with the item's place in the batch
+SELECT s.*,
+    {{in_doubt s}} AS in_doubt,
+    n.ord
+FROM unnest(%(channel)s::text[], %(key)s::text[], %(idempotency_key)s::text[])
+    WITH ORDINALITY AS n(channel, key, idempotency_key, ord)
+JOIN denpyo_submissions s ON s.channel = n.channel AND s.key = n.key
+WHERE s.idempotency_key <> n.idempotency_key
+ORDER BY n.ord;
+
 -- submission_counts_compact: fold the running counts into one row per channel, status, kind and resolution
 WITH gone AS (DELETE FROM denpyo_status_counts RETURNING channel, status, kind, resolved, n)
 INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
