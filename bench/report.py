@@ -552,8 +552,9 @@ def _us(value: float) -> str:
 
 
 ENQUEUE_LABELS = {
-    ("outbox", "single"): "hand-written INSERT, one per transaction",
-    ("outbox", "bulk"): "hand-written INSERT, `executemany` in one transaction",
+    ("outbox", "single"): "hand-written outbox: INSERT into its own table, one per transaction",
+    ("outbox", "bulk"): "hand-written outbox: INSERT into its own table (three indexes, no "
+    "trigger, no history), `executemany` in one transaction",
     ("denpyo", "single"): "**denpyo** `enqueue()` (its own transaction each)",
     (
         "denpyo",
@@ -582,7 +583,10 @@ def section_enqueue(results: dict[str, Any]) -> list[str]:
         good = ok_rows(mine)
         label = ENQUEUE_LABELS.get((peer, mode), f"{peer} {mode}")
         apis = {r["api"] for r in good if r.get("api")}
-        if peer == "denpyo" and len(apis) == 1:
+        if peer == "denpyo" and mode == "hand-written":
+            label = "hand-written INSERT of the same rows into denpyo's table, `executemany` "
+            label += "in one transaction (not denpyo: the baseline of its bulk enqueue)"
+        elif peer == "denpyo" and len(apis) == 1:
             label = f"**denpyo** {mode}: `{apis.pop()}`"
         cell = spread([r["rate"] for r in good])
         if len(good) < len(mine):
@@ -897,12 +901,14 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
                     verdict(ratio, 1.0),
                 ]
             )
-        bulk = rate("denpyo", "bulk")
+        bulk, hand = rate("denpyo", "bulk"), rate("denpyo", "hand-written")
+        ratio = bulk / hand if bulk and hand else None
         out.append(
             [
-                "bulk enqueue ≥ 50,000 rows/s on PostgreSQL",
-                f"{fmt_rate(bulk)} rows/s" if bulk else "–",
-                verdict(bulk, 50_000),
+                "bulk enqueue ≥ 1.5× a hand-written `executemany` INSERT of the same rows into "
+                "the same table",
+                fmt_ratio(ratio),
+                verdict(ratio, 1.5),
             ]
         )
     rec = ok_rows(results.get("recovery", []))

@@ -867,6 +867,8 @@ class Bench:
                 cases.append(
                     (peer, "single (caller's transaction)", False, {"enqueue_mode": "conn"})
                 )
+                # The baseline of a bulk enqueue: the same rows into the same table by hand.
+                cases.append((peer, "hand-written", True, {"enqueue_mode": "handwritten"}))
             if peer not in NO_BULK:
                 cases.append((peer, "bulk", True, {}))
         for repeat in range(s.repeats):
