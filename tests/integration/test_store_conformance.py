@@ -596,7 +596,7 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
     params = {
         **filter_params(Filter(channel="c", statuses=(Status.FAILED,))),
         "before": 1000, "floor": 0, "channel": "c", "prefix": "order:", "after": None,
-        "scan": 150, "limit": 51,
+        "scan": 150, "limit": 51, "channels": ["c", "d"],
     }  # fmt: skip
     with plans(store, backend, db_url) as plan:
         for name, indexes in DASHBOARD_INDEXES[backend].items():

@@ -176,8 +176,11 @@ class MysqlTx(Tx):
 class MysqlStore(GenericSqlStore):
     dialect = "mysql"
     QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {"submission_counts_take", "submission_counts_drop", "submission_counts_add"}
-    )
+        {
+            "submission_counts_take", "submission_counts_drop", "submission_counts_add",
+            "submission_count_channels",
+        }
+    )  # fmt: skip
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -219,6 +222,13 @@ class MysqlStore(GenericSqlStore):
             conn: Connection | None = getattr(self._local, "conn", None)
             if conn is not None:
                 self._discard(conn)
+
+    def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
+        """The channels by name (`submission_count_attention` says why)."""
+        if channel is not None:
+            return {"channel": channel, "channels": [channel]}
+        names = [row["channel"] for row in tx.fetch_all("submission_count_channels")]
+        return {"channel": None, "channels": names or [""]}  # IN () is no SQL
 
     def fold_counts(self) -> None:
         """Fold the running counts (rows the triggers append, schema 8) into one row per

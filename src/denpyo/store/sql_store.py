@@ -466,7 +466,7 @@ class SqlStore(Store):
 
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_count_attention", {"channel": channel})
+            row = tx.fetch_one("submission_count_attention", self.attention_params(tx, channel))
         assert row is not None
         counts: dict[str, Any] = {
             name: int(row[name] or 0)
@@ -482,6 +482,10 @@ class SqlStore(Store):
         counts["oldest_pending"] = self.parse_time(row["oldest_pending"])
         counts["now"] = self.parse_time(row["now"])
         return counts
+
+    def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
+        """`submission_count_attention`'s parameters (MariaDB adds the channels)."""
+        return {"channel": channel}
 
     def count_in_doubt_due(self, channel: str) -> int:
         with self.reading() as tx:

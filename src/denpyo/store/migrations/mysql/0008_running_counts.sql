@@ -21,6 +21,8 @@
 -- meanwhile (the recount reads the table once: about a second per million rows).
 -- Each DDL statement commits on its own; the script can run again after a crash
 -- half-way (IF NOT EXISTS; the recount starts from an empty table, under the lock).
+-- The migrating user needs the TRIGGER and LOCK TABLES privileges (and, with binary
+-- logging on, SUPER or log_bin_trust_function_creators, as for any trigger).
 -- No statement inside a trigger ends a line with its semicolon (store/queries.py
 -- split_statements): each trigger is one statement of this script.
 CREATE TABLE IF NOT EXISTS denpyo_status_counts (
