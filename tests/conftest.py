@@ -161,9 +161,14 @@ def driver_connection(backend: str, db_url: str) -> Any:
 @pytest.fixture
 def sql(backend: str, db_url: str) -> Callable[[str], list[tuple[Any, ...]]]:
     """Ask the database directly, on a connection of its own, as a user would."""
+    return asker(backend, db_url)
+
+
+def asker(backend: str, url: str) -> Callable[[str], list[tuple[Any, ...]]]:
+    """`sql`'s questions, for any database: each on a connection of its own, committed."""
 
     def run(query: str) -> list[tuple[Any, ...]]:
-        conn = driver_connection(backend, db_url)
+        conn = driver_connection(backend, url)
         try:
             cursor = conn.cursor()
             cursor.execute(query)

@@ -49,7 +49,7 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
         shared = {"in_doubt", "needs_a_person", "list_filter"}
-        index_predicates = {"in_doubt_index", "attention_index"}
+        index_predicates = {"ready_index", "in_doubt_index", "attention_index"}
         assert shared <= set(fragments) <= shared | index_predicates, dialect
         queries = load_queries(dialect)
         assert "{{" not in "".join(queries.values())

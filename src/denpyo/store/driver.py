@@ -288,7 +288,7 @@ class Store(ABC):
 
     def upkeep(self) -> None:
         """Housekeeping a worker runs now and then: fold the events into the outcomes per
-        minute (and on PostgreSQL the running counts)."""
+        minute, and the running counts where the database appends them (PostgreSQL, MariaDB)."""
         return
 
     async def listen(self, wake: Callable[[str], None]) -> None:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pymysql
@@ -60,6 +61,8 @@ ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 CHANNEL_KEY_INDEX = "denpyo_submissions_channel_key"
 MINIMUM_MARIADB = (10, 6)  # FOR UPDATE SKIP LOCKED; INSERT/DELETE ... RETURNING since 10.5
+COUNTS_FOLD_LIMIT = 20_000  # rows of running counts per fold
+COUNTS_FOLD_BATCHES = 5  # folds per heartbeat at most
 
 Connection = pymysql.connections.Connection
 
@@ -172,6 +175,12 @@ class MysqlTx(Tx):
 
 class MysqlStore(GenericSqlStore):
     dialect = "mysql"
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "submission_counts_take", "submission_counts_drop", "submission_counts_add",
+            "submission_count_channels",
+        }
+    )  # fmt: skip
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -213,6 +222,44 @@ class MysqlStore(GenericSqlStore):
             conn: Connection | None = getattr(self._local, "conn", None)
             if conn is not None:
                 self._discard(conn)
+
+    def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
+        """The channels by name (`submission_count_attention` says why)."""
+        if channel is not None:
+            return {"channel": channel, "channels": [channel]}
+        names = [row["channel"] for row in tx.fetch_all("submission_count_channels")]
+        return {"channel": None, "channels": names or [""]}  # IN () is no SQL
+
+    def fold_counts(self) -> None:
+        """Fold the running counts (rows the triggers append, schema 8) into one row per
+        channel, status, kind and resolution, a few batches at most: a busy database
+        catches up over several heartbeats."""
+        for _ in range(COUNTS_FOLD_BATCHES):
+            if self.fold_counts_batch() < COUNTS_FOLD_LIMIT:
+                return
+
+    def fold_counts_batch(self, limit: int = COUNTS_FOLD_LIMIT) -> int:
+        """Replace the oldest `limit` rows of running counts by their totals per group;
+        returns how many rows it replaced (0: they were folded already). The rows stay
+        locked until the commit, so two folds never count one twice, and a crash leaves
+        them folded with their totals, or not at all."""
+        with self.transaction() as tx:
+            rows = tx.fetch_all("submission_counts_take", {"limit": limit})
+            totals: dict[tuple[str, str, str, int], int] = defaultdict(int)
+            for row in rows:
+                group = (row["channel"], row["status"], row["kind"], int(row["resolved"]))
+                totals[group] += int(row["n"])
+            if len(totals) == len(rows) and all(totals.values()):
+                return 0
+            tx.execute("submission_counts_drop", {"ids": sorted(int(row["id"]) for row in rows)})
+            folded = [
+                {"channel": channel, "status": status, "kind": kind, "resolved": resolved, "n": n}
+                for (channel, status, kind, resolved), n in totals.items()
+                if n
+            ]
+            if folded:
+                tx.execute_many("submission_counts_add", folded)
+        return len(rows)
 
     # -- connections --------------------------------------------------------------
 

@@ -333,10 +333,6 @@ class PostgresStore(SqlStore):
         with self._autocommit() as tx:
             tx.execute("submission_counts_compact")
 
-    def upkeep(self) -> None:
-        self.fold_counts()
-        super().upkeep()
-
     def claim_ready(
         self, channel: str, *, worker: str, limit: int, lease: float
     ) -> list[Submission]:

@@ -448,15 +448,18 @@ class SqlStore(Store):
         return found
 
     def upkeep(self) -> None:
-        """A few batches at most: a busy database catches up over several heartbeats.
-        A fold that fails (a full disk, say) is logged, never raised: the chart lags,
-        and the worker does not take it for a lease renewal that failed."""
+        """Fold the running counts (`fold_counts`), and the events into outcomes per
+        minute, a few batches at most: a busy database catches up over several
+        heartbeats. A fold that fails (a full disk, say) is logged, never raised: the
+        counts or the chart lag, and the worker does not take it for a lease renewal
+        that failed."""
         try:
+            self.fold_counts()
             for _ in range(4):
                 if self.fold_outcomes() < 20_000:
                     return
         except (StoreError, SchemaError) as exc:
-            log.warning("cannot fold the outcomes per minute now: %s", exc)
+            log.warning("cannot fold the running counts and outcomes per minute now: %s", exc)
 
     def count_by_status(self, channel: str | None = None) -> list[tuple[str, Status, int]]:
         """Folds the running counts first, where the database keeps them (`fold_counts`)."""
@@ -466,12 +469,13 @@ class SqlStore(Store):
         return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
 
     def fold_counts(self) -> None:
-        """Fold the running counts, on a database that keeps them (PostgreSQL)."""
+        """Fold the running counts, on a database that appends them (PostgreSQL, MariaDB);
+        SQLite adds to them in place."""
         return
 
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_count_attention", {"channel": channel})
+            row = tx.fetch_one("submission_count_attention", self.attention_params(tx, channel))
         assert row is not None
         counts: dict[str, Any] = {
             name: int(row[name] or 0)
@@ -487,6 +491,10 @@ class SqlStore(Store):
         counts["oldest_pending"] = self.parse_time(row["oldest_pending"])
         counts["now"] = self.parse_time(row["now"])
         return counts
+
+    def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
+        """`submission_count_attention`'s parameters (MariaDB adds the channels)."""
+        return {"channel": channel}
 
     def count_in_doubt_due(self, channel: str) -> int:
         with self.reading() as tx:

@@ -12,9 +12,13 @@ AND (($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f'
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
      OR $.status = 'rejected')
 
--- @in_doubt_index: the predicate of the index denpyo_submissions_in_doubt, word for word (SQLite uses a partial index only for a query that repeats its predicate)
+-- @ready_index: the predicate of the index denpyo_submissions_ready, word for word (SQLite uses a partial index only for a query that repeats its predicate): rows a sender may take, never attempted or a transient failure with a next attempt
+($.status = 'requesting' AND $.locked_until IS NULL)
+OR ($.status = 'failed' AND $.error_kind = 'transient' AND $.next_attempt_at IS NOT NULL)
+
+-- @in_doubt_index: the predicate of the index denpyo_submissions_in_doubt, word for word: rows held, or an ambiguous failure with a next attempt
 ($.status = 'requesting' AND $.locked_until IS NOT NULL)
-OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
+OR ($.status = 'failed' AND $.error_kind = 'ambiguous' AND $.next_attempt_at IS NOT NULL)
 
 -- @list_filter: an operator's filter (domain/filters.py), each optional condition written (param IS NULL OR condition) so that every value stays a bound parameter
 (:all_statuses OR $.status IN (:status0, :status1, :status2, :status3))
@@ -90,8 +94,7 @@ FROM denpyo_submissions WHERE channel = :channel AND key = :key;
 SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
-  AND ((s.status = 'requesting' AND s.locked_until IS NULL)
-       OR (s.status = 'failed' AND s.error_kind = 'transient'))
+  AND {{ready_index s}}
   AND (s.ordering_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM denpyo_submissions h
         WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
@@ -155,34 +158,62 @@ WHERE {{list_filter}}
 ORDER BY id DESC
 LIMIT :limit;
 
--- submission_count_by_status: how many rows each channel has in each status
-SELECT channel, status, COUNT(*) AS n
-FROM denpyo_submissions
+-- submission_count_by_status: how many rows each channel has in each status (from the running counts)
+SELECT channel, status, SUM(n) AS n
+FROM denpyo_status_counts
 WHERE (:channel IS NULL OR channel = :channel)
 GROUP BY channel, status
+HAVING SUM(n) <> 0
 ORDER BY channel, status;
 
 -- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
+-- Reads the running counts (schema 8) and the claim indexes, which hold only the rows
+-- waiting or in flight, never the settled history: the same time at a thousand rows or
+-- ten million. INDEXED BY: without statistics SQLite would read the status index,
+-- which holds every row ever recorded.
+WITH counted AS (
+    SELECT
+        COALESCE(SUM(CASE WHEN status = 'failed'
+                           AND kind IN ('ambiguous_due', 'ambiguous_held') THEN n END),
+                 0) AS ambiguous,
+        COALESCE(SUM(CASE WHEN status = 'failed' AND kind = 'exhausted' AND NOT resolved
+                          THEN n END), 0) AS exhausted,
+        COALESCE(SUM(CASE WHEN status = 'failed' AND NOT resolved
+                           AND kind IN ('ambiguous_due', 'ambiguous_held', 'exhausted')
+                          THEN n END), 0) AS failed_open,
+        COALESCE(SUM(CASE WHEN status = 'rejected' AND NOT resolved THEN n END),
+                 0) AS rejected_open,
+        COALESCE(SUM(CASE WHEN status = 'requesting'
+                            OR (status = 'failed' AND kind IN ('retrying', 'ambiguous_due'))
+                          THEN n END), 0) AS pending,
+        COALESCE(SUM(CASE WHEN resolved AND status <> 'synced' THEN n END), 0) AS resolved
+    FROM denpyo_status_counts
+    WHERE (:channel IS NULL OR channel = :channel)
+), held AS (  -- rows being sent or verified, and those whose sender is gone
+    SELECT COUNT(*) AS expired, COALESCE(SUM(resolution IS NULL), 0) AS expired_open
+    FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
+    WHERE {{in_doubt_index}}
+      AND status = 'requesting' AND locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+      AND (:channel IS NULL OR channel = :channel)
+), oldest AS (  -- the two claim indexes hold every pending row between them
+    SELECT MIN(created_at) AS created_at FROM (
+        SELECT created_at FROM denpyo_submissions INDEXED BY denpyo_submissions_ready
+        WHERE {{ready_index}} AND (:channel IS NULL OR channel = :channel)
+        UNION ALL
+        SELECT created_at FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
+        WHERE {{in_doubt_index}} AND (:channel IS NULL OR channel = :channel)
+    ) AS pending
+)
 SELECT
-    COALESCE(SUM(CASE
-        WHEN {{in_doubt}} THEN 1 ELSE 0 END), 0) AS in_doubt,
-    COALESCE(SUM(CASE
-        WHEN status = 'failed' AND next_attempt_at IS NULL AND resolution IS NULL
-         AND COALESCE(error_kind, '') <> 'ambiguous' THEN 1 ELSE 0 END), 0) AS exhausted,
-    COALESCE(SUM(CASE
-        WHEN status = 'rejected' AND resolution IS NULL THEN 1 ELSE 0 END), 0) AS rejected_open,
-    COALESCE(SUM(CASE
-        WHEN {{needs_a_person}} THEN 1 ELSE 0 END), 0) AS needs_attention,
-    COALESCE(SUM(CASE
-        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
-        THEN 1 ELSE 0 END), 0) AS pending,
-    MIN(CASE
-        WHEN status = 'requesting' OR (status = 'failed' AND next_attempt_at IS NOT NULL)
-        THEN created_at END) AS oldest_pending,
-    SUM(CASE WHEN resolution IS NOT NULL THEN 1 ELSE 0 END) AS resolved,
+    counted.ambiguous + held.expired AS in_doubt,
+    counted.exhausted,
+    counted.rejected_open,
+    counted.failed_open + counted.rejected_open + held.expired_open AS needs_attention,
+    counted.pending,
+    oldest.created_at AS oldest_pending,
+    counted.resolved,
     strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
-FROM denpyo_submissions
-WHERE status IN ('requesting', 'failed', 'rejected') AND (:channel IS NULL OR channel = :channel);
+FROM counted, held, oldest;
 
 -- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions

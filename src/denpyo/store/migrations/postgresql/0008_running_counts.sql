@@ -1,0 +1,3 @@
+-- denpyo schema 8: nothing to change here. SQLite and MariaDB keep running counts by
+-- channel, status, kind and resolution from this schema on; PostgreSQL has kept them
+-- since schema 3 and 4 (denpyo_status_counts).
