@@ -295,19 +295,31 @@ INLINE_PG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS inline_calls (
     id bigserial PRIMARY KEY, key text NOT NULL UNIQUE, payload jsonb NOT NULL,
     status text NOT NULL, remote_id text, created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now())
+    updated_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS inline_events (
+    id bigserial PRIMARY KEY, call_id bigint NOT NULL, kind text NOT NULL,
+    detail text, at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX IF NOT EXISTS inline_events_call ON inline_events (call_id);
 """
 INLINE_SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS inline_calls (
     id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, payload TEXT NOT NULL,
     status TEXT NOT NULL, remote_id TEXT, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)
+    updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+CREATE TABLE IF NOT EXISTS inline_events (
+    id INTEGER PRIMARY KEY, call_id INTEGER NOT NULL, kind TEXT NOT NULL,
+    detail TEXT, at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+CREATE INDEX IF NOT EXISTS inline_events_call ON inline_events (call_id);
 """
 
 
-def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], None], Any]:
+def _handwritten(
+    db_url: str, history: bool = False
+) -> tuple[Callable[[str, Any, Callable[[], str]], None], Any]:
     """INSERT (commit), call, UPDATE (commit): the same durability as denpyo's store
-    (SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE; PostgreSQL: default commit)."""
+    (SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE; PostgreSQL: default commit).
+    With `history`, each transaction also INSERTs an event row, as denpyo records
+    the created and settle events: what the spec's history costs by hand."""
     if db_url.startswith("sqlite"):
         import sqlite3
 
@@ -316,7 +328,8 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
         conn = sqlite3.connect(sqlite_path(db_url), isolation_level=None, timeout=30)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(INLINE_SQLITE_SCHEMA)
+        conn.executescript(INLINE_SQLITE_SCHEMA)
+        event = "INSERT INTO inline_events (call_id, kind, detail) VALUES (?, ?, ?)"
 
         def sqlite_one(key: str, payload: Any, call: Callable[[], str]) -> None:
             conn.execute("BEGIN IMMEDIATE")
@@ -325,6 +338,8 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
                 " RETURNING id",
                 (key, json.dumps(payload)),
             ).fetchone()[0]
+            if history:
+                conn.execute(event, (row_id, "created", None))
             conn.execute("COMMIT")
             remote_id = call()
             conn.execute("BEGIN IMMEDIATE")
@@ -333,6 +348,8 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
                 " updated_at = CURRENT_TIMESTAMP WHERE id = ?",
                 (remote_id, row_id),
             )
+            if history:
+                conn.execute(event, (row_id, "settle", remote_id))
             conn.execute("COMMIT")
 
         return sqlite_one, conn
@@ -342,6 +359,7 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
     pg = psycopg.connect(pg_conninfo(db_url))
     pg.execute(INLINE_PG_SCHEMA)
     pg.commit()
+    event = "INSERT INTO inline_events (call_id, kind, detail) VALUES (%s, %s, %s)"
 
     def pg_one(key: str, payload: Any, call: Callable[[], str]) -> None:
         cur = pg.execute(
@@ -350,6 +368,8 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
             (key, Jsonb(payload)),
         )
         row_id = cur.fetchone()[0]  # type: ignore[index]
+        if history:
+            pg.execute(event, (row_id, "created", None))
         pg.commit()
         remote_id = call()
         pg.execute(
@@ -357,6 +377,8 @@ def _handwritten(db_url: str) -> tuple[Callable[[str, Any, Callable[[], str]], N
             " WHERE id = %s",
             (remote_id, row_id),
         )
+        if history:
+            pg.execute(event, (row_id, "settle", remote_id))
         pg.commit()
 
     return pg_one, pg
@@ -378,11 +400,13 @@ async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
 
     ledger.add_channel("inline", send)
     one, conn = _handwritten(ctx.db_url)
-    timings: dict[str, list[float]] = {"bare": [], "handwritten": [], "submit": []}
+    one_with_history, history_conn = _handwritten(ctx.db_url, history=True)
+    timings: dict[str, list[float]] = {"bare": [], "handwritten": [], "history": [], "submit": []}
     for r in range(rounds):
         for i in range(20):  # warm up connections, caches and the query plans
             post(f"warm:{r}:{i}", job_payload(i))
             one(f"warm:{r}:{i}", job_payload(i), lambda: "x")
+            one_with_history(f"warm-history:{r}:{i}", job_payload(i), lambda: "x")
             ledger.submit("inline", f"warm:{r}:{i}", job_payload(i))
         for mode in timings:
             started = time.perf_counter()
@@ -392,10 +416,13 @@ async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
                     post(key, payload)
                 elif mode == "handwritten":
                     one(key, payload, lambda k=key, p=payload: post(k, p))
+                elif mode == "history":
+                    one_with_history(key, payload, lambda k=key, p=payload: post(k, p))
                 else:
                     ledger.submit("inline", key, payload)
             timings[mode].append((time.perf_counter() - started) / n * 1e6)
     conn.close()
+    history_conn.close()
     ledger.close()
     return {"client": client, "us_per_call": timings}
 

@@ -157,7 +157,9 @@ def log(message: str) -> None:
 def ensure_peers_venv() -> Path:
     """bench/.venv-peers with the peers, the shared HTTP client and denpyo (editable)."""
     python = PEERS_VENV / "bin" / "python"
-    wanted = "\n".join([*PEER_REQUIREMENTS, f"-e {ROOT}"])
+    # denpyo with the extras its stores and channel need: the core alone is SQLite.
+    editable = f"{ROOT}[postgresql,mysql,http]"
+    wanted = "\n".join([*PEER_REQUIREMENTS, f"-e {editable}"])
     stamp = PEERS_VENV / ".installed"
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return python
@@ -168,7 +170,7 @@ def ensure_peers_venv() -> Path:
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
     failed: list[str] = []
     for requirement in [*PEER_REQUIREMENTS, "-e"]:
-        args = ["-e", str(ROOT)] if requirement == "-e" else [requirement]
+        args = ["-e", editable] if requirement == "-e" else [requirement]
         result = subprocess.run(
             [str(python), "-m", "pip", "install", "-q", *args], capture_output=True, text=True
         )
