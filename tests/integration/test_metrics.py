@@ -80,3 +80,36 @@ def test_a_failing_watcher_changes_nothing_the_engine_records(ledger: denpyo.Led
 
     sub = ledger.submit("mail", "k", {"outcome": "synced"})
     assert sub.status is denpyo.Status.SYNCED
+
+
+def test_the_grafana_dashboard_and_alerts_use_only_exported_series(
+    ledger: denpyo.Ledger,
+) -> None:
+    """docs/grafana's dashboard and alert rules name series a worker exports, with
+    labels it gives them: a rename on either side breaks this, not a panel in prod."""
+    import json
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    channel(ledger)
+    metrics = Metrics(ledger, counts_ttl=0).attach()
+    ledger.enqueue("mail", "k", {"outcome": "ambiguous"})
+    ledger.work(until_idle=True, poll_interval=0.05)
+    exported: dict[str, set[str]] = {}
+    for name, labels in samples(metrics):
+        exported.setdefault(name, set()).update(label for label, _ in labels)
+    grafana = Path(__file__).resolve().parents[2] / "docs" / "grafana"
+    dashboard = json.loads((grafana / "denpyo-dashboard.json").read_text())
+    exprs = [
+        target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])
+    ]
+    rules = yaml.safe_load((grafana / "denpyo-alerts.yml").read_text())
+    exprs += [str(rule["expr"]) for group in rules["groups"] for rule in group["rules"]]
+    assert exprs
+    for expr in exprs:
+        for name, selector in re.findall(r"(denpyo_\w+)(\{[^}]*\})?", expr):
+            assert name in exported, (name, expr)
+            for label in re.findall(r"(\w+)\s*[=!~]", selector):
+                assert label in exported[name], (name, label, expr)
