@@ -102,9 +102,7 @@ def test_the_grafana_dashboard_and_alerts_use_only_exported_series(
         exported.setdefault(name, set()).update(label for label, _ in labels)
     grafana = Path(__file__).resolve().parents[2] / "docs" / "grafana"
     dashboard = json.loads((grafana / "denpyo-dashboard.json").read_text())
-    exprs = [
-        target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])
-    ]
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     rules = yaml.safe_load((grafana / "denpyo-alerts.yml").read_text())
     exprs += [str(rule["expr"]) for group in rules["groups"] for rule in group["rules"]]
     assert exprs
