@@ -430,3 +430,41 @@ def test_supported_servers(info: str) -> None:
 def test_unsupported_servers_are_refused_clearly(info: str) -> None:
     with pytest.raises(ConfigurationError, match=r"needs MariaDB 10\.6"):
         check_server(info)
+
+
+def test_a_fold_never_waits_for_a_writer_holding_its_counts(store: MysqlStore, db_url: str) -> None:
+    """A writer's transaction left open (a worker paused mid-settle) holds the row of
+    running counts its trigger appended. A fold passes over it: it takes rows with
+    SKIP LOCKED and deletes them by primary key, a few hundred at a time (with
+    thousands in one IN list, MariaDB scanned the table instead and waited for the
+    held row, until a lock wait timeout; two folds deadlocked the same way)."""
+    store.record_many(
+        [new(f"k{i}") for i in range(25_000)], actor="test", check=lambda new, old: None
+    )
+    held = raw(db_url, autocommit=False)
+    try:
+        with held.cursor() as cursor:  # a writer's trigger row, left uncommitted
+            cursor.execute(
+                "INSERT INTO denpyo_submissions (channel, `key`, idempotency_key, payload,"
+                " status, attempts, next_attempt_at) VALUES ('c', 'held', %s, '{}',"
+                " 'requesting', 0, NOW(6))",
+                (str(uuid.uuid4()),),
+            )
+        outcome: list[Any] = []
+
+        def fold() -> None:
+            try:
+                outcome.append(store.fold_counts_batch())
+            except Exception as exc:
+                outcome.append(exc)
+
+        folding = threading.Thread(target=fold, daemon=True)
+        folding.start()
+        folding.join(30)  # a fold that waited would wait for the 50 s lock timeout
+        assert not folding.is_alive(), "the fold waited for the writer's lock"
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+    finally:
+        held.rollback()
+        held.close()
+    by_status = {(ch, st.value): n for ch, st, n in store.count_by_status()}
+    assert by_status == {("c", "requesting"): 25_000}

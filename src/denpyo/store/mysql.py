@@ -63,6 +63,11 @@ CHANNEL_KEY_INDEX = "denpyo_submissions_channel_key"
 MINIMUM_MARIADB = (10, 6)  # FOR UPDATE SKIP LOCKED; INSERT/DELETE ... RETURNING since 10.5
 COUNTS_FOLD_LIMIT = 20_000  # rows of running counts per fold
 COUNTS_FOLD_BATCHES = 5  # folds per heartbeat at most
+# Ids per DELETE of folded rows. With thousands in one IN list the optimizer gives up
+# the primary key's point lookups for a scan, which waits on every row another
+# transaction holds (a paused writer's, another fold's) and deadlocks with a fold
+# doing the same: seen under the chaos tests.
+COUNTS_DROP_CHUNK = 500
 
 Connection = pymysql.connections.Connection
 
@@ -251,7 +256,10 @@ class MysqlStore(GenericSqlStore):
                 totals[group] += int(row["n"])
             if len(totals) == len(rows) and all(totals.values()):
                 return 0
-            tx.execute("submission_counts_drop", {"ids": sorted(int(row["id"]) for row in rows)})
+            ids = sorted(int(row["id"]) for row in rows)
+            for start in range(0, len(ids), COUNTS_DROP_CHUNK):
+                chunk = ids[start : start + COUNTS_DROP_CHUNK]
+                tx.execute("submission_counts_drop", {"ids": chunk})
             folded = [
                 {"channel": channel, "status": status, "kind": kind, "resolved": resolved, "n": n}
                 for (channel, status, kind, resolved), n in totals.items()
