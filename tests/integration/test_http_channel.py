@@ -519,3 +519,11 @@ def test_by_default_the_channel_caps_no_connections(provider: FakeProvider) -> N
 
     assert with_channel(channel_for(provider), limit) == 0  # aiohttp: no limit
     assert with_channel(channel_for(provider, connection_limit=7), limit) == 7
+
+
+@pytest.mark.parametrize("limit", [0, -5, 2.5, "10", True])
+def test_a_connection_limit_that_is_no_count_is_refused(limit: Any) -> None:
+    from denpyo.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="connection_limit"):
+        HttpChannel("http://127.0.0.1:9/send", connection_limit=limit)

@@ -251,6 +251,15 @@ class HttpChannel:
         self.timeout = timeout
         self.headers: dict[str, str] = dict(headers or {})
         self.id_field = id_field
+        if connection_limit is not None and (
+            isinstance(connection_limit, bool)
+            or not isinstance(connection_limit, int)
+            or connection_limit < 1
+        ):
+            raise ConfigurationError(
+                f"connection_limit must be a whole number of connections, 1 or more, or None "
+                f"(no cap): {connection_limit!r}"
+            )
         self.connection_limit = connection_limit
         self.key_header = _checked_header(key_header)
         self.key_field = key_field
