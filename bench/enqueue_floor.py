@@ -7,10 +7,10 @@ one transaction, timed from connecting to the commit as `bench/run.py --only enq
 times a peer; the ways take turns, round after round:
 
 - `denpyo`: `Ledger.enqueue_many` (the row, its `created` event, NOTIFY at commit);
-- `outbox executemany`: the hand-written INSERT of the enqueue scenario's baseline
+- `outbox executemany`: the hand-written outbox's INSERT
   (`bench/peers/outbox.py`): its own table (three indexes, no trigger), no history;
-- `denpyo_submissions executemany`: the same INSERT by hand into denpyo's table, with
-  the columns denpyo writes, no events;
+- `denpyo_submissions executemany`: the same INSERT by hand into denpyo's table,
+  with the columns denpyo writes, no events (the bulk enqueue target's baseline);
 - `COPY`: the same rows and columns COPYed into denpyo's table, nothing else;
 - `COPY + events`: and their `created` events (one INSERT ... SELECT).
 
@@ -38,15 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import job_payload
 from peers import outbox
+from peers.denpyo_peer import HANDWRITTEN as INSERT  # the bench's same-table baseline
 
 import denpyo
 
 ADMIN = os.environ.get("DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 COLUMNS = "channel, key, idempotency_key, payload, status, attempts, next_attempt_at"
-INSERT = (
-    f"INSERT INTO denpyo_submissions ({COLUMNS}) VALUES (%s, %s, %s, %s, 'requesting', 0, now())"
-)
 COPY = f"COPY denpyo_submissions ({COLUMNS}) FROM STDIN"
 EVENTS = """
 INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
@@ -118,8 +116,8 @@ def by_copy_events(url: str, n: int) -> float:
 
 WAYS: dict[str, Callable[[str, int], float]] = {
     "denpyo enqueue_many": by_denpyo,
-    "outbox executemany (the target's baseline)": by_outbox,
-    "denpyo_submissions executemany": by_insert,
+    "outbox executemany (its own, lighter table)": by_outbox,
+    "denpyo_submissions executemany (the target's baseline)": by_insert,
     "COPY into denpyo_submissions": by_copy,
     "COPY + created events": by_copy_events,
 }
