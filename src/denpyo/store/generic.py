@@ -27,6 +27,8 @@ from denpyo.store.sql_store import (
 
 
 class GenericSqlStore(SqlStore):
+    # Whether `submission_move` returns the row it moved (UPDATE ... RETURNING).
+    MOVE_RETURNS_ROW: ClassVar[bool] = False
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_insert", "event_insert", "event_insert_sent_inline",
@@ -80,20 +82,29 @@ class GenericSqlStore(SqlStore):
     def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """Per run of distinct rows: each move's UPDATE (a winner holds its row's lock
         until commit, so the read-back sees exactly what it wrote), one read-back of
-        the winners, one INSERT of their events: n + 2 statements, not 3n."""
+        the winners, one INSERT of their events: n + 2 statements, not 3n. Where the
+        UPDATE returns its row (SQLite), there is no read-back: n + 1."""
         results: list[Submission | None] = [None] * len(moves)
         for run in distinct_runs(moves):
-            won = [
-                (ordinal, move)
-                for ordinal, move in run
-                if tx.execute("submission_move", move_params(move))
-            ]
+            rows: dict[int, Row] = {}
+            if self.MOVE_RETURNS_ROW:
+                for _, move in run:
+                    row = tx.fetch_one("submission_move", move_params(move))
+                    if row is not None:
+                        rows[move.submission_id] = row
+                won = [(ordinal, move) for ordinal, move in run if move.submission_id in rows]
+            else:
+                won = [
+                    (ordinal, move)
+                    for ordinal, move in run
+                    if tx.execute("submission_move", move_params(move))
+                ]
+                if won:
+                    ids = self.id_list([move.submission_id for _, move in won])
+                    read = tx.fetch_all("submission_get_many", {"ids": ids})
+                    rows = {int(row["id"]): row for row in read}
             if not won:
                 continue
-            ids = self.id_list([move.submission_id for _, move in won])
-            rows = {
-                int(row["id"]): row for row in tx.fetch_all("submission_get_many", {"ids": ids})
-            }
             events = []
             for ordinal, move in won:
                 sub = self.to_submission(rows[move.submission_id], move.row)

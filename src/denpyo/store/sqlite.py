@@ -62,6 +62,7 @@ class SqliteTx(Tx):
 
 class SqliteStore(GenericSqlStore):
     dialect = "sqlite"
+    MOVE_RETURNS_ROW = True
 
     def __init__(self, path: str) -> None:
         super().__init__()

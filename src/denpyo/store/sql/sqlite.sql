@@ -111,7 +111,7 @@ WHERE s.channel = :channel
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
--- submission_move: compare-and-set one row from its expected status and holder to its next state (read back with submission_get_many)
+-- submission_move: compare-and-set one row from its expected status and holder to its next state, returning the row as moved (nothing: another holder won)
 UPDATE denpyo_submissions SET
     status = :to_status,
     attempts = attempts + :attempt_delta,
@@ -133,7 +133,9 @@ UPDATE denpyo_submissions SET
 WHERE id = :id AND status = :from_status
   AND (locked_by IS :expect_locked_by
        OR (:expect_locked_by IS NULL
-           AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))));
+           AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
+RETURNING *,
+    {{in_doubt}} AS in_doubt;
 
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events

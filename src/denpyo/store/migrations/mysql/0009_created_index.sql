@@ -1,0 +1,3 @@
+-- denpyo schema 9: nothing to change here. SQLite and PostgreSQL replace their index
+-- on (status, created_at) with one on created_at; on MariaDB the reads of the
+-- dashboard's queue and counts use (status, created_at), so it stays.
