@@ -384,9 +384,85 @@ def _handwritten(
     return pg_one, pg
 
 
+def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[[str, Any], None]:
+    """One inline submit as denpyo's store writes it, its own named queries run
+    directly on the driver with nothing of the engine: the floor under `submit()`.
+    SQLite: INSERT ... RETURNING with the `created` and `attempt` events, commit;
+    the call; the compare-and-set UPDATE ... RETURNING with the `settle` event,
+    commit. PostgreSQL: `submission_record`, the call, `submission_move_one`, each
+    autocommitted, on a connection set up as the store's pool sets its own."""
+    import uuid
+
+    import denpyo
+
+    with denpyo.Ledger(db_url) as ledger:
+        queries = ledger.store.queries
+    record_params: dict[str, Any] = {
+        "channel": "inline", "attempts": 1, "ordering_key": None, "supersedes": None,
+        "locked_by": "floor/1", "lease": 60.0, "actor": "floor/1", "detail": None,
+    }  # fmt: skip
+    move_params: dict[str, Any] = {
+        "from_status": "requesting", "to_status": "synced", "expect_locked_by": "floor/1",
+        "locked_by": None, "lease": None, "attempt_delta": 0, "retry_in": None,
+        "keep_error": False, "error_kind": None, "last_error": None, "resolution": None,
+        "ord": 0, "event": "settle", "actor": "floor", "duration_ms": 0, "payload_known": True,
+    }  # fmt: skip
+    if db_url.startswith("sqlite"):
+        import sqlite3
+
+        from denpyo.store import sqlite_path  # type: ignore[attr-defined]
+
+        conn = sqlite3.connect(sqlite_path(db_url), isolation_level=None, timeout=30)
+        for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
+                       "PRAGMA foreign_keys = ON"):  # fmt: skip
+            conn.execute(pragma)
+        insert, started = queries["submission_insert"], queries["event_insert_sent_inline"]
+        move, event = queries["submission_move"], queries["event_insert"]
+
+        def sqlite_one(key: str, payload: Any) -> None:
+            idempotency_key = str(uuid.uuid4())
+            conn.execute("BEGIN IMMEDIATE")
+            params = {**record_params, "key": key, "idempotency_key": idempotency_key,
+                      "payload": json.dumps(payload)}  # fmt: skip
+            row_id = conn.execute(insert, params).fetchone()[0]
+            conn.execute(started, {"submission_id": row_id, "actor": "floor/1"})
+            conn.execute("COMMIT")
+            remote_id = post(idempotency_key, payload)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(move, {**move_params, "id": row_id, "remote_id": remote_id}).fetchall()
+            conn.execute(event, {
+                "submission_id": row_id, "kind": "settle", "from_status": "requesting",
+                "to_status": "synced", "attempt": 1, "actor": "floor", "detail": remote_id,
+                "duration_ms": 0,
+            })  # fmt: skip
+            conn.execute("COMMIT")
+
+        return sqlite_one
+    import psycopg
+    from psycopg.rows import dict_row
+
+    pg = psycopg.connect(pg_conninfo(db_url), autocommit=True, row_factory=dict_row)
+    record, move_one = queries["submission_record"], queries["submission_move_one"]
+
+    def pg_one(key: str, payload: Any) -> None:
+        idempotency_key = str(uuid.uuid4())
+        params = {**record_params, "key": key, "idempotency_key": idempotency_key,
+                  "payload": json.dumps(payload)}  # fmt: skip
+        row = pg.execute(record, params).fetchone()
+        assert row is not None
+        remote_id = post(idempotency_key, payload)
+        pg.execute(
+            move_one, {**move_params, "id": row["id"], "remote_id": remote_id,
+                       "detail": remote_id}
+        ).fetchall()  # fmt: skip
+
+    return pg_one
+
+
 async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
-    """Per-call time of: the bare call; INSERT/call/UPDATE by hand; `ledger.submit`.
-    The same synchronous HTTP client in all three, modes interleaved per round."""
+    """Per-call time of: the bare call; INSERT/call/UPDATE by hand, without and with
+    its history; denpyo's own statements alone (`_statements_alone`); `ledger.submit`.
+    The same synchronous HTTP client in all of them, modes interleaved per round."""
     import denpyo
 
     ctx, n, rounds = _ctx(spec), int(spec["n"]), int(spec.get("rounds", 3))
@@ -401,12 +477,16 @@ async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
     ledger.add_channel("inline", send)
     one, conn = _handwritten(ctx.db_url)
     one_with_history, history_conn = _handwritten(ctx.db_url, history=True)
-    timings: dict[str, list[float]] = {"bare": [], "handwritten": [], "history": [], "submit": []}
+    statements = _statements_alone(ctx.db_url, post)
+    timings: dict[str, list[float]] = {
+        "bare": [], "handwritten": [], "history": [], "statements": [], "submit": [],
+    }  # fmt: skip
     for r in range(rounds):
         for i in range(20):  # warm up connections, caches and the query plans
             post(f"warm:{r}:{i}", job_payload(i))
             one(f"warm:{r}:{i}", job_payload(i), lambda: "x")
             one_with_history(f"warm-history:{r}:{i}", job_payload(i), lambda: "x")
+            statements(f"warm-statements:{r}:{i}", job_payload(i))
             ledger.submit("inline", f"warm:{r}:{i}", job_payload(i))
         for mode in timings:
             started = time.perf_counter()
@@ -418,6 +498,8 @@ async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
                     one(key, payload, lambda k=key, p=payload: post(k, p))
                 elif mode == "history":
                     one_with_history(key, payload, lambda k=key, p=payload: post(k, p))
+                elif mode == "statements":
+                    statements(key, payload)
                 else:
                     ledger.submit("inline", key, payload)
             timings[mode].append((time.perf_counter() - started) / n * 1e6)

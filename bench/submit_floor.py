@@ -1,23 +1,25 @@
-"""The floor under `submit()` on SQLite: what denpyo's own statements cost, and each
-piece of its schema, against the hand-written INSERT / call / UPDATE.
+"""The floor under `submit()`: what denpyo's own statements cost, and each piece of
+its schema, against the hand-written INSERT / call / UPDATE.
 
-    PYTHONPATH=src .venv/bin/python bench/submit_floor.py [--n 800] [--rounds 5]
+    PYTHONPATH=src .venv/bin/python bench/submit_floor.py [--database postgresql]
+        [--n 800] [--rounds 5]
 
 One fake provider (`python -m denpyo.testing`, 0 ms) and one synchronous
 `http.client` connection, as section 2 of `bench/run.py`. Each way has a database
-file of its own (WAL, `synchronous=FULL`, as the store sets); the ways take turns,
-round after round, so that a slow minute of the machine falls on all of them:
+of its own (SQLite: a file, WAL, `synchronous=FULL`, as the store sets;
+PostgreSQL: a fresh database on `DENPYO_BENCH_POSTGRES_URL`'s server); the ways
+take turns, round after round, so that a slow minute of the machine falls on all
+of them:
 
 - `bare call`: the HTTP call alone;
 - `hand-written`, `hand-written with its history`: section 2's baselines
   (`bench/child.py`);
 - `denpyo's statements`: the store's own named queries for one inline submit, run
-  directly with `sqlite3` and nothing of the engine: INSERT ... RETURNING and the
-  `created` and `attempt` events, commit; the call; the compare-and-set UPDATE ...
-  RETURNING and the `settle` event, commit;
+  directly on the driver with nothing of the engine (`_statements_alone` in
+  `bench/child.py`, which section 2 of `bench/run.py` runs too);
 - the same with one piece of the schema removed, to show what it costs: the
-  running counts' triggers (schema 8), the claim and in-doubt partial indexes and
-  the audit's synced index, the events' index;
+  running counts' triggers (schema 8 on SQLite, 3 on PostgreSQL), the claim and
+  in-doubt partial indexes and the audit's synced index, the events' index;
 - `submit()`: `Ledger.submit` with a channel making the same call.
 
 Prints µs per call (median of the rounds, min-max) and each way's ratio to the
@@ -27,7 +29,7 @@ hand-written one, the figure the `submit()` target is stated in.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import shutil
 import socket
 import sqlite3
@@ -36,30 +38,36 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from child import _handwritten, _sync_clients
-from common import job_payload
+from child import _handwritten, _statements_alone, _sync_clients
+from common import job_payload, pg_conninfo
 
 import denpyo
 
+ADMIN = os.environ.get("DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 Way = Callable[[str, Any], None]
-PIECES: dict[str, list[str]] = {
-    "without the running counts' triggers": [
-        "DROP TRIGGER denpyo_count_inserted",
-        "DROP TRIGGER denpyo_count_updated",
-    ],
-    "without the claim, in-doubt and synced indexes": [
-        "DROP INDEX denpyo_submissions_ready",
-        "DROP INDEX denpyo_submissions_in_doubt",
-        "DROP INDEX denpyo_submissions_synced",
-    ],
-    "without the events' index": ["DROP INDEX denpyo_events_submission"],
+COUNTS_TRIGGERS = ("denpyo_count_inserted", "denpyo_count_updated")
+CLAIM_INDEXES = ("denpyo_submissions_ready", "denpyo_submissions_in_doubt",
+                 "denpyo_submissions_synced")  # fmt: skip
+PIECES: dict[str, dict[str, list[str]]] = {
+    "without the running counts' triggers": {
+        "sqlite": [f"DROP TRIGGER {name}" for name in COUNTS_TRIGGERS],
+        "postgresql": [
+            f"ALTER TABLE denpyo_submissions DISABLE TRIGGER {name}" for name in COUNTS_TRIGGERS
+        ],
+    },
+    "without the claim, in-doubt and synced indexes": {
+        dialect: [f"DROP INDEX {name}" for name in CLAIM_INDEXES]
+        for dialect in ("sqlite", "postgresql")
+    },
+    "without the events' index": {
+        dialect: ["DROP INDEX denpyo_events_submission"] for dialect in ("sqlite", "postgresql")
+    },
 }
 
 
@@ -70,7 +78,7 @@ def free_port() -> int:
 
 
 def migrated(folder: Path, name: str, drops: list[str]) -> str:
-    """A fresh ledger database with `drops` applied; returns its URL."""
+    """A fresh SQLite ledger database with `drops` applied; returns its URL."""
     url = f"sqlite:///{folder / name}.db"
     with denpyo.Ledger(url) as ledger:
         ledger.migrate()
@@ -82,49 +90,29 @@ def migrated(folder: Path, name: str, drops: list[str]) -> str:
     return url
 
 
-def statements_alone(url: str, post: Callable[[str, Any], str]) -> Way:
-    """One inline submit as denpyo's store writes it, with nothing of the engine."""
-    queries = denpyo.Ledger(url).store.queries
-    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-    for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
-                   "PRAGMA foreign_keys = ON"):  # fmt: skip
-        conn.execute(pragma)
-    record, started = queries["submission_insert"], queries["event_insert_sent_inline"]
-    move, event = queries["submission_move"], queries["event_insert"]
+def pg_migrated(name: str, drops: list[str]) -> str:
+    """A fresh PostgreSQL ledger database with `drops` applied; returns its URL."""
+    import psycopg
 
-    def one(key: str, payload: Any) -> None:
-        idempotency_key = str(uuid.uuid4())
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(record, {
-            "channel": "inline", "key": key, "idempotency_key": idempotency_key,
-            "payload": json.dumps(payload), "attempts": 1, "ordering_key": None,
-            "supersedes": None, "locked_by": "floor/1", "lease": 60.0,
-        }).fetchone()  # fmt: skip
-        conn.execute(started, {"submission_id": row[0], "actor": "floor/1"})
-        conn.execute("COMMIT")
-        remote_id = post(idempotency_key, payload)
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(move, {
-            "id": row[0], "from_status": "requesting", "to_status": "synced",
-            "expect_locked_by": "floor/1", "locked_by": None, "lease": None,
-            "attempt_delta": 0, "retry_in": None, "remote_id": remote_id, "keep_error": 0,
-            "error_kind": None, "last_error": None, "resolution": None,
-        }).fetchall()  # fmt: skip
-        conn.execute(event, {
-            "submission_id": row[0], "kind": "settle", "from_status": "requesting",
-            "to_status": "synced", "attempt": 1, "actor": "floor", "detail": remote_id,
-            "duration_ms": 0,
-        })  # fmt: skip
-        conn.execute("COMMIT")
-
-    return one
+    with psycopg.connect(pg_conninfo(ADMIN), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    with denpyo.Ledger(url) as ledger:
+        ledger.migrate()
+    with psycopg.connect(pg_conninfo(url), autocommit=True) as conn:
+        for statement in drops:
+            conn.execute(statement)
+    return url
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=800, help="calls per way and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     args = parser.parse_args()
+    postgres = args.database == "postgresql"
     port = free_port()
     provider = subprocess.Popen(
         [sys.executable, "-m", "denpyo.testing", "--port", str(port)],
@@ -139,17 +127,23 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         post = _sync_clients(f"http://127.0.0.1:{port}/send")["http.client"]
+
+        def database(name: str, drops: list[str] | None = None) -> str:
+            if postgres:
+                return pg_migrated(f"submit_floor_{name}", drops or [])
+            return migrated(folder, name, drops or [])
+
         ways: dict[str, Way] = {"bare call": post}
-        hand, _ = _handwritten(migrated(folder, "hand", []))
-        history, _ = _handwritten(migrated(folder, "history", []), history=True)
+        hand, _ = _handwritten(database("hand"))
+        history, _ = _handwritten(database("history"), history=True)
         ways["hand-written"] = lambda k, p: hand(k, p, lambda: post(k, p))
         ways["hand-written with its history"] = lambda k, p: history(k, p, lambda: post(k, p))
-        ways["denpyo's statements"] = statements_alone(migrated(folder, "ours", []), post)
+        ways["denpyo's statements"] = _statements_alone(database("ours"), post)
         for n, (name, drops) in enumerate(PIECES.items()):
-            ways[f"denpyo's statements {name}"] = statements_alone(
-                migrated(folder, f"piece{n}", drops), post
+            ways[f"denpyo's statements {name}"] = _statements_alone(
+                database(f"piece{n}", drops[args.database]), post
             )
-        ledger = denpyo.Ledger(migrated(folder, "submit", []))
+        ledger = denpyo.Ledger(database("submit"))
         ledger.add_channel("inline", lambda sub: post(sub.idempotency_key, sub.payload))
         ways["submit()"] = lambda k, p: ledger.submit("inline", k, p) and None
         timings: dict[str, list[float]] = {name: [] for name in ways}
