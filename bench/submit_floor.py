@@ -22,13 +22,17 @@ of them:
   in-doubt partial indexes and the audit's synced index, the events' index;
 - `submit()`: `Ledger.submit` with a channel making the same call.
 
-Prints µs per call (median of the rounds, min-max) and each way's ratio to the
-hand-written one, the figure the `submit()` target is stated in.
+Prints µs per call (median of the rounds, min-max), each way's ratio to the
+hand-written one (the figure the `submit()` target is stated in), and the CPU per
+call of this process (the driver, the HTTP client and, for `submit()`, the
+engine) and, on PostgreSQL, of the way's server processes: figures that swing
+less than the wall time when the machine is busy.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -90,6 +94,28 @@ def migrated(folder: Path, name: str, drops: list[str]) -> str:
     return url
 
 
+def server_pids(database: str | None) -> list[int]:
+    """The server processes of a PostgreSQL database's sessions."""
+    if database is None:
+        return []
+    import psycopg
+
+    with psycopg.connect(pg_conninfo(ADMIN), autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,)
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+def server_cpu(pids: list[int]) -> float:
+    """CPU seconds those server processes have used (Linux: /proc/<pid>/schedstat)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a session that ended meanwhile
+            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    return total / 1e9
+
+
 def pg_migrated(name: str, drops: list[str]) -> str:
     """A fresh PostgreSQL ledger database with `drops` applied; returns its URL."""
     import psycopg
@@ -128,6 +154,8 @@ def main() -> None:
                 time.sleep(0.1)
         post = _sync_clients(f"http://127.0.0.1:{port}/send")["http.client"]
 
+        databases: dict[str, str] = {}  # way -> its PostgreSQL database's name
+
         def database(name: str, drops: list[str] | None = None) -> str:
             if postgres:
                 return pg_migrated(f"submit_floor_{name}", drops or [])
@@ -143,18 +171,31 @@ def main() -> None:
             ways[f"denpyo's statements {name}"] = _statements_alone(
                 database(f"piece{n}", drops[args.database]), post
             )
+            databases[f"denpyo's statements {name}"] = f"submit_floor_piece{n}"
+        databases.update({
+            "hand-written": "submit_floor_hand", "hand-written with its history":
+            "submit_floor_history", "denpyo's statements": "submit_floor_ours",
+            "submit()": "submit_floor_submit",
+        })  # fmt: skip
         ledger = denpyo.Ledger(database("submit"))
         ledger.add_channel("inline", lambda sub: post(sub.idempotency_key, sub.payload))
         ways["submit()"] = lambda k, p: ledger.submit("inline", k, p) and None
         timings: dict[str, list[float]] = {name: [] for name in ways}
+        cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
         for r in range(args.rounds):
             for name, way in ways.items():
                 for i in range(20):  # warm the caches and the statements
                     way(f"warm:{r}:{i}", job_payload(i))
+                backends = server_pids(databases.get(name)) if postgres else []
+                server, client = server_cpu(backends), time.process_time()
                 started = time.perf_counter()
                 for i in range(args.n):
                     way(f"{r}:{i}", job_payload(i))
                 timings[name].append((time.perf_counter() - started) / args.n * 1e6)
+                cpu[name].append((
+                    (time.process_time() - client) / args.n * 1e6,
+                    (server_cpu(backends) - server) / args.n * 1e6,
+                ))  # fmt: skip
         ledger.close()
     finally:
         provider.terminate()
@@ -162,12 +203,16 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     hand_us = timings["hand-written"]
     print(f"{args.n} calls per way and round, {args.rounds} rounds; median (min-max)\n")
-    print("| way | µs per call | ÷ hand-written |\n|---|---|---|")
+    server_column = " server CPU µs |" if postgres else ""
+    print(f"| way | µs per call | ÷ hand-written | client CPU µs |{server_column}")
+    print("|---|---|---|---|" + ("---|" if postgres else ""))
     for name, values in timings.items():
         ratio = statistics.median(v / h for v, h in zip(values, hand_us, strict=True))
+        client_us = statistics.median(c for c, _ in cpu[name])
+        server_us = f" {statistics.median(s for _, s in cpu[name]):,.0f} |" if postgres else ""
         print(
             f"| {name} | {statistics.median(values):,.0f} ({min(values):,.0f}–"
-            f"{max(values):,.0f}) | {ratio:.2f}× |"
+            f"{max(values):,.0f}) | {ratio:.2f}× | {client_us:,.0f} |{server_us}"
         )
 
 
