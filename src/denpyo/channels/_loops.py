@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -89,30 +90,48 @@ class PerLoop(Generic[T]):
         with self._mutex:
             opened = list(self._open.items())
             self._open.clear()
-        try:
-            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        for loop, value in opened:
-            if loop.is_closed():
-                continue
-            if loop is current:
-                task = loop.create_task(self._quietly(value))
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
-            elif loop.is_running():
-                future = asyncio.run_coroutine_threadsafe(self._quietly(value), loop)
-                try:
-                    future.result(_CLOSE_WAIT)
-                except TimeoutError:
-                    future.cancel()
-            elif current is None:
-                loop.run_until_complete(self._quietly(value))
+        close_on_their_loops(
+            [(loop, partial(self._closer, value)) for loop, value in opened], self._closing
+        )
 
     async def _quietly(self, value: T) -> None:
-        """Closing is best effort: a connection the broker already dropped is closed."""
-        with contextlib.suppress(Exception):
-            await self._closer(value)
+        await quietly(self._closer(value))
+
+
+async def quietly(closing: Awaitable[None]) -> None:
+    """Closing is best effort: a connection the other side already dropped is closed."""
+    with contextlib.suppress(Exception):
+        await closing
+
+
+def close_on_their_loops(
+    closers: list[tuple[asyncio.AbstractEventLoop, Callable[[], Awaitable[None]]]],
+    closing: set[asyncio.Task[None]],
+) -> None:
+    """Run each closer on its own loop, from synchronous code: waited for (up to
+    10 s) on a loop running in another thread, run to the end on a loop that has
+    stopped, and left to a task (kept in `closing` until done) on the loop running
+    this call, which cannot block itself. A closed loop's connections cannot be
+    closed any more and are skipped."""
+    try:
+        current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    for loop, closer in closers:
+        if loop.is_closed():
+            continue
+        if loop is current:
+            task = loop.create_task(quietly(closer()))
+            closing.add(task)
+            task.add_done_callback(closing.discard)
+        elif loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(quietly(closer()), loop)
+            try:
+                future.result(_CLOSE_WAIT)
+            except TimeoutError:
+                future.cancel()
+        elif current is None:
+            loop.run_until_complete(quietly(closer()))
 
 
 class ClosesPerLoop:

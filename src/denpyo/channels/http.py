@@ -62,13 +62,13 @@ try:
 except ImportError as exc:  # the core install has no HTTP client
     raise missing("http", "denpyo.channels.http", exc) from exc
 
+from denpyo.channels._loops import close_on_their_loops
 from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
 
 _BODY_LIMIT = 500
-_CLOSE_WAIT = 10.0
 
 
 @dataclass(slots=True)
@@ -312,30 +312,10 @@ class HttpChannel:
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()
-        try:
-            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        for loop, held in sessions:
-            if loop.is_closed() or held.session.closed:
-                continue
-            if loop is current:
-                task = loop.create_task(held.keeper.aclose())
-                self._closing.add(task)
-                task.add_done_callback(self._closed)
-            elif loop.is_running():
-                future = asyncio.run_coroutine_threadsafe(held.keeper.aclose(), loop)
-                try:
-                    future.result(_CLOSE_WAIT)
-                except (TimeoutError, RuntimeError, aiohttp.ClientError, OSError):
-                    future.cancel()
-            elif current is None:
-                loop.run_until_complete(held.keeper.aclose())
-
-    def _closed(self, task: asyncio.Task[None]) -> None:
-        self._closing.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it
+        close_on_their_loops(
+            [(loop, held.keeper.aclose) for loop, held in sessions if not held.session.closed],
+            self._closing,
+        )
 
     async def __aenter__(self) -> HttpChannel:
         return self
