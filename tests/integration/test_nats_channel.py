@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 import nats
 import pytest
+from brokers import run, sub
 from nats.js.api import DiscardPolicy, StreamConfig
 
 import denpyo
 from acceptance.dbproxy import DbProxy
-from denpyo import Status, Submission
+from denpyo import Status
 from denpyo.channels.nats import JetStreamChannel
 from denpyo.errors import ConfigurationError, Rejected, Transient
 
@@ -32,17 +33,6 @@ T = TypeVar("T")
 class Stream:
     name: str
     subject: str
-
-
-def sub(key: str = "idem-1", payload: Any = None) -> Submission:
-    return Submission(
-        id=1, channel="events", key="order:1", idempotency_key=key,
-        payload={"order": 1} if payload is None else payload, status=Status.REQUESTING,
-    )  # fmt: skip
-
-
-def run(body: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(body())
 
 
 async def admin(action: Callable[[Any], Awaitable[T]]) -> T:

@@ -10,16 +10,17 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aio_pika
 import pytest
+from brokers import run, sub
 
 import denpyo
 from acceptance.dbproxy import DbProxy
-from denpyo import Status, Submission
+from denpyo import Status
 from denpyo.channels.rabbitmq import RabbitMQChannel
 from denpyo.errors import ConfigurationError, Rejected, Transient
 
@@ -32,17 +33,6 @@ class Names:
     exchange: str
     queue: str
     routing_key: str
-
-
-def sub(key: str = "idem-1", payload: Any = None) -> Submission:
-    return Submission(
-        id=1, channel="events", key="order:1", idempotency_key=key,
-        payload={"order": 1} if payload is None else payload, status=Status.REQUESTING,
-    )  # fmt: skip
-
-
-def run(body: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(body())
 
 
 @pytest.fixture
