@@ -1,6 +1,8 @@
 """Settings of the test project. The tests point DATABASES["default"] at a fresh
 SQLite, PostgreSQL or MariaDB database for each test (see test_django.py)."""
 
+import os
+
 import pymysql
 
 pymysql.install_as_MySQLdb()  # Django's MySQL backend, on PyMySQL
@@ -45,6 +47,9 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {
-    "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "denpyo-django-tests.db"},
+DATABASES = {  # SHOP_SQLITE_PATH: a project run in processes of its own by a test
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("SHOP_SQLITE_PATH", "denpyo-django-tests.db"),
+    },
 }

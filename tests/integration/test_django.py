@@ -510,6 +510,48 @@ def test_manage_py_denpyo_worker_without_channels_says_where_to_register_them(
         call_command("denpyo_worker")
 
 
+def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigterm(
+    tmp_path: Any, provider: FakeProvider
+) -> None:
+    """`denpyo_worker --processes 2` as a deploy runs it, in processes of its own: the
+    children register the shop's channel in its AppConfig.ready, send every row
+    once between them, and all stop cleanly on the supervisor's SIGTERM."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = tmp_path / "shop.db"
+    env = {
+        **os.environ, "DJANGO_SETTINGS_MODULE": "django_project.settings",
+        "SHOP_SQLITE_PATH": str(path), "SHOP_PROVIDER_URL": provider.url,
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+    }  # fmt: skip
+    django_command = [sys.executable, "-m", "django"]
+    subprocess.run([*django_command, "migrate", "-v", "0"], env=env, cwd=tmp_path, check=True)
+    with denpyo.Ledger(f"sqlite:///{path}") as ledger:
+        ledger.channel("invoice-email")(lambda sub: None)
+        ledger.enqueue_many("invoice-email", [(f"order:{n}", {"n": n}) for n in range(40)])
+    worker = subprocess.Popen(
+        [*django_command, "denpyo_worker", "--processes", "2", "--poll-interval", "0.05"],
+        env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rows = query(f"sqlite:///{path}", "SELECT COUNT(*) FROM denpyo_submissions"
+                         " WHERE status = 'synced'")  # fmt: skip
+            if rows[0][0] == 40:
+                break
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, stderr
+    assert "worker process 0 started" in stderr and "worker process 1 started" in stderr
+    assert stderr.count("worker stopped:") == 2, stderr  # each child drained and said so
+    stats = provider.stats()
+    assert stats.distinct_keys == 40 and stats.duplicates == 0 and stats.requests == 40, stats
+
+
 # -- the core without Django ------------------------------------------------------------
 
 

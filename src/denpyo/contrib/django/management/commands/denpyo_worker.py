@@ -2,10 +2,18 @@
 
 Django is set up first (every app's `ready()` has run), so the channels your apps
 register on `get_ledger()` are there, and channel code may use the ORM.
+
+With `--processes N`, N such workers run as child processes under the supervisor
+of `denpyo worker --processes N` (denpyo/cli/processes.py): each child is this
+command again with `--processes 1`, run by the same `manage.py` (or, when the
+command was not started from a `manage.py`, by `python -m django`), with the
+same settings.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -38,8 +46,20 @@ class Command(BaseCommand):
             default=30.0,
             help="On SIGINT/SIGTERM, seconds the calls in flight get to finish (30).",
         )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="Worker processes, each with --concurrency calls in flight, under one "
+            "supervisor that passes SIGINT/SIGTERM on and restarts those that die (1).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not 1 <= options["processes"] <= 256:
+            raise CommandError("--processes must be from 1 to 256", returncode=2)
+        if options["processes"] > 1:
+            self._supervise(options)
+            return
         ledger = get_ledger()
         if not ledger.channels:
             raise CommandError(
@@ -63,3 +83,25 @@ class Command(BaseCommand):
             f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
             f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
         )
+
+    def _supervise(self, options: dict[str, Any]) -> None:
+        """N children, each this command with `--processes 1`, under the supervisor."""
+        from denpyo.cli.processes import Supervisor
+
+        settings = options.get("settings") or os.environ.get("DJANGO_SETTINGS_MODULE")
+        entry = sys.argv[0] if os.path.basename(sys.argv[0]) == "manage.py" else None
+        command = [
+            sys.executable, *([entry] if entry else ["-m", "django"]), "denpyo_worker",
+            "--processes", "1", "--concurrency", str(options["concurrency"]),
+            "--poll-interval", str(options["poll_interval"]), "--grace", str(options["grace"]),
+            *(["--settings", settings] if settings else []),
+            *(["--pythonpath", options["pythonpath"]] if options.get("pythonpath") else []),
+        ]  # fmt: skip
+
+        def say(line: str) -> None:
+            self.stderr.write(line)
+            self.stderr.flush()
+
+        code = Supervisor([command] * options["processes"], say).run()
+        if code != 0:
+            raise CommandError(f"worker processes ended with exit code {code}", returncode=code)
