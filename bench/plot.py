@@ -60,8 +60,12 @@ def processes(results: dict[str, Any], target: str) -> None:
                 else "fire-and-forget, the same in flight (one process)"
             )
             ax.plot(counts, rates, style, label=label)
+            # fire-and-forget's figures above its line, denpyo's below its own: where
+            # the two lines meet (one process) the labels do not cover each other
+            above = peer != "denpyo"
             for x, y in zip(counts, rates, strict=True):
-                ax.annotate(f"{y:,.0f}", (x, y), fontsize=7, xytext=(4, 4),
+                ax.annotate(f"{y:,.0f}", (x, y), fontsize=7, xytext=(5, 5 if above else -5),
+                            va="bottom" if above else "top",
                             textcoords="offset points")  # fmt: skip
         ax.set_xticks(sorted({r["processes"] for r in rows}))
         ax.set_xlabel("worker processes")
@@ -104,10 +108,10 @@ def dispatch(results: dict[str, Any], target: str) -> None:
             edgecolor="black" if peer == "denpyo" else None,
             linewidth=1.5 if peer == "denpyo" else 0,
         )
-        for bar, value in zip(bars, medians, strict=True):
-            ax.annotate(
+        for bar, value, high in zip(bars, medians, highs, strict=True):
+            ax.annotate(  # above the whisker, which would cross a label at the bar's top
                 f"{value:,.0f}",
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                (bar.get_x() + bar.get_width() / 2, value + high),
                 ha="center",
                 va="bottom",
                 fontsize=7,
@@ -121,7 +125,10 @@ def dispatch(results: dict[str, Any], target: str) -> None:
     n = rows[0]["n"] if rows else 0
     ax.set_title(f"Dispatch throughput, one worker, {n:,} jobs, PostgreSQL (higher is better)")
     ax.set_yscale("log")
-    ax.legend(fontsize=8, ncols=3, loc="upper right")
+    low, top = ax.get_ylim()
+    ax.set_ylim(low, top * 1.6)  # room for the labels over the tallest whiskers
+    # below the axis, where no bar is
+    ax.legend(fontsize=8, ncols=len(peers), loc="upper center", bbox_to_anchor=(0.5, -0.14))
     ax.grid(axis="y", alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(target)
