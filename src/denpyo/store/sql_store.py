@@ -174,7 +174,8 @@ class SqlStore(Store):
         """Turn a driver's timestamp into an aware UTC datetime."""
         if value is None or isinstance(value, datetime):
             return value
-        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(str(value))
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
     def parse_payload(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str | bytes) else value
