@@ -532,19 +532,29 @@ def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigte
         [*django_command, "denpyo_worker", "--processes", "2", "--poll-interval", "0.05"],
         env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert worker.stderr is not None
+    said: list[str] = []  # the supervisor's and the children's lines, as they come
+    lines = worker.stderr
+    reader = threading.Thread(target=lambda: said.extend(iter(lines.readline, "")))
+    reader.start()
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # both children up (a child still starting
+            # when SIGTERM comes exits at once, rightly, with nothing to drain), all sent
+            started = sum("worker started on channels" in line for line in list(said))
             rows = query(f"sqlite:///{path}", "SELECT COUNT(*) FROM denpyo_submissions"
                          " WHERE status = 'synced'")  # fmt: skip
-            if rows[0][0] == 40:
+            if started == 2 and rows[0][0] == 40:
                 break
             time.sleep(0.1)
         worker.send_signal(signal.SIGTERM)
-        _, stderr = worker.communicate(timeout=60)
+        worker.wait(timeout=60)
     finally:
         if worker.poll() is None:
             worker.kill()
+        reader.join(10)
+        lines.close()
+    stderr = "".join(said)
     assert worker.returncode == 0, stderr
     assert "worker process 0 started" in stderr and "worker process 1 started" in stderr
     assert stderr.count("worker stopped:") == 2, stderr  # each child drained and said so
