@@ -510,6 +510,19 @@ def test_manage_py_denpyo_worker_without_channels_says_where_to_register_them(
         call_command("denpyo_worker")
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("processes", [0, -1, 257])
+def test_manage_py_denpyo_worker_refuses_a_count_of_processes_out_of_range(
+    project: str, processes: int
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=r"--processes must be from 1 to 256") as raised:
+        call_command("denpyo_worker", processes=processes)
+    assert raised.value.returncode == 2
+    assert query(project, "SELECT name FROM sqlite_master WHERE name LIKE 'denpyo%'") == []
+
+
 def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigterm(
     tmp_path: Any, provider: FakeProvider
 ) -> None:

@@ -10,6 +10,7 @@ import click
 
 from denpyo.cli import render
 from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
@@ -291,7 +292,7 @@ def audit(
 )
 @click.option(
     "--processes",
-    type=click.IntRange(min=1, max=256),
+    type=click.IntRange(min=1, max=MAX_PROCESSES),
     default=1,
     show_default=True,
     help="Worker processes, each with --concurrency calls in flight, under one "

@@ -59,6 +59,8 @@ MAX_DEATHS = 5
 DEATH_WINDOW = 60.0
 """`MAX_DEATHS` deaths within this many seconds, over all children: give up."""
 TICK = 0.1
+MAX_PROCESSES = 256
+"""The most worker processes one supervisor starts (`worker --processes`)."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.contrib.django import get_ledger
 from denpyo.engine import operator as op
 from denpyo.errors import DenpyoError
@@ -55,8 +56,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not 1 <= options["processes"] <= 256:
-            raise CommandError("--processes must be from 1 to 256", returncode=2)
+        if not 1 <= options["processes"] <= MAX_PROCESSES:
+            raise CommandError(f"--processes must be from 1 to {MAX_PROCESSES}", returncode=2)
         if options["processes"] > 1:
             self._supervise(options)
             return
