@@ -2,7 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python bench/drivers.py [--rows 20000] [--rounds 3]
 
-The store's own statements (`submission_claim_ready`, then `submission_move_batch`
+The store's own statements (`submission_claim_ready`, then `submission_settle_many`
 settling the 64 rows it claimed as synced), its own parameters and its own rows
 (`to_submission`), one after the other on one connection, through the two
 drivers in turn on fresh databases, rounds alternated. It prints the client CPU
@@ -27,7 +27,8 @@ import psycopg
 import denpyo
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
-from denpyo.store.postgresql import PostgresStore, _claim_statement, _move_statements
+from denpyo.store.postgresql import PostgresStore, _claim_statement, _move_statement
+from denpyo.store.sql_store import distinct_runs
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL, WORKER, CLAIM = "bench", "bench-drivers", 64
@@ -64,8 +65,10 @@ async def drain(store: PostgresStore, run: Run) -> tuple[float, float]:
             for sub in rows
         ]  # fmt: skip
         made = time.process_time()
-        runs = [await run(query, params) for query, params in _move_statements(moves)]
-        assert all(sub is not None for sub in store.moved(runs, moves))
+        runs = distinct_runs(moves)
+        returned = [await run(*_move_statement(each)) for each in runs]
+        moved = store.moved(zip(runs, returned, strict=True), len(moves))
+        assert all(sub is not None for sub in moved)
         settling += time.process_time() - made
         claiming += claimed - started
         done += len(rows)

@@ -1,6 +1,6 @@
 """SPEC §10.4: kill -9 of workers at any instant, and a database restart, lose
-nothing and double nothing. The short run is in the default suite (5,000
-submissions, sized so that workers are killed a few dozen times); the long one
+nothing and double nothing. The short run is in the default suite (3,000
+submissions, sized so that workers are killed several times); the long one
 (`make chaos`) runs 100,000."""
 
 from __future__ import annotations
@@ -88,13 +88,16 @@ def check(figures: ChaosFigures, *, explained_duplicates: int = 0) -> None:
     assert figures.kills + figures.pauses + figures.cuts + figures.blackholes + figures.partitions
 
 
-@pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)
+# Each short run in the default suite on one database (kills and pauses on
+# PostgreSQL, cut connections on MariaDB), the other's in `make chaos` with the
+# long runs: the default suite stays under ten minutes.
+@pytest.mark.parametrize(
+    "backend", ["postgresql", pytest.param("mysql", marks=pytest.mark.slow)], indirect=True
+)
 def test_chaos_short(db_url: str, backend: str) -> None:
-    check(run_chaos(db_url, submissions=5000, restart_database=RESTARTS[backend]))
+    check(run_chaos(db_url, submissions=3000, restart_database=RESTARTS[backend]))
 
 
-# Each short run of faults in the default suite on one database, the other's in
-# `make chaos` with the long runs: the default suite stays under ten minutes.
 @pytest.mark.parametrize(
     "backend", ["postgresql", pytest.param("mysql", marks=pytest.mark.slow)], indirect=True
 )
@@ -102,7 +105,7 @@ def test_chaos_pauses_short(db_url: str, backend: str, tmp_path: Path) -> None:
     """Workers also paused (SIGSTOP) past their lease, then resumed: a call the
     engine starts for a row whose lease ran out while it was paused is a double.
     Only a call already on the wire when its worker stopped may go out twice."""
-    figures = run_chaos(db_url, submissions=1500, restart_database=RESTARTS[backend],
+    figures = run_chaos(db_url, submissions=1000, restart_database=RESTARTS[backend],
                         log_dir=tmp_path, **PAUSES)  # fmt: skip
     check(figures, explained_duplicates=figures.duplicates_in_flight_at_pause)
     assert figures.pauses > 0

@@ -441,20 +441,83 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
         stored = [ledger.get("c", sub.key) for sub in claimed]
         assert [sub.payload if sub else None for sub in stored] == [{"i": 0}, {"i": 1}, {"i": 2}]
     if isinstance(ledger.store, PostgresStore):  # and the server does not send it back
-        from denpyo.store.postgresql import _move_statements
+        from denpyo.store.postgresql import _move_statement
+        from denpyo.store.sql_store import distinct_runs
 
         ledger.enqueue_many("c", [(f"q{i}", {"i": i}) for i in range(3)])
         held = ledger.store.claim("c", worker="w", limit=3, lease=60)
-        one = _move_statements([settle(held[0], held[0])])
-        batch = _move_statements([settle(held[1], held[1]), settle(held[2], None)])
-        assert [query for query, _ in one + batch] == [
+        note = dataclasses.replace(settle(held[0], held[0]), event="note")
+        moves = [[note], [settle(held[1], held[1]), settle(held[2], None)]]
+        statements = [_move_statement(run) for batch in moves for run in distinct_runs(batch)]
+        assert [query for query, _ in statements] == [
             "submission_move_one",
             "submission_move_batch",
         ]
         with ledger.store.transaction() as tx:
-            rows = [row for query, params in one + batch for row in tx.fetch_all(query, params)]
+            rows = [row for query, params in statements for row in tx.fetch_all(query, params)]
         payloads = {row["id"]: row["payload"] for row in rows}
         assert payloads == {held[0].id: None, held[1].id: None, held[2].id: {"i": 2}}
+
+
+def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Ledger) -> None:
+    """The worker's settles (`Move.settle`, the mover holding the row) may go by a
+    leaner statement than other moves (PostgreSQL): every outcome, and a settle
+    whose lease was lost, ends with the same row, the same returned row and the
+    same event whether the mover had the row or not, by every path."""
+    import dataclasses
+
+    from denpyo.domain.moves import Move
+    from denpyo.domain.policy import Settlement
+
+    ledger.channel("c")(ok)
+    outcomes = [
+        Settlement(Status.SYNCED, remote_id="r-1"),
+        Settlement(Status.FAILED, ErrorKind.TRANSIENT, "HTTP 503", retry_in=30),
+        Settlement(Status.REJECTED, ErrorKind.REJECTED, "HTTP 422: no such customer"),
+        Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, "read timed out", retry_in=5),
+        Settlement(Status.SYNCED),
+    ]
+    lost = len(outcomes)  # one more row, whose lease another worker took
+
+    def shape(sub: Submission | None) -> tuple[Any, ...] | None:
+        if sub is None:
+            return None
+        return (sub.status, sub.attempts, sub.locked_by, sub.locked_until, sub.remote_id,
+                sub.last_error, sub.error_kind, sub.resolution, sub.in_doubt, sub.payload,
+                sub.next_attempt_at is None, sub.synced_at is None,
+                sub.updated_at is None)  # fmt: skip
+
+    seen: list[Any] = []
+    for n, apply in enumerate(_move_paths(ledger)):
+        for known in (True, False):
+            prefix = f"{n}-{known}-"
+            ledger.enqueue_many("c", [(f"{prefix}{i}", {"i": i}) for i in range(lost + 1)])
+            held = ledger.store.claim("c", worker="claimer", limit=lost + 1, lease=60)
+            held[lost] = dataclasses.replace(held[lost], locked_by="someone else")
+            moves = [
+                Move.settle(sub, "w", outcome, duration_ms=12)
+                for sub, outcome in zip(held, [*outcomes, outcomes[0]], strict=True)
+            ]
+            if not known:
+                moves = [dataclasses.replace(move, row=None) for move in moves]
+            assert all(move.ends_attempt == known for move in moves)
+            returned = apply(moves)
+            stored = [ledger.get("c", sub.key) for sub in held]
+            events = [
+                [(e.kind, e.from_status, e.to_status, e.attempt, e.actor, e.detail, e.duration_ms)
+                 for e in ledger.events(sub.id)]
+                for sub in held
+            ]  # fmt: skip
+            assert returned[lost] is None and stored[lost] is not None
+            assert stored[lost].status is Status.REQUESTING and stored[lost].locked_by == "claimer"
+            returned, stored = returned[:lost], stored[:lost]
+            assert [shape(sub) for sub in returned] == [shape(sub) for sub in stored]
+            seen.append(([shape(sub) for sub in returned], events))
+    for case in seen:
+        assert case == seen[0]
+    assert [row[0] for row in seen[0][0]] == [outcome.status for outcome in outcomes]
+    assert seen[0][1][0][-1] == ("settle", Status.REQUESTING, Status.SYNCED, 1, "w", "r-1", 12)
+    assert [kind for kind, *_ in seen[0][1][lost]] == ["created", "attempt"]
 
 
 def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Ledger) -> None:

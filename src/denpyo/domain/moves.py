@@ -132,6 +132,24 @@ class Move:
             row=sub,
         )
 
+    @property
+    def ends_attempt(self) -> bool:
+        """Made by `settle`: an attempt its holder ends, unlocked, the row's payload
+        known to the mover, the event's detail its error or remote id. A store may
+        write such moves by a leaner statement that knows the rest of this shape."""
+        return (
+            self.event == "settle"
+            and self.from_status is Status.REQUESTING
+            and self.expect_locked_by is not None
+            and self.row is not None
+            and self.locked_by is None
+            and self.lease is None
+            and self.attempt_delta == 0
+            and not self.keep_error
+            and self.resolution is None
+            and self.detail == (self.last_error or self.remote_id)
+        )
+
     @classmethod
     def verified_delivered(
         cls, sub: Submission, actor: str, remote_id: str | None, note: str

@@ -28,7 +28,13 @@ from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store import shown_url
 from denpyo.store.driver import AsyncStore, NewSubmission, Row, Tx
-from denpyo.store.sql_store import SqlStore, distinct_runs, insert_params, move_params
+from denpyo.store.sql_store import (
+    SqlStore,
+    distinct_runs,
+    insert_params,
+    move_params,
+    seconds,
+)
 
 log = logging.getLogger("denpyo.store")
 
@@ -87,6 +93,7 @@ class PostgresStore(SqlStore):
         {
             "submission_record", "submission_record_many", "submission_claim_ready",
             "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
+            "submission_settle_many",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
             "submission_get_recorded_before",
         }
@@ -350,20 +357,25 @@ class PostgresStore(SqlStore):
 
     def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """All moves in one statement (one per run, if a row is named twice)."""
-        runs = [tx.fetch_all(query, params) for query, params in _move_statements(moves)]
-        return self.moved(runs, moves)
+        runs = distinct_runs(moves)
+        rows = [tx.fetch_all(*_move_statement(run)) for run in runs]
+        return self.moved(zip(runs, rows, strict=True), len(moves))
 
     def moved(
-        self, runs: Iterable[Sequence[Row]], moves: Sequence[Move]
+        self, results: Iterable[tuple[Run, Sequence[Row]]], count: int
     ) -> list[Submission | None]:
-        """The rows the move statements returned, in the order of the moves; None
-        for a move that lost its compare-and-set."""
-        results: list[Submission | None] = [None] * len(moves)
-        for rows in runs:
+        """The rows the move statements returned, in the order of the `count` moves;
+        None for a move that lost its compare-and-set."""
+        moved: list[Submission | None] = [None] * count
+        for run, rows in results:
+            by_id = {move.submission_id: (ordinal, move) for ordinal, move in run}
+            lean = _ends_attempts(run)
             for row in rows:
-                ordinal = int(row["ord"])
-                results[ordinal] = self.to_submission(row, moves[ordinal].row)
-        return results
+                ordinal, move = by_id[row["id"]]
+                moved[ordinal] = (
+                    self.settled(row, move) if lean else self.to_submission(row, move.row)
+                )
+        return moved
 
     def async_ops(self, db: Executor) -> AsyncStore:
         """psycopg's asyncio connections on the worker's loop, not `db`'s threads: no
@@ -425,7 +437,9 @@ class PostgresAsync(AsyncStore):
         return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        return self.store.moved(await self._run(_move_statements(moves)), moves)
+        runs = distinct_runs(moves)
+        rows = await self._run([_move_statement(run) for run in runs])
+        return self.store.moved(zip(runs, rows, strict=True), len(moves))
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -497,15 +511,49 @@ def _claim_statement(
     return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
 
 
-def _move_statements(moves: Sequence[Move]) -> list[tuple[str, dict[str, Any]]]:
-    """One statement per run of distinct rows: `submission_move_one` for a run of
-    one move, `submission_move_batch` for more."""
-    return [
-        ("submission_move_one", _one_params(*run[0]))
-        if len(run) == 1
-        else ("submission_move_batch", _batch_params(run))
-        for run in distinct_runs(moves)
-    ]
+Run = Sequence[tuple[int, Move]]
+"""Moves that name each row once, with their places among the moves asked for."""
+
+
+def _move_statement(run: Run) -> tuple[str, dict[str, Any]]:
+    """`submission_move_one` for a lone move, `submission_settle_many` for ended
+    attempts of one actor (the worker's group commits), `submission_move_batch`
+    for any other run."""
+    if len(run) == 1:
+        return "submission_move_one", _one_params(*run[0])
+    if _ends_attempts(run):
+        return "submission_settle_many", _settle_params(run)
+    return "submission_move_batch", _batch_params(run)
+
+
+def _ends_attempts(run: Run) -> bool:
+    """Whether `submission_settle_many` writes this run (a lone move never: it
+    takes the statement planned once per session)."""
+    actor = run[0][1].actor
+    return len(run) > 1 and all(move.ends_attempt and move.actor == actor for _, move in run)
+
+
+def _settle_params(run: Run) -> dict[str, Any]:
+    """One typed array per field a settle changes; an array of nothing but NULLs
+    (no error on a run of successes, say) goes as one NULL."""
+    moves = [move for _, move in run]
+    return {
+        "ids": [move.submission_id for move in moves],
+        "holders": [move.expect_locked_by for move in moves],
+        "statuses": [move.to_status.value for move in moves],
+        "remote_ids": _column([move.remote_id for move in moves]),
+        "retry_ins": _column([seconds(move.retry_in) for move in moves]),
+        "error_kinds": _column(
+            [kind.value if (kind := move.error_kind) else None for move in moves]
+        ),
+        "last_errors": _column([move.last_error for move in moves]),
+        "durations": _column([move.duration_ms for move in moves]),
+        "actor": moves[0].actor,
+    }
+
+
+def _column(values: list[Any]) -> list[Any] | None:
+    return None if all(value is None for value in values) else values
 
 
 def _one_params(ordinal: int, move: Move) -> dict[str, Any]:

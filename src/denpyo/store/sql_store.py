@@ -590,6 +590,20 @@ class SqlStore(Store):
             in_doubt=bool(row["in_doubt"]),
         )
 
+    def settled(self, row: Row, move: Move) -> Submission:
+        """The row an ended attempt (`Move.ends_attempt`) moved: what the statement
+        could not know from the move and the row as held comes back in `row`."""
+        known = move.row
+        assert known is not None  # an ended attempt's mover holds the row
+        return Submission(
+            known.id, known.channel, known.key, known.idempotency_key, known.payload,
+            move.to_status, known.attempts, self.parse_time(row["next_attempt_at"]), None,
+            None, row["remote_id"], move.last_error, move.error_kind, known.ordering_key,
+            known.created_at, self.parse_time(row["updated_at"]),
+            self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,
+            bool(row["in_doubt"]),
+        )  # fmt: skip
+
     def to_event(self, row: Row) -> Event:
         at = self.parse_time(row["at"])
         assert at is not None

@@ -375,6 +375,43 @@ SELECT id, ord, status, attempts, next_attempt_at, locked_by, locked_until, remo
     CASE WHEN payload_known THEN NULL ELSE supersedes END AS supersedes
 FROM moved;
 
+-- submission_settle_many: end attempts their holders still hold (`requesting` to how each ended), with their settle events: the worker's commit of finished calls
+-- The common move of the hot path, lean: one typed array per thing a settle
+-- changes (an array of NULLs goes as one NULL: unnest pads it), the event written
+-- from what the statement already has, and back only what the mover cannot know.
+-- A lone settle (an inline submit's) takes submission_move_one, planned once.
+WITH m AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(holders)s::text[], %(statuses)s::text[],
+                         %(remote_ids)s::text[], %(retry_ins)s::float8[],
+                         %(error_kinds)s::text[], %(last_errors)s::text[],
+                         %(durations)s::int[])
+        AS m(id, holder, to_status, remote_id, retry_in, error_kind, last_error, duration_ms)
+), moved AS (
+    UPDATE denpyo_submissions s SET
+        status = m.to_status,
+        locked_by = NULL,
+        locked_until = NULL,
+        next_attempt_at = now() + make_interval(secs => m.retry_in),
+        remote_id = COALESCE(m.remote_id, s.remote_id),
+        last_error = m.last_error,
+        error_kind = m.error_kind,
+        synced_at = CASE WHEN m.to_status = 'synced' THEN now() ELSE s.synced_at END,
+        updated_at = now()
+    FROM m  -- joined by id alone: on a large table with no statistics yet, the plan
+            -- still walks the arrays and reaches each row by its primary key
+    WHERE s.id = m.id AND s.status = 'requesting' AND s.locked_by = m.holder
+    RETURNING s.id, s.status, s.attempts, s.next_attempt_at, s.remote_id, s.updated_at,
+        s.synced_at, s.resolution, m.last_error, m.duration_ms,
+        COALESCE(m.last_error, m.remote_id) AS detail,
+        {{in_doubt s}} AS in_doubt
+), events AS (
+    INSERT INTO denpyo_events
+        (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
+    SELECT id, 'settle', 'requesting', status, attempts, %(actor)s, detail, duration_ms
+    FROM moved
+)
+SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_doubt FROM moved;
+
 -- submission_record_many: insert many rows for the workers, with their events, in one statement
 WITH input AS (
     SELECT * FROM unnest(
