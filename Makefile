@@ -25,11 +25,11 @@ services:  ## start PostgreSQL, MariaDB, RabbitMQ and NATS if they are not runni
 browser:  ## Debian's Chromium for the dashboard's browser tests (no browser download)
 	scripts/browser.sh
 
-# Unit and integration tests two at a time (each has databases of its own); then
-# the acceptance tests one at a time (their chaos runs restart the servers).
+# Two tests at a time (each has databases of its own), then the chaos runs one at
+# a time: they restart the database servers under everything else.
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
-	$(BIN)/python -m pytest -q -n 2 tests/unit tests/integration
-	$(BIN)/python -m pytest -q tests/acceptance
+	$(BIN)/python -m pytest -q -n 2 --ignore=tests/acceptance/test_chaos.py
+	$(BIN)/python -m pytest -q tests/acceptance/test_chaos.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
