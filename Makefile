@@ -28,7 +28,7 @@ browser:  ## Debian's Chromium for the dashboard's browser tests (no browser dow
 # Two tests at a time (each has databases of its own), then the chaos runs one at
 # a time: they restart the database servers under everything else.
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
-	$(BIN)/python -m pytest -q -n 2 --ignore=tests/acceptance/test_chaos.py
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=tests/acceptance/test_chaos.py
 	$(BIN)/python -m pytest -q tests/acceptance/test_chaos.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)

@@ -15,6 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXTRAS_ONLY = ("psycopg", "pymysql", "aiohttp", "starlette", "jinja2", "uvicorn",
                "prometheus-client", "aio-pika", "nats-py", "django")  # fmt: skip
+# One build of the wheel from this tree at a time: under `pytest -n 2`, these tests
+# stay on one worker (`--dist loadgroup`), which builds it once.
+pytestmark = pytest.mark.xdist_group("lean-install")
 
 
 @pytest.fixture(scope="module")
