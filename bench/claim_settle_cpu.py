@@ -26,15 +26,14 @@ import asyncio
 import os
 import statistics
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from drivers import CHANNEL, filled_database
 from peers.floor import CLAIM, SETTLE, _named
 from psycopg.rows import dict_row
 
-import denpyo
 from denpyo.domain.moves import Move
 from denpyo.domain.policy import Settlement
 from denpyo.domain.status import Status
@@ -46,8 +45,7 @@ from denpyo.store.postgresql import (
 )
 from denpyo.store.sql_store import distinct_runs
 
-ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-CHANNEL, WORKER, LIMIT = "bench", "w", 64
+WORKER, LIMIT = "w", 64
 WAYS = ("floor", "settle_many", "move_batch")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -106,30 +104,14 @@ async def drain(
 
 
 def one_round(way: str, rows: int) -> tuple[float, float, float]:
-    name = f"bench_cpu_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        with denpyo.Ledger(url) as ledger:
-            ledger.add_channel(CHANNEL, lambda sub: "unused")
-            ledger.migrate()
-            jobs = [(f"job:{i}", {"to": f"c{i}@example.com", "order": i}) for i in range(rows)]
-            ledger.enqueue_many(CHANNEL, jobs)
-            store = ledger.store
-            assert isinstance(store, PostgresStore)
+    with filled_database(rows) as (store, url):
 
-            async def run() -> tuple[float, float, float]:
-                conn = await psycopg.AsyncConnection.connect(
-                    url, autocommit=True, row_factory=dict_row
-                )
-                async with conn:
-                    return await drain(store, conn, way)
+        async def run() -> tuple[float, float, float]:
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+            async with conn:
+                return await drain(store, conn, way)
 
-            return asyncio.run(run())
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        return asyncio.run(run())
 
 
 def main() -> None:

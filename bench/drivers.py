@@ -18,7 +18,8 @@ import re
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
@@ -108,7 +109,10 @@ async def with_asyncpg(store: PostgresStore, url: str) -> tuple[float, float]:
         await conn.close()
 
 
-def one_round(driver: str, rows: int) -> tuple[float, float]:
+@contextmanager
+def filled_database(rows: int) -> Iterator[tuple[PostgresStore, str]]:
+    """A fresh database with `rows` due jobs on the bench channel (no ANALYZE: a
+    young table), its store and URL; dropped afterwards."""
     name = f"bench_drivers_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(ADMIN, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
@@ -121,12 +125,17 @@ def one_round(driver: str, rows: int) -> tuple[float, float]:
             ledger.enqueue_many(CHANNEL, jobs)
             store = ledger.store
             assert isinstance(store, PostgresStore)
-            if driver == "psycopg":
-                return asyncio.run(with_psycopg(store))
-            return asyncio.run(with_asyncpg(store, url))
+            yield store, url
     finally:
         with psycopg.connect(ADMIN, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def one_round(driver: str, rows: int) -> tuple[float, float]:
+    with filled_database(rows) as (store, url):
+        if driver == "psycopg":
+            return asyncio.run(with_psycopg(store))
+        return asyncio.run(with_asyncpg(store, url))
 
 
 def main() -> None:
