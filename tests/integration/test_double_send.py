@@ -342,10 +342,11 @@ def test_a_worker_whose_renewals_fail_leaves_rows_in_doubt_to_others(
     async def main() -> list[str]:
         worker = Worker(ledger, poll_interval=0.05)
         task = asyncio.create_task(worker.run())
-        for _ in range(200):
+        for _ in range(2000):  # up to 20 s on a loaded machine
             if worker.renewal_failing_since is not None:
                 break
             await asyncio.sleep(0.01)
+        assert worker.renewal_failing_since is not None, "the worker saw its renewals fail"
         new = NewSubmission("c", "doubt", "idem-doubt", "{}")
         doubtful, _ = ledger.store.record(new, actor="gone", lease=60)
         ledger.store.move([Move.still_in_doubt(doubtful, "gone", 0, "its worker died")])

@@ -198,7 +198,10 @@ def test_migrate_waits_for_a_migration_in_progress(empty_url: str) -> None:
     holder = raw(empty_url, autocommit=True)
     try:
         with holder.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK('denpyo_migrate', 0)")
+            # The lock's name is the server's, not the database's: a migration of
+            # another database (another test) may hold it for a moment.
+            cursor.execute("SELECT GET_LOCK('denpyo_migrate', 30)")
+            assert cursor.fetchone()[0] == 1
         result: list[list[int]] = []
         store = open_store(empty_url)
         thread = threading.Thread(target=lambda: result.append(store.migrate()))
