@@ -96,7 +96,7 @@ async def drain(
             await (await conn.execute(store.queries[query], params)).fetchall()
             for query, params in statements
         ]
-        assert all(store.moved(zip(runs, returned, strict=True), len(moves)))
+        assert all(store.moved(zip(runs, statements, returned, strict=True), len(moves)))
         done += len(held)
     await asyncio.sleep(0.1)  # the session's last ticks
     settles = session_cpu(pid) - server - claims
@@ -119,6 +119,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.rows < 1 or args.rounds < 1:
+        parser.error("--rows and --rounds must be at least 1")
     results: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
     for _ in range(args.rounds):
         for way in WAYS:

@@ -67,8 +67,9 @@ async def drain(store: PostgresStore, run: Run) -> tuple[float, float]:
         ]  # fmt: skip
         made = time.process_time()
         runs = distinct_runs(moves)
-        returned = [await run(*_move_statement(each)) for each in runs]
-        moved = store.moved(zip(runs, returned, strict=True), len(moves))
+        statements = [_move_statement(each) for each in runs]
+        returned = [await run(*statement) for statement in statements]
+        moved = store.moved(zip(runs, statements, returned, strict=True), len(moves))
         assert all(sub is not None for sub in moved)
         settling += time.process_time() - made
         claiming += claimed - started

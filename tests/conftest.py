@@ -51,8 +51,9 @@ def postgres_template() -> Iterator[str]:
         admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")
 
 
-def _fresh_postgres(template: str | None) -> Iterator[str]:
-    name = _create_postgres(template)
+def _fresh_postgres() -> Iterator[str]:
+    """A fresh PostgreSQL database with no tables."""
+    name = _create_postgres(None)
     try:
         yield _with_database(POSTGRES_URL, name)
     finally:
@@ -168,7 +169,7 @@ def postgres_url(made_ahead: dict[str, _MadeAhead]) -> Iterator[str]:
 @pytest.fixture
 def postgres_empty_url() -> Iterator[str]:
     """A fresh PostgreSQL database with no denpyo tables, for what only PostgreSQL does."""
-    yield from _fresh_postgres(None)
+    yield from _fresh_postgres()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -182,7 +183,7 @@ def empty_url(backend: str, tmp_path: os.PathLike[str]) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path}/empty.db"
     elif backend == "postgresql":
-        yield from _fresh_postgres(None)
+        yield from _fresh_postgres()
     else:
         yield from _fresh_mysql(migrated=False)
 

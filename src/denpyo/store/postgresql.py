@@ -358,18 +358,19 @@ class PostgresStore(SqlStore):
     def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
         """All moves in one statement (one per run, if a row is named twice)."""
         runs = distinct_runs(moves)
-        rows = [tx.fetch_all(*_move_statement(run)) for run in runs]
-        return self.moved(zip(runs, rows, strict=True), len(moves))
+        statements = [_move_statement(run) for run in runs]
+        rows = [tx.fetch_all(query, params) for query, params in statements]
+        return self.moved(zip(runs, statements, rows, strict=True), len(moves))
 
     def moved(
-        self, results: Iterable[tuple[Run, Sequence[Row]]], count: int
+        self, results: Iterable[tuple[Run, tuple[str, Any], Sequence[Row]]], count: int
     ) -> list[Submission | None]:
-        """The rows the move statements returned, in the order of the `count` moves;
+        """The rows each run's statement returned, in the order of the `count` moves;
         None for a move that lost its compare-and-set."""
         moved: list[Submission | None] = [None] * count
-        for run, rows in results:
+        for run, (query, _), rows in results:
             by_id = {move.submission_id: (ordinal, move) for ordinal, move in run}
-            lean = _ends_attempts(run)
+            lean = query == "submission_settle_many"  # it sends back only what changed
             for row in rows:
                 ordinal, move = by_id[row["id"]]
                 moved[ordinal] = (
@@ -438,8 +439,9 @@ class PostgresAsync(AsyncStore):
 
     async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
         runs = distinct_runs(moves)
-        rows = await self._run([_move_statement(run) for run in runs])
-        return self.store.moved(zip(runs, rows, strict=True), len(moves))
+        statements = [_move_statement(run) for run in runs]
+        rows = await self._run(statements)
+        return self.store.moved(zip(runs, statements, rows, strict=True), len(moves))
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -527,10 +529,9 @@ def _move_statement(run: Run) -> tuple[str, dict[str, Any]]:
 
 
 def _ends_attempts(run: Run) -> bool:
-    """Whether `submission_settle_many` writes this run (a lone move never: it
-    takes the statement planned once per session)."""
+    """Ended attempts of one actor, all of them: what `submission_settle_many` writes."""
     actor = run[0][1].actor
-    return len(run) > 1 and all(move.ends_attempt and move.actor == actor for _, move in run)
+    return all(move.ends_attempt and move.actor == actor for _, move in run)
 
 
 def _settle_params(run: Run) -> dict[str, Any]:
