@@ -72,7 +72,7 @@ VERSIONED = [
 ]
 ALL_PEERS = [
     "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo", "denpyo_nocall",
-    "denpyo_store", "floor_psycopg", "floor_asyncpg",
+    "denpyo_store", "floor_psycopg", "floor_asyncpg", "floor_call",
 ]  # fmt: skip
 NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
@@ -862,7 +862,7 @@ class Bench:
         rows: list[dict[str, Any]] = self.results.setdefault("enqueue", [])
         cases: list[tuple[str, str, bool, dict[str, Any]]] = []
         for peer in self.peers:
-            if peer == "fire_and_forget" or peer in NO_CALL:
+            if peer in ("fire_and_forget", "floor_call") or peer in NO_CALL:
                 continue
             cases.append((peer, "single", False, {}))
             if peer == "denpyo":

@@ -22,4 +22,5 @@ PEERS = {
     "denpyo_store": "peers.denpyo_store",
     "floor_psycopg": "peers.floor_psycopg",
     "floor_asyncpg": "peers.floor_asyncpg",
+    "floor_call": "peers.floor_call",
 }

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common import Ctx, pg_conninfo
+from common import Ctx, new_session, pg_conninfo, post_job
 
 from peers import denpyo_nocall, denpyo_peer
 from peers.denpyo_store import drive, worker_shape
@@ -85,7 +85,11 @@ def shape(ctx: Ctx, concurrency: int) -> tuple[int, int, float]:
         ledger.close()
 
 
-async def dispatch_psycopg(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]:
+async def dispatch_psycopg(
+    ctx: Ctx, n: int, concurrency: int, with_call: bool = False
+) -> dict[str, Any]:
+    """With `with_call`, each job makes the same POST as every peer that calls
+    (`common.post_job`, its row's idempotency key and payload) instead of `call`."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -108,7 +112,13 @@ async def dispatch_psycopg(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]
         return len(await cursor.fetchall())
 
     try:
-        settled = await drive(claim, call, settle, commit, n, concurrency, ahead, batch)
+        async with new_session() as session:
+
+            async def provider_call(row: dict[str, Any]) -> str:
+                return await post_job(session, ctx.send_url, row["idempotency_key"], row["payload"])
+
+            job = provider_call if with_call else call
+            settled = await drive(claim, job, settle, commit, n, concurrency, ahead, batch)
     finally:
         await claims.close()
         await settles.close()

@@ -2,7 +2,7 @@
 
 Only the peers that need nothing beyond denpyo's own dependencies run here
 (fire-and-forget, the hand-written outbox, denpyo, denpyo with a call that
-does nothing, denpyo's store alone and the floor under it); nothing is installed. It
+does nothing, denpyo's store alone and the floors under it); nothing is installed. It
 checks that every scenario completes and that the report is well formed, never
 how fast anything is.
 """
@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = [
     "fire_and_forget", "outbox", "denpyo", "denpyo_nocall", "denpyo_store", "floor_psycopg",
-    "floor_asyncpg",
+    "floor_asyncpg", "floor_call",
 ]  # fmt: skip
 
 
@@ -84,7 +84,8 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     realistic = {
         row["peer"] for row in dispatch if (row["latency_ms"], row["concurrency"]) == (200, 256)
     }
-    assert realistic == {"fire_and_forget", "outbox", "denpyo"}  # the peers that make calls
+    # the peers that make calls, and the floor with the call
+    assert realistic == {"fire_and_forget", "outbox", "denpyo", "floor_call"}
     processes = results["processes"]
     assert {(row["peer"], row["processes"]) for row in processes} == {
         ("denpyo", 2),
@@ -95,7 +96,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert all("error" not in run for run in results["inline"]["runs"])
     assert {run["backend"] for run in results["inline"]["runs"]} == {"sqlite", "postgresql"}
     assert all("error" not in row for row in results["enqueue"])
-    assert all(row["ok"] for row in results["recovery"])
+    assert all(row["ok"] and row["floor_ok"] for row in results["recovery"])
     assert all(row["reconcile_cpu"]["own"] > 0 for row in results["recovery"])
     assert [level["rows"] for level in results["scale"]["levels"]] == [1000, 3000]
     assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
@@ -125,7 +126,8 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     for row in throughput[1:]:
         assert re.match(r"[\d,.]+", row[1]), row
     targets = next(t for t in tables if t[0][0] == "target")
-    assert all(row[2] in ("**met**", "**not met**", "not measured") for row in targets[1:])
+    verdicts = ("**met**", "**not met**", "**not met**; the floor misses it too", "not measured")
+    assert all(row[2] in verdicts for row in targets[1:])
     budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
     assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
     assert all(re.match(r"[\d,]+ / [\d,]+ / ", row[3]) for row in budget[1:])  # the floors
@@ -136,5 +138,5 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     workers = next(t for t in tables if t[0][:2] == ["provider latency", "processes"])
     assert [row[1] for row in workers[1:]] == ["2"]
     recovery = next(t for t in tables if t[0][1] == "µs per row")
-    assert [row[0] for row in recovery[1:]] == ["lookups alone", "`reconcile()`"]
+    assert [row[0] for row in recovery[1:]] == ["lookups alone", "the floor", "`reconcile()`"]
     assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]
