@@ -630,11 +630,11 @@ SELECT id FROM settled
 async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[[str], Any]) -> int:
     """The floor under `reconcile()`: the same lookups between two hand-written
     statements on bare psycopg (hold the in-doubt rows, settle the found ones
-    `synced` with their `verify` event), driven by the store-alone loop, on rows
+    `synced` with their `verify` event), under the floor's lanes, on rows
     of a channel of its own in the same table. Nothing of denpyo's in between."""
     import psycopg
     from peers.denpyo_peer import ledger_for
-    from peers.denpyo_store import drive, worker_shape
+    from peers.denpyo_store import lanes, worker_shape
 
     ledger, _ = ledger_for(ctx)
     try:
@@ -660,7 +660,7 @@ async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[
         return len(await cursor.fetchall())
 
     try:
-        return await drive(
+        return await lanes(
             claim, verify, lambda row, remote_id: (row[0], remote_id), commit,
             n, concurrency, ahead, batch,
         )  # fmt: skip

@@ -718,8 +718,8 @@ def section_recovery(results: dict[str, Any]) -> list[str]:
         "the provider's own lookup rate measured in the same process just before, and the "
         "floor: as many rows in doubt in the same table (a channel of their own), held, "
         "looked up and settled `synced` with their `verify` event by two hand-written "
-        "statements on bare psycopg under the smallest loop that keeps them busy, nothing "
-        "of denpyo's in between (`_reconcile_floor` in `bench/child.py`): the most any "
+        "statements on bare psycopg under the floor's lanes (`bench/peers/floor_call.py`), "
+        "nothing of denpyo's in between (`_reconcile_floor` in `bench/child.py`): the most any "
         "reconciler reaches here.",
         "",
         table(["", "rows/s"], body),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -144,4 +145,66 @@ async def drive(
                 continue
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=0.05)
+    return state["settled"]
+
+
+async def lanes(
+    claim: Callable[[int], Awaitable[list[R]]],
+    call: Callable[[R], Awaitable[str]],
+    settle: Callable[[R, str], S],
+    commit: Callable[[list[S]], Awaitable[int]],
+    n: int,
+    concurrency: int,
+    ahead: int,
+    batch: int,
+) -> int:
+    """As `drive`, without a task or a future per job: `concurrency` lanes take
+    claimed rows in turn, as fire-and-forget's lanes take jobs; a lane goes on to
+    its next row as soon as its call returns, its settle left to the commit loop."""
+    ready: deque[R] = deque()
+    pending: list[S] = []
+    state = {"running": 0, "settled": 0}
+    to_claim, to_commit, work, done = (asyncio.Event() for _ in range(4))
+
+    async def lane() -> None:
+        while not done.is_set():
+            if not ready:
+                work.clear()
+                await work.wait()
+                continue
+            row = ready.popleft()
+            state["running"] += 1
+            remote_id = await call(row)
+            state["running"] -= 1
+            pending.append(settle(row, remote_id))
+            to_commit.set()
+            to_claim.set()
+
+    async def commits() -> None:
+        while state["settled"] < n:
+            if not pending:
+                to_commit.clear()
+                await to_commit.wait()
+                continue
+            group = pending[:]
+            pending.clear()
+            state["settled"] += await commit(group)
+        done.set()
+        work.set()
+
+    async def claims() -> None:
+        while not done.is_set():
+            to_claim.clear()
+            room = ahead - len(ready) - state["running"]
+            if room >= batch:
+                rows = await claim(room)
+                ready.extend(rows)
+                work.set()
+                if rows:
+                    continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(to_claim.wait(), timeout=0.05)
+
+    workers = [asyncio.create_task(lane()) for _ in range(concurrency)]
+    await asyncio.gather(commits(), claims(), *workers)
     return state["settled"]
