@@ -21,7 +21,6 @@ between the claims and the settles.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from drivers import CHANNEL, filled_database
+from drivers import CHANNEL, filled_database, rounds_of
 from peers.floor import CLAIM, SETTLE, _named
 from psycopg.rows import dict_row
 
@@ -115,16 +114,7 @@ def one_round(way: str, rows: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
-    if args.rows < 1 or args.rounds < 1:
-        parser.error("--rows and --rounds must be at least 1")
-    results: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
-    for _ in range(args.rounds):
-        for way in WAYS:
-            results[way].append(one_round(way, args.rows))
+    args, results = rounds_of(__doc__ or "", WAYS, one_round, rounds=2)
     print(f"µs of CPU per row, median of {args.rounds} rounds of {args.rows:,} rows")
     print(f"{'way':12} {'client':>7} {'server claim':>13} {'server settle':>14}")
     for way, rounds in results.items():

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import psycopg
@@ -139,15 +139,29 @@ def one_round(driver: str, rows: int) -> tuple[float, float]:
         return asyncio.run(with_asyncpg(store, url))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+T = TypeVar("T")
+
+
+def rounds_of(
+    doc: str, ways: tuple[str, ...], one_round: Callable[[str, int], T], rounds: int
+) -> tuple[argparse.Namespace, dict[str, list[T]]]:
+    """`--rows` and `--rounds` from the command line, then that many rounds of
+    `one_round(way, rows)`, the ways alternated within each round."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=rounds)
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {"psycopg": [], "asyncpg": []}
+    if args.rows < 1 or args.rounds < 1:
+        parser.error("--rows and --rounds must be at least 1")
+    results: dict[str, list[T]] = {way: [] for way in ways}
     for _ in range(args.rounds):
-        for driver in results:
-            results[driver].append(one_round(driver, args.rows))
+        for way in ways:
+            results[way].append(one_round(way, args.rows))
+    return args, results
+
+
+def main() -> None:
+    args, results = rounds_of(__doc__ or "", ("psycopg", "asyncpg"), one_round, rounds=3)
     print(f"client CPU µs per row, median of {args.rounds} rounds of {args.rows:,} rows")
     print(f"{'driver':<10}{'claim':>8}{'settle':>8}{'total':>8}")
     for driver, runs in results.items():

@@ -45,6 +45,10 @@ def raw(url: str, **options: Any) -> pymysql.connections.Connection:  # type: ig
     return pymysql.connect(**connect_args(url), **options)
 
 
+LOCK = "LEFT(CONCAT('denpyo_migrate:', DATABASE()), 64)"
+"""The name of the migration lock of the connection's database, as `schema_lock` takes it."""
+
+
 def query(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     conn = raw(url, autocommit=True)
     try:
@@ -166,10 +170,8 @@ def test_migrate_twice_and_the_lock_is_released(empty_url: str) -> None:
         assert ledger.migrate() == every and len(every) >= 4
         assert ledger.migrate() == []
         assert ledger.store.schema_version() == every[-1]
-        # Another session takes the lock while the ledger is still open. (Its name
-        # is the server's: another test's migration may hold it for a moment.)
-        taken = query(empty_url, "SELECT GET_LOCK('denpyo_migrate', 30), "
-                      "RELEASE_LOCK('denpyo_migrate')")  # fmt: skip
+        # Another session takes the lock while the ledger is still open.
+        taken = query(empty_url, f"SELECT GET_LOCK({LOCK}, 0), RELEASE_LOCK({LOCK})")
         assert taken == [(1, 1)]
 
 
@@ -202,9 +204,7 @@ def test_migrate_waits_for_a_migration_in_progress(empty_url: str) -> None:
     holder = raw(empty_url, autocommit=True)
     try:
         with holder.cursor() as cursor:
-            # The lock's name is the server's, not the database's: a migration of
-            # another database (another test) may hold it for a moment.
-            cursor.execute("SELECT GET_LOCK('denpyo_migrate', 30)")
+            cursor.execute(f"SELECT GET_LOCK({LOCK}, 0)")
             assert cursor.fetchone()[0] == 1
         result: list[list[int]] = []
         store = open_store(empty_url)
@@ -217,6 +217,18 @@ def test_migrate_waits_for_a_migration_in_progress(empty_url: str) -> None:
     thread.join(timeout=30)
     store.close()
     assert result == [list(range(1, store.latest_version() + 1))]
+
+
+def test_a_migration_of_another_database_does_not_hold_this_one(empty_url: str) -> None:
+    holder = raw(empty_url, autocommit=True)
+    try:
+        with holder.cursor() as cursor:  # what `migrate` of a database `other` holds
+            cursor.execute("SELECT GET_LOCK('denpyo_migrate:other', 0)")
+            assert cursor.fetchone()[0] == 1
+        with denpyo.Ledger(empty_url) as ledger:
+            assert ledger.migrate() == list(range(1, ledger.store.latest_version() + 1))
+    finally:
+        holder.close()
 
 
 def test_status_check_constraint_refuses_a_bad_status(db_url: str) -> None:

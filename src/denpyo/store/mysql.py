@@ -183,7 +183,7 @@ class MysqlStore(GenericSqlStore):
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_counts_take", "submission_counts_drop", "submission_counts_add",
-            "submission_count_channels",
+            "submission_count_channels", "schema_unlock",
         }
     )  # fmt: skip
 
@@ -219,8 +219,8 @@ class MysqlStore(GenericSqlStore):
                 row = tx.fetch_one("schema_lock")
             if row is None or row["locked"] != 1:
                 raise StoreError(
-                    "another process has held the migration lock (GET_LOCK "
-                    "'denpyo_migrate') for 60 s: is a `denpyo migrate` stuck?"
+                    f"another process has held the migration lock of {self.where} (GET_LOCK "
+                    "'denpyo_migrate:<database>') for 60 s: is a `denpyo migrate` stuck?"
                 )
             return super().migrate()
         finally:

@@ -65,7 +65,7 @@ class ApplySchema(RunSQL):
         if schema_editor.collect_sql:
             self._run_sql(schema_editor, [queries["schema_version_create"], *statements, record])
             return
-        with _migration_lock(connection, dialect, queries["schema_lock"]):
+        with _migration_lock(connection, dialect, queries):
             self._run_sql(schema_editor, [queries["schema_version_create"]])
             with connection.cursor() as cursor:
                 cursor.execute(queries["schema_version_get"])
@@ -85,7 +85,7 @@ def _dialect(vendor: str) -> str:
 
 
 @contextmanager
-def _migration_lock(connection: Any, dialect: str, lock_query: str) -> Iterator[None]:
+def _migration_lock(connection: Any, dialect: str, queries: dict[str, str]) -> Iterator[None]:
     """`denpyo migrate`'s lock (store/sql/<dialect>.sql `schema_lock`).
 
     PostgreSQL's is a transaction lock, held until the Django migration commits;
@@ -94,15 +94,15 @@ def _migration_lock(connection: Any, dialect: str, lock_query: str) -> Iterator[
     the connection, and a `denpyo migrate` would otherwise wait on it.
     """
     with connection.cursor() as cursor:
-        cursor.execute(lock_query)
+        cursor.execute(queries["schema_lock"])
         if dialect == "mysql" and cursor.fetchone()[0] != 1:
             raise StoreError(
-                "another process has held the migration lock (GET_LOCK "
-                "'denpyo_migrate') for 60 s: is a `denpyo migrate` stuck?"
+                "another process has held the migration lock of this database (GET_LOCK "
+                "'denpyo_migrate:<database>') for 60 s: is a `denpyo migrate` stuck?"
             )
     try:
         yield
     finally:
         if dialect == "mysql":
             with connection.cursor() as cursor:
-                cursor.execute("SELECT RELEASE_LOCK('denpyo_migrate')")
+                cursor.execute(queries["schema_unlock"])

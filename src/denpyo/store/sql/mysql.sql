@@ -47,8 +47,12 @@ SELECT COALESCE(MAX(version), 0) AS version FROM denpyo_schema_version;
 -- schema_version_add: record one applied migration
 INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
 
--- schema_lock: serialise migrations; a session lock, as DDL commits (MysqlStore.migrate ends the session)
-SELECT GET_LOCK('denpyo_migrate', 60) AS locked;
+-- schema_lock: serialise migrations of this database; a session lock, as DDL commits (MysqlStore.migrate ends the session)
+-- A lock's name is the server's: it carries the database's (cut to the 64 characters a name may have).
+SELECT GET_LOCK(LEFT(CONCAT('denpyo_migrate:', DATABASE()), 64), 60) AS locked;
+
+-- schema_unlock: release schema_lock while the session goes on (Django keeps its connection)
+SELECT RELEASE_LOCK(LEFT(CONCAT('denpyo_migrate:', DATABASE()), 64)) AS released;
 
 -- database_identity: which database this connection works in: the schema in use, the server's host name and port
 SELECT DATABASE() AS `database`, @@hostname AS host, @@port AS port;

@@ -3,7 +3,7 @@
 --
 -- MariaDB commits DDL implicitly: each CREATE TABLE below commits on its own, so a
 -- migration is not one transaction as it is on PostgreSQL and SQLite. It is safe because
--- MysqlStore.migrate holds the session lock GET_LOCK('denpyo_migrate') for the whole run
+-- MysqlStore.migrate holds the session lock GET_LOCK('denpyo_migrate:<database>') for the whole run
 -- (one migrator at a time), the version row is written only after the script ran, and
 -- every statement here is `IF NOT EXISTS` with its indexes inside the CREATE TABLE: a
 -- crash half-way leaves whole tables, and the next `migrate` re-runs this script to the end.
