@@ -634,7 +634,7 @@ async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[
     of a channel of its own in the same table. Nothing of denpyo's in between."""
     import psycopg
     from peers.denpyo_peer import ledger_for
-    from peers.denpyo_store import lanes, worker_shape
+    from peers.denpyo_store import Jobs, lanes, worker_shape
 
     ledger, _ = ledger_for(ctx)
     try:
@@ -660,10 +660,11 @@ async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[
         return len(await cursor.fetchall())
 
     try:
-        return await lanes(
+        found = Jobs(
             claim, verify, lambda row, remote_id: (row[0], remote_id), commit,
             n, concurrency, ahead, batch,
         )  # fmt: skip
+        return await lanes(found)
     finally:
         await claims.close()
         await settles.close()

@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from common import Ctx
 
@@ -79,23 +80,34 @@ async def _drive(
     async def commit(moves: list[Move]) -> int:
         return sum(1 for row in await native.move(moves) if row is not None)
 
-    return await drive(claim, denpyo_nocall.no_call, settle, commit, n, concurrency, ahead, batch)
+    return await drive(
+        Jobs(claim, denpyo_nocall.no_call, settle, commit, n, concurrency, ahead, batch)
+    )
 
 
-async def drive(
-    claim: Callable[[int], Awaitable[list[R]]],
-    call: Callable[[R], Awaitable[str]],
-    settle: Callable[[R, str], S],
-    commit: Callable[[list[S]], Awaitable[int]],
-    n: int,
-    concurrency: int,
-    ahead: int,
-    batch: int,
-) -> int:
+@dataclass(frozen=True)
+class Jobs(Generic[R, S]):
+    """What a loop below drives: `claim(limit)` rows, `call(row)` for each, `settle(row,
+    remote_id)` makes a finished job's settle and `commit(settles)` writes a group of
+    them, returning how many won; until `n` have, `concurrency` calls at a time, rows
+    held up to `ahead`, claimed `batch` or more at once."""
+
+    claim: Callable[[int], Awaitable[list[R]]]
+    call: Callable[[R], Awaitable[str]]
+    settle: Callable[[R, str], S]
+    commit: Callable[[list[S]], Awaitable[int]]
+    n: int
+    concurrency: int
+    ahead: int
+    batch: int
+
+
+async def drive(jobs: Jobs[R, S]) -> int:
     """The smallest loop that keeps claims and settles busy: claim ahead, one task
     per job with a `call` that returns at once, and the settles of the calls that
-    finished meanwhile committed together, one commit at a time. `settle` makes a
-    finished job's settle and `commit` writes a group of them, returning how many won."""
+    finished meanwhile committed together, one commit at a time."""
+    claim, call, settle, commit = jobs.claim, jobs.call, jobs.settle, jobs.commit
+    n, concurrency, ahead, batch = jobs.n, jobs.concurrency, jobs.ahead, jobs.batch
     loop = asyncio.get_running_loop()
     ready: list[R] = []  # claimed, not started (lowest id last)
     pending: list[tuple[S, asyncio.Future[None]]] = []  # called, not yet committed
@@ -148,19 +160,12 @@ async def drive(
     return state["settled"]
 
 
-async def lanes(
-    claim: Callable[[int], Awaitable[list[R]]],
-    call: Callable[[R], Awaitable[str]],
-    settle: Callable[[R, str], S],
-    commit: Callable[[list[S]], Awaitable[int]],
-    n: int,
-    concurrency: int,
-    ahead: int,
-    batch: int,
-) -> int:
+async def lanes(jobs: Jobs[R, S]) -> int:
     """As `drive`, without a task or a future per job: `concurrency` lanes take
     claimed rows in turn, as fire-and-forget's lanes take jobs; a lane goes on to
     its next row as soon as its call returns, its settle left to the commit loop."""
+    claim, call, settle, commit = jobs.claim, jobs.call, jobs.settle, jobs.commit
+    n, concurrency, ahead, batch = jobs.n, jobs.concurrency, jobs.ahead, jobs.batch
     ready: deque[R] = deque()
     pending: list[S] = []
     state = {"running": 0, "settled": 0}

@@ -25,7 +25,7 @@ from typing import Any
 from common import Ctx, new_session, pg_conninfo, post_job
 
 from peers import denpyo_nocall, denpyo_peer
-from peers.denpyo_store import drive, lanes, worker_shape
+from peers.denpyo_store import Jobs, drive, lanes, worker_shape
 
 ACTOR = "bench-floor"
 CLAIM = """
@@ -121,7 +121,7 @@ async def dispatch_psycopg(
             job = provider_call if with_call else call
             # With the call, the faster of the two loops (lanes): the most any design reaches.
             loop = lanes if with_call else drive
-            settled = await loop(claim, job, settle, commit, n, concurrency, ahead, batch)
+            settled = await loop(Jobs(claim, job, settle, commit, n, concurrency, ahead, batch))
     finally:
         await claims.close()
         await settles.close()
@@ -149,7 +149,7 @@ async def dispatch_asyncpg(ctx: Ctx, n: int, concurrency: int) -> dict[str, Any]
         return len(await settle_stmt.fetch(ids, remote_ids, ACTOR))
 
     try:
-        settled = await drive(claim, call, settle, commit, n, concurrency, ahead, batch)
+        settled = await drive(Jobs(claim, call, settle, commit, n, concurrency, ahead, batch))
     finally:
         await claims.close()
         await settles.close()
