@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -536,18 +536,13 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
                 """,
                 (channel, n),
             )
-        rows = conn.execute(
-            "SELECT idempotency_key, payload FROM denpyo_submissions WHERE channel = 'bench'"
+        every = conn.execute(
+            "SELECT channel, idempotency_key, payload FROM denpyo_submissions"
         ).fetchall()
-        others = conn.execute(
-            "SELECT idempotency_key, payload FROM denpyo_submissions WHERE channel = %s",
-            (FLOOR_CHANNEL,),
-        ).fetchall()
-    keys = [key for key, _ in rows]
-    before = _provider_stats(ctx.provider_url)
+    keys = [key for channel, key, _ in every if channel == "bench"]
     # The calls arrived before the crash: the provider has every one of them.
     async with new_session() as session:
-        sent = [post_job(session, ctx.send_url, key, payload) for key, payload in rows + others]
+        sent = [post_job(session, ctx.send_url, key, payload) for _, key, payload in every]
         await _bounded(sent, 64)
 
         async def lookup(key: str) -> str:
@@ -563,7 +558,7 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
         started, cpu = time.perf_counter(), cpu_now(provider_pid)
         floor_done = await _reconcile_floor(ctx, n, concurrency, lookup)
         floor_seconds, floor_cpu = time.perf_counter() - started, cpu_since(cpu, provider_pid)
-    before = {**before, "lookups": _provider_stats(ctx.provider_url)["lookups"]}
+    before = _provider_stats(ctx.provider_url)
     ledger, channel = ledger_for(ctx)
     started, cpu = time.perf_counter(), cpu_now(provider_pid)
     report = await ledger.areconcile(concurrency=concurrency)
@@ -576,7 +571,7 @@ async def run_recovery(spec: dict[str, Any]) -> dict[str, Any]:
             "SELECT count(*) FROM denpyo_submissions WHERE status = 'synced'"
             " AND remote_id IS NOT NULL AND channel = 'bench'"
         ).fetchone()[0]  # type: ignore[index]
-    resends = after["requests"] - before["requests"] - len(rows) - len(others)
+    resends = after["requests"] - before["requests"]
     return {
         "seconds": seconds,
         "rate": n / seconds,
@@ -627,7 +622,9 @@ SELECT id FROM settled
 """
 
 
-async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[[str], Any]) -> int:
+async def _reconcile_floor(
+    ctx: Ctx, n: int, concurrency: int, lookup: Callable[[str], Awaitable[str]]
+) -> int:
     """The floor under `reconcile()`: the same lookups between two hand-written
     statements on bare psycopg (hold the in-doubt rows, settle the found ones
     `synced` with their `verify` event), under the floor's lanes, on rows
@@ -652,7 +649,7 @@ async def _reconcile_floor(ctx: Ctx, n: int, concurrency: int, lookup: Callable[
         return await cursor.fetchall()
 
     async def verify(row: tuple[int, str]) -> str:
-        return str(await lookup(row[1]))
+        return await lookup(row[1])
 
     async def commit(found: list[tuple[int, str]]) -> int:
         params = {**fields, "ids": [i for i, _ in found], "remote_ids": [r for _, r in found]}
