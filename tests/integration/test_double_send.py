@@ -115,18 +115,17 @@ def test_a_flow_ending_never_drops_the_fresh_hold_of_its_row(ledger: denpyo.Ledg
 
     async def main() -> None:
         worker = Worker(ledger, poll_interval=0.02)
-        settle = worker.driver.settle_hook
-        assert settle is not None
+        committed = worker.batcher.committed
         slowed = [False]
 
-        async def slow_settle(moves: Any) -> list[Submission | None]:
-            done = await settle(moves)
-            if not slowed[0]:  # the first flow lingers after its settle committed
-                slowed[0] = True
-                await asyncio.sleep(0.5)
-            return done
+        def slow_ending(run: Any, moves: Any, results: Any, error: Any) -> None:
+            if slowed[0]:
+                committed(run, moves, results, error)
+                return
+            slowed[0] = True  # the first flow lingers after its settle committed
+            asyncio.get_running_loop().call_later(0.5, committed, run, moves, results, error)
 
-        worker.driver.settle_hook = slow_settle
+        worker.batcher.committed = slow_ending
         task = asyncio.create_task(worker.run())
         while not second_running.is_set():
             await asyncio.sleep(0.01)

@@ -132,7 +132,7 @@ def test_a_settle_refused_for_a_full_disk_is_verified_once_there_is_room(
         worker = Worker(ledger, poll_interval=0.05)  # polls often: a hot loop would show
         task = asyncio.create_task(worker.run())
         try:
-            while not calls["send"] or worker.tasks:
+            while not calls["send"] or worker.runs:
                 await asyncio.sleep(0.01)  # until the call is made and its flow has ended
             row = await asyncio.to_thread(ledger.get_by_id, sub.id)
             assert row is not None

@@ -9,28 +9,51 @@ from typing import Any
 from denpyo.engine.batching import SettleBatcher
 
 
-class FakeDriver:
-    """Stands in for the async driver: `move` echoes its moves back."""
-
-    async def move(self, moves: Sequence[Any]) -> list[Any]:
-        await asyncio.sleep(0)
-        return list(moves)
+async def echo(moves: Sequence[Any]) -> list[Any]:
+    """Stands in for the store: the commit returns its moves."""
+    await asyncio.sleep(0)
+    return list(moves)
 
 
 def test_a_settle_queued_as_the_last_flush_ends_is_still_committed() -> None:
-    async def main() -> list[list[Any]]:
-        batcher = SettleBatcher(FakeDriver(), commits=1)  # type: ignore[arg-type]
-        results = []
+    async def main() -> dict[str, list[Any]]:
+        committed: dict[str, list[Any]] = {}
+        batcher: SettleBatcher[str] = SettleBatcher(
+            echo, lambda waiter, moves, results, error: committed.setdefault(waiter, results)
+        )
         for round_ in range(200):
-            first = asyncio.create_task(batcher([f"a{round_}"]))
+            batcher.add([f"a{round_}"], f"a{round_}")
             # Queue the next settle at every possible step of the first flush's ending.
             for _ in range(round_ % 5):
                 await asyncio.sleep(0)
-            second = batcher([f"b{round_}"])
-            results.append(await asyncio.wait_for(second, timeout=5))
-            results.append(await asyncio.wait_for(first, timeout=5))
+            batcher.add([f"b{round_}"], f"b{round_}")
+            for _ in range(100):
+                if f"b{round_}" in committed:
+                    break
+                await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
         assert not batcher.flushers
-        return results
+        return committed
 
-    results = asyncio.run(main())
-    assert len(results) == 400
+    committed = asyncio.run(main())
+    assert len(committed) == 400
+    assert all(results == [waiter] for waiter, results in committed.items())
+
+
+def test_a_failed_commit_reaches_every_flow_in_it() -> None:
+    async def fail(moves: Sequence[Any]) -> list[Any]:
+        raise RuntimeError("connection lost")
+
+    async def main() -> list[tuple[str, Any, Any]]:
+        seen: list[tuple[str, Any, Any]] = []
+        batcher: SettleBatcher[str] = SettleBatcher(
+            fail, lambda waiter, moves, results, error: seen.append((waiter, results, error))
+        )
+        batcher.add(["m1"], "one")
+        batcher.add(["m2", "m3"], "two")
+        await asyncio.sleep(0.01)
+        return seen
+
+    seen = asyncio.run(main())
+    assert [(waiter, results) for waiter, results, _ in seen] == [("one", None), ("two", None)]
+    assert all(isinstance(error, RuntimeError) for _, _, error in seen)

@@ -3,40 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
 
 from denpyo.domain.moves import Move
 from denpyo.domain.submission import Submission
-from denpyo.engine.drivers import AsyncDriver
+
+W = TypeVar("W")
+
+Commit = Callable[[Sequence[Move]], Awaitable[list[Submission | None]]]
+Committed = Callable[[W, Sequence[Move], list[Submission | None] | None, Exception | None], None]
 
 
-class SettleBatcher:
-    """Group the settles of concurrent calls into few transactions.
+class SettleBatcher(Generic[W]):
+    """Group the settles of concurrent flows into few transactions.
 
-    A flow awaits its own moves. Up to `commits` transactions run at once, each
-    taking every move queued when it starts; the next ones queue meanwhile. The
-    rows of different flows are disjoint, so concurrent commits never wait on
-    each other's locks, and the database flushes their WAL together. Nothing is
-    reported settled before the transaction holding it has committed; if that
-    commit fails, every flow in it sees the error and its row stays held until
-    its lease runs out.
+    A flow adds its moves with a token of its own (the waiter); once they are
+    committed, `committed(waiter, moves, results, None)` is called, or
+    `committed(waiter, moves, None, error)` if the commit failed (every flow in it
+    sees the error, and its row stays held until its lease runs out). No future and
+    no task per flow: the worker resumes its flows in the commit's own step.
+
+    Up to `commits` transactions run at once, each taking every move queued when
+    it starts; the next ones queue meanwhile. The rows of different flows are
+    disjoint, so concurrent commits never wait on each other's locks. Nothing is
+    reported settled before the transaction holding it has committed.
     """
 
-    def __init__(self, driver: AsyncDriver, commits: int = 2) -> None:
-        self.driver = driver
+    def __init__(self, commit: Commit, committed: Committed[W], commits: int = 1) -> None:
+        self.commit = commit
+        self.committed = committed
         self.commits = commits
-        self.pending: list[tuple[Sequence[Move], asyncio.Future[list[Submission | None]]]] = []
+        self.pending: list[tuple[Sequence[Move], W]] = []
         self.flushers: set[asyncio.Task[None]] = set()
 
-    async def __call__(self, moves: Sequence[Move]) -> list[Submission | None]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Submission | None]] = loop.create_future()
-        self.pending.append((moves, future))
+    def add(self, moves: Sequence[Move], waiter: W) -> None:
+        self.pending.append((moves, waiter))
         if len(self.flushers) < self.commits:
-            flusher = loop.create_task(self._flush())
+            flusher = asyncio.get_running_loop().create_task(self._flush())
             self.flushers.add(flusher)
             flusher.add_done_callback(self.flushers.discard)
-        return await future
 
     async def _flush(self) -> None:
         try:
@@ -51,14 +57,12 @@ class SettleBatcher:
             batch, self.pending = self.pending, []
             moves = [move for group, _ in batch for move in group]
             try:
-                results = await self.driver.move(moves)
+                results = await self.commit(moves)
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                for group, waiter in batch:
+                    self.committed(waiter, group, None, exc)
                 continue
             start = 0
-            for group, future in batch:
-                if not future.done():
-                    future.set_result(results[start : start + len(group)])
+            for group, waiter in batch:
+                self.committed(waiter, group, results[start : start + len(group)], None)
                 start += len(group)

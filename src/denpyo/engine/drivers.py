@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -83,9 +83,6 @@ class SyncDriver:
             return Unknown(f"verify raised {describe(exc)}")
 
 
-SettleHook = Callable[[Sequence[Move]], Awaitable[list[Submission | None]]]
-
-
 class AsyncDriver:
     """Runs flows on the running event loop. Store operations run on `db`
     (threads that hold the store's connections); sync channels on `calls`."""
@@ -95,18 +92,12 @@ class AsyncDriver:
         store: Store,
         db: Executor,
         calls: Executor | None = None,
-        settle_hook: SettleHook | None = None,
     ) -> None:
         self.store = store
         self.db = db
         self.calls = calls
-        self.settle_hook = settle_hook
         # Claims and settles from the loop; a running worker puts the store's own here.
         self.ops: AsyncStore = InThreads(store, db)
-        # A call (or verify) occupies a slot from its start to its end, not while its
-        # outcome is being committed: the worker frees the slot for the next call.
-        self.slot_taken: Callable[[ChannelSpec, Submission], None] | None = None
-        self.slot_freed: Callable[[Submission], None] | None = None
 
     async def run(self, flow: Generator[Effect, Any, T]) -> T:
         value: Any = None
@@ -147,24 +138,13 @@ class AsyncDriver:
         if isinstance(effect, StoreOp):
             return await self.in_db(effect.fn, *effect.args, **effect.kwargs)
         if isinstance(effect, Settle):
-            if self.settle_hook is not None:
-                return await self.settle_hook(effect.moves)
             return await self.move(effect.moves)
-        if self.slot_taken is not None:
-            self.slot_taken(effect.spec, effect.submission)
-        try:
-            result = await self._outside(effect)
-        finally:
-            if self.slot_freed is not None:
-                self.slot_freed(effect.submission)
-        if self.slot_freed is not None:
-            # The slot may have gone to the next claimed row: let that call leave
-            # before this one's outcome is worked out and committed (bench/CHANGES.md).
-            await asyncio.sleep(0)
-        return result
+        return await self.outside(effect)
 
-    async def _outside(self, effect: Call | Check) -> Any:
-        """Perform a call or a verify: the provider's side of the flow."""
+    async def outside(self, effect: Call | Check) -> Any:
+        """Perform a call or a verify: the provider's side of the flow. Never raises
+        (but for cancellation): a failed call is a `CallResult` with its error, a
+        failed verify an `Unknown` verdict."""
         spec, sub = effect.spec, effect.submission
         loop = asyncio.get_running_loop()
         started = time.perf_counter()

@@ -2,8 +2,12 @@
 
 One asyncio loop. Per channel it claims as many ready rows as it has room for
 (`concurrency`, the channel's own `concurrency`, its rate limit), then in-doubt
-rows for the reconciler. Calls run as tasks; their settles are grouped into one
-commit by `SettleBatcher`, and no flow goes on before its own settle commits.
+rows for the reconciler. The worker drives each row's flow (`flows.py`) itself:
+`concurrency` lanes perform the calls, verifies and lookups, and a lane goes
+on to the next one as soon as its call returns; the settles are grouped into
+one commit by `SettleBatcher`, which resumes each flow once its own settle has
+committed. No task and no future per row: a flow is a generator, stepped where
+its last effect ended (measured: bench/CHANGES.md).
 
 While a call runs, a heartbeat renews the lease of every row this worker
 holds, so a long call is never mistaken for a dead sender; a row's lease runs
@@ -18,7 +22,7 @@ when its worker stalled can go out twice; a provider that honours the
 idempotency key closes that window.
 
 Every entry the worker keeps per row (`holds`, `slots`) belongs to one hold, and
-a flow clears only its own: a row settled and claimed again at once (a retry
+a flow (`Run`) clears only its own: a row settled and claimed again at once (a retry
 due now) has a new hold that the old flow's ending must not touch.
 
 A crash anywhere leaves rows `requesting` with a lease that runs out; the
@@ -42,7 +46,7 @@ from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.batching import SettleBatcher
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.flows import Flows
+from denpyo.engine.flows import Call, Check, Flow, Flows, Settle, StoreOp
 from denpyo.engine.pacing import TokenBucket
 from denpyo.errors import require
 
@@ -72,6 +76,17 @@ class Hold:
     token: str
     lease: Lease
     verifying: Status | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """A flow the worker drives: the row it began with (its slot) and that row's
+    hold, which its ending clears only if no newer hold replaced it."""
+
+    spec: ChannelSpec
+    sub: Submission
+    hold: Hold
+    flow: Flow
 
 
 @dataclass
@@ -110,15 +125,17 @@ class Worker:
         self.driver = ledger.async_driver()
         # One commit at a time: the settles that arrive meanwhile make the next batch
         # larger (measured faster than two concurrent commits, bench/).
-        self.batcher = SettleBatcher(self.driver, commits=1)
-        self.driver.settle_hook = self._settle
-        self.driver.slot_taken = self._take_slot
-        self.driver.slot_freed = self._free_slot
+        self.batcher: SettleBatcher[Run] = SettleBatcher(
+            self.driver.move, self._committed, commits=1
+        )
         self.running: Counter[str] = Counter()  # calls in flight per channel
         # (row, hold token) whose call or verify runs -> channel; a claim's token is
         # shared by the rows it took, and a row's next hold has another token.
         self.slots: dict[tuple[int, str | None], str] = {}
-        self.tasks: dict[asyncio.Task[None], tuple[int, Hold]] = {}
+        self.runs: set[Run] = set()  # flows begun and not ended
+        self.no_runs = asyncio.Event()  # set whenever the last run ends
+        self.outside: deque[tuple[Run, StoreOp | Call | Check]] = deque()  # for a lane
+        self.idle_lanes: deque[asyncio.Future[None]] = deque()
         self.holds: dict[int, Hold] = {}
         self.renewed_at = time.monotonic()  # the last round of renewals that worked
         self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
@@ -157,6 +174,7 @@ class Worker:
             asyncio.create_task(self._heartbeat()),
             asyncio.create_task(self._listen()),
         ]
+        lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
         doubt_checked = float("-inf")
         failures = 0  # claim rounds that failed in a row
@@ -190,12 +208,12 @@ class Worker:
                     continue
                 # Idle only if nothing is running or waiting, no claim failed, and no call
                 # finished while we claimed (its settle may have made a row due).
-                busy = claimed or failures or self.tasks or self.throttled or self.wakeup.is_set()
+                busy = claimed or failures or self.runs or self.throttled or self.wakeup.is_set()
                 if until_idle and not busy and not any(self.ready.values()):
                     break
                 await self._wait()
         finally:
-            await self._drain()
+            await self._drain(lanes)
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -309,7 +327,6 @@ class Worker:
             self.wakeup.set()
 
     def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
-        hold = self.holds[sub.id]
         self._take_slot(spec, sub)
         if in_doubt:
             self.report.reconciled += 1
@@ -317,31 +334,78 @@ class Worker:
         else:
             self.report.attempted += 1
             flow = self.flows.attempt(spec, sub)
+        run = Run(spec, sub, self.holds[sub.id], flow)
+        self.runs.add(run)
+        self._step(run, None, None)
 
-        async def run() -> None:
-            try:
-                settled: Submission = await self.driver.run(flow)
-                self.report.outcomes[settled.status.value] += 1
-            except Exception:
-                self.report.errors += 1
-                log.exception(
-                    "a %s flow failed; its row is recovered when its lease ends", spec.name
-                )
-            finally:
-                # Only this flow's own entries: the row may be held anew already.
-                self._free_slot(sub)  # the driver frees the slots of later holds
-                if self.holds.get(sub.id) is hold:
-                    del self.holds[sub.id]
-                self.wakeup.set()
+    # -- driving the flows --------------------------------------------------------------
+    #
+    # A flow runs in steps: from the end of one effect to its next. A settle goes to
+    # the batcher, which steps the flow again when its commit is done; any other
+    # effect (a call, a verify, a store lookup) waits for a lane.
 
-        task = asyncio.get_running_loop().create_task(run())
-        self.tasks[task] = (sub.id, hold)
-        task.add_done_callback(self.tasks.pop)
+    def _step(self, run: Run, value: object, error: Exception | None) -> None:
+        try:
+            effect = run.flow.throw(error) if error is not None else run.flow.send(value)
+        except StopIteration as stop:
+            self._ended(run, stop.value)
+            return
+        except Exception:
+            self.report.errors += 1
+            log.exception(
+                "a %s flow failed; its row is recovered when its lease ends", run.spec.name
+            )
+            self._ended(run, None)
+            return
+        if isinstance(effect, Settle):
+            self.batcher.add(effect.moves, run)
+            return
+        self.outside.append((run, effect))
+        while self.idle_lanes:  # wake one lane (one cancelled at shutdown is skipped)
+            idle = self.idle_lanes.popleft()
+            if not idle.done():
+                idle.set_result(None)
+                break
 
-    async def _settle(self, moves: Sequence[Move]) -> list[Submission | None]:
-        """Group-commit the moves, and keep track of which rows this worker still holds:
-        only a hold that made the move (its token expected) is changed or ended."""
-        results = await self.batcher(moves)
+    async def _lane(self) -> None:
+        """Perform effects in turn, each where the last left off. A call (or verify)
+        holds a slot from its start to its end, not while its outcome is being
+        committed: its end frees the slot for the next claimed row at once."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self.outside:
+                idle = loop.create_future()
+                self.idle_lanes.append(idle)
+                await idle
+                continue
+            run, effect = self.outside.popleft()
+            if isinstance(effect, StoreOp):
+                try:
+                    value = await self.driver.perform(effect)
+                except Exception as exc:
+                    self._step(run, None, exc)
+                    continue
+            else:
+                self._take_slot(effect.spec, effect.submission)
+                try:
+                    value = await self.driver.outside(effect)
+                finally:
+                    self._free_slot(effect.submission)
+            self._step(run, value, None)
+
+    def _committed(
+        self,
+        run: Run,
+        moves: Sequence[Move],
+        results: list[Submission | None] | None,
+        error: Exception | None,
+    ) -> None:
+        """A flow's moves are committed (or failed to be): keep track of which rows
+        this worker still holds (only a hold that made the move, its token expected,
+        is changed or ended), then step the flow on."""
+        if results is None:
+            self._step(run, None, error)
+            return
         for move, sub in zip(moves, results, strict=True):
             hold = self.holds.get(move.submission_id)
             if hold is None or hold.token != move.expect_locked_by:
@@ -350,7 +414,19 @@ class Worker:
                 hold.token, hold.verifying = sub.locked_by, None  # a new attempt, held
             else:
                 del self.holds[move.submission_id]
-        return results
+        self._step(run, results, None)
+
+    def _ended(self, run: Run, settled: Submission | None) -> None:
+        if settled is not None:
+            self.report.outcomes[settled.status.value] += 1
+        self.runs.discard(run)
+        # Only this flow's own entries: the row may be held anew already.
+        self._free_slot(run.sub)
+        if self.holds.get(run.sub.id) is run.hold:
+            del self.holds[run.sub.id]
+        self.wakeup.set()
+        if not self.runs:
+            self.no_runs.set()
 
     async def _wait(self) -> None:
         timeout = self.poll_interval
@@ -441,27 +517,27 @@ class Worker:
 
     # -- shutdown -----------------------------------------------------------------------------
 
-    async def _drain(self) -> None:
+    async def _drain(self, lanes: list[asyncio.Task[None]]) -> None:
         """Give back claimed rows not started; let calls in flight finish for `grace`
-        seconds; then cancel them and give back those whose call had not begun (those
-        that had are left to run out their lease and be verified: they may have arrived)."""
+        seconds; then stop the lanes and give back the rows whose call had not begun
+        (those that had are left to run out their lease and be verified: they may have
+        arrived)."""
         waiting = [sub.id for queue in self.ready.values() for sub, _ in queue]
         self.ready.clear()
         await self._release({row_id: self.holds.pop(row_id) for row_id in waiting})
-        if not self.tasks:
-            return
-        _, pending = await asyncio.wait(list(self.tasks), timeout=self.grace)
-        if not pending:
-            return
-        # Revoked here, a call waiting for a pool thread can no longer begin.
+        if self.runs:
+            self.no_runs.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.no_runs.wait(), timeout=self.grace)
+        # Revoked here, a call waiting for a lane or a pool thread can no longer begin.
         unstarted = {
-            row_id: hold
-            for row_id, hold in (self.tasks[task] for task in pending if task in self.tasks)
-            if self.holds.get(row_id) is hold and hold.lease.revoke()
+            run.sub.id: run.hold
+            for run in self.runs
+            if self.holds.get(run.sub.id) is run.hold and run.hold.lease.revoke()
         }
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        for lane in lanes:
+            lane.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
         await self._release(unstarted)
 
     async def _release(self, holds: dict[int, Hold]) -> None:
