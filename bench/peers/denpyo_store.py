@@ -61,7 +61,7 @@ def worker_shape(ledger: Ledger, concurrency: int) -> tuple[int, int, float]:
     """How far ahead, in claims how large and with what lease the worker holds rows
     of the bench channel: the loops here do the same."""
     spec = ledger.channels[denpyo_peer.CHANNEL]
-    ahead, batch = Worker(ledger, concurrency=concurrency)._ahead(spec)
+    _, ahead, batch = Worker(ledger, concurrency=concurrency)._shape(spec)
     return ahead, batch, spec.lease
 
 

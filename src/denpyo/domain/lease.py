@@ -59,7 +59,8 @@ class Lease:
     def begin(self) -> None:
         """Mark the call as started; raise `LeaseExpired` if it may no longer start."""
         with _lock:
-            self.check()
+            if self.revoked or time.monotonic() >= self.deadline:  # `check`, inline: per call
+                self.check()
             self.started = True
 
     def revoke(self) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from denpyo.domain.limits import storable_text
 from denpyo.domain.policy import Settlement
-from denpyo.domain.status import ErrorKind, Status, check_move
+from denpyo.domain.status import ALLOWED_MOVES, ErrorKind, Status, check_move
 from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidInput
 
@@ -335,8 +335,10 @@ class Move:
     def __post_init__(self) -> None:
         # Keeping `failed` or `rejected` while rewriting other fields (a deferred
         # check, a person's note) is not a move; everything else must be allowed.
-        if not (self.from_status == self.to_status and self.from_status in KEEPABLE):
-            check_move(self.from_status, self.to_status)
+        if (self.from_status, self.to_status) not in ALLOWED_MOVES and not (
+            self.from_status == self.to_status and self.from_status in KEEPABLE
+        ):
+            check_move(self.from_status, self.to_status)  # raises, and says why
         # Text from outside (an exception's message, a remote id, a verdict) must
         # not make the store refuse the move: the outcome would be lost with it.
         for name in _TEXT_FIELDS:

@@ -38,7 +38,7 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Move
@@ -59,7 +59,7 @@ CLAIM_TRIES = 3
 """Claim rounds that may fail in a row before `work(until_idle=True)` raises."""
 
 CLAIM_AHEAD = 128
-"""Rows of a channel that can settle its in-doubt rows itself (`Worker._ahead`) held
+"""Rows of a channel that can settle its in-doubt rows itself (`Worker._shape`) held
 ready or running: three times what may run at once, and up to this many (at most 8
 times). A claim takes a few milliseconds on a busy loop; calls of a few
 milliseconds drained three times the slots before it returned, and slots sat
@@ -76,6 +76,14 @@ class Hold:
     token: str
     lease: Lease
     verifying: Status | None = None
+
+
+class Shape(NamedTuple):
+    """How a worker claims and runs one channel (`Worker._shape`)."""
+
+    cap: int  # calls at once
+    ahead: int  # rows held, ready or running
+    batch: int  # the smallest claim worth a round trip
 
 
 @dataclass(slots=True, eq=False)
@@ -137,6 +145,7 @@ class Worker:
         self.outside: deque[tuple[Run, StoreOp | Call | Check]] = deque()  # for a lane
         self.idle_lanes: deque[asyncio.Future[None]] = deque()
         self.holds: dict[int, Hold] = {}
+        self.shapes: dict[str, Shape] = {}
         self.renewed_at = time.monotonic()  # the last round of renewals that worked
         self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
         self.renewal_failing_since: float | None = None  # monotonic, while renewals fail
@@ -226,32 +235,36 @@ class Worker:
 
     # -- claiming ---------------------------------------------------------------------
     #
-    # Ready rows are claimed ahead (`_ahead`), so that a call never waits for a
+    # Ready rows are claimed ahead (`_shape`), so that a call never waits for a
     # claim's round trip; a claim is made only when it can take a batch (`_wanted`).
     # Claimed rows that have not started are held (their leases renewed) and released
     # on shutdown; after a crash they are in doubt like the calls that had begun.
 
-    def _cap(self, spec: ChannelSpec) -> int:
-        return min(spec.concurrency or self.concurrency, self.concurrency)
-
-    def _ahead(self, spec: ChannelSpec) -> tuple[int, int]:
-        """How many rows of the channel to hold, ready or running, and the smallest
-        claim worth a round trip (up to half of them: fewer claims per call). A crash leaves
-        every held row in doubt, its call begun or not: a channel that can verify, or
-        is idempotent, settles them by itself, so it claims well ahead; any other
-        leaves each one to a person, so it holds at most twice what runs (measured:
-        bench/CHANGES.md)."""
-        cap = self._cap(spec)
+    def _shape(self, spec: ChannelSpec) -> Shape:
+        """How many calls of the channel may run at once, how many of its rows to hold,
+        ready or running, and the smallest claim worth a round trip (up to half of
+        them: fewer claims per call). A crash leaves every held row in doubt, its call
+        begun or not: a channel that can verify, or is idempotent, settles them by
+        itself, so it claims well ahead; any other leaves each one to a person, so it
+        holds at most twice what runs (measured: bench/CHANGES.md). Worked out once
+        per channel: it is asked at every call's end."""
+        shape = self.shapes.get(spec.name)
+        if shape is not None:
+            return shape
+        cap = min(spec.concurrency or self.concurrency, self.concurrency)
         if not spec.policy.settles_doubt:
-            return 2 * cap, max(1, cap // 2)
-        ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
-        # Up to half of it, while a slot-full stays ready as the claim goes out.
-        return ahead, min(ahead // 2, ahead - 2 * cap)
+            shape = Shape(cap, 2 * cap, max(1, cap // 2))
+        else:
+            ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
+            # Up to half of it, while a slot-full stays ready as the claim goes out.
+            shape = Shape(cap, ahead, min(ahead // 2, ahead - 2 * cap))
+        self.shapes[spec.name] = shape
+        return shape
 
     def _wanted(self, spec: ChannelSpec) -> int:
         """How many rows of the channel to claim now: 0 unless a batch fits under the
         rows held."""
-        ahead, batch = self._ahead(spec)
+        _, ahead, batch = self._shape(spec)
         queued = self.running[spec.name] + len(self.ready[spec.name])
         want = ahead - queued
         return 0 if want <= 0 or (queued and want < batch) or self.stopping.is_set() else want
@@ -304,7 +317,7 @@ class Worker:
         """Start claimed calls while there is room."""
         for spec in self.ledger.channels.values():
             waiting = self.ready[spec.name]
-            cap = self._cap(spec)
+            cap = self._shape(spec).cap
             while waiting and self.running[spec.name] < cap and self._has_room():
                 sub, in_doubt = waiting.popleft()
                 self._spawn(spec, sub, in_doubt)
@@ -324,6 +337,14 @@ class Worker:
             self.running[channel] -= 1
             if not self.stopping.is_set():
                 self._dispatch()  # the next claimed row takes the slot at once
+            self._wake_if_wanted(self.ledger.channels[channel])
+
+    def _wake_if_wanted(self, spec: ChannelSpec) -> None:
+        """Wake the claim loop when a claim of the channel is worth a round trip now,
+        or nothing runs any more (`until_idle` then looks once more before it stops):
+        not at every call's end, where it would only find its rows still held
+        (measured: bench/CHANGES.md)."""
+        if not self.runs or self._wanted(spec) > 0:
             self.wakeup.set()
 
     def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
@@ -424,9 +445,9 @@ class Worker:
         self._free_slot(run.sub)
         if self.holds.get(run.sub.id) is run.hold:
             del self.holds[run.sub.id]
-        self.wakeup.set()
         if not self.runs:
             self.no_runs.set()
+        self._wake_if_wanted(run.spec)  # its settle may have made a row due
 
     async def _wait(self) -> None:
         timeout = self.poll_interval
