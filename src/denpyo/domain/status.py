@@ -30,12 +30,21 @@ class Status(StrEnum):
     REJECTED = "rejected"
 
 
+STATUSES: dict[str, Status] = {status.value: status for status in Status}
+"""A status by its stored text: a dict lookup, where `Status(text)` runs the enum's
+machinery (rows are read on the hot path)."""
+
+
 class ErrorKind(StrEnum):
     """Why the last attempt did not end `synced`."""
 
     TRANSIENT = "transient"  # the provider did not act; safe to resend
     AMBIGUOUS = "ambiguous"  # the request may have arrived; verify before any resend
     REJECTED = "rejected"  # a business refusal
+
+
+ERROR_KINDS: dict[str, ErrorKind] = {kind.value: kind for kind in ErrorKind}
+"""An error kind by its stored text (as `STATUSES`)."""
 
 
 ALLOWED_MOVES: frozenset[tuple[Status, Status]] = frozenset(

@@ -176,26 +176,10 @@ class PostgresStore(SqlStore):
     def reading(self) -> AbstractContextManager[Tx]:
         return self._autocommit()
 
-    @contextmanager
-    def _autocommit(self) -> Iterator[Tx]:
+    def _autocommit(self) -> AbstractContextManager[Tx]:
         """Each statement is its own transaction: for work done in one statement
         (a claim, a batch of settles, a record with its events) and for reads."""
-        held = [self._checkout()]
-
-        def reconnect() -> psycopg.Cursor[dict[str, Any]]:
-            self.pool.putconn(held[0])  # broken: the pool replaces it
-            held[0] = self.pool.getconn()
-            return held[0].cursor()
-
-        with _wrapped():
-            try:
-                yield PostgresTx(self, held[0].cursor(), reconnect)
-            except BaseException as exc:
-                if not isinstance(exc, Exception):
-                    held[0].close()  # interrupted mid-protocol: never reuse it
-                raise
-            finally:
-                self.pool.putconn(held[0])
+        return _Autocommit(self)
 
     def _checkout(self) -> psycopg.Connection[dict[str, Any]]:
         """A pooled connection the server has not dropped meanwhile (after a restart,
@@ -574,12 +558,47 @@ def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, Any]:
     return {"moves": json.dumps(moves), "ids": [move.submission_id for _, move in run]}
 
 
+class _Autocommit:
+    """A pooled connection for statements that each commit on their own. A class,
+    not a generator: an inline submit opens two, where a generator's machinery
+    costs a good part of what the pool does."""
+
+    __slots__ = ("conn", "store")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.conn = store._checkout()
+
+    def reconnect(self) -> psycopg.Cursor[dict[str, Any]]:
+        """A new session for a first statement the server refused unrun (a restart)."""
+        self.store.pool.putconn(self.conn)  # broken: the pool replaces it
+        self.conn = self.store.pool.getconn()
+        return self.conn.cursor()
+
+    def __enter__(self) -> Tx:
+        return PostgresTx(self.store, self.conn.cursor(), self.reconnect)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any
+    ) -> None:
+        if kind is not None and not issubclass(kind, Exception):
+            self.conn.close()  # interrupted mid-protocol: never reuse it
+        self.store.pool.putconn(self.conn)
+        if isinstance(exc, psycopg.Error):
+            raise _translated(exc) from exc
+
+
+def _translated(exc: psycopg.Error) -> StoreError | SchemaError:
+    """A driver error as StoreError (missing tables as SchemaError)."""
+    if isinstance(exc, pg_errors.UndefinedTable):
+        return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
+    return StoreError(f"PostgreSQL: {exc}")
+
+
 @contextmanager
 def _wrapped() -> Iterator[None]:
     """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
     try:
         yield
-    except pg_errors.UndefinedTable as exc:
-        raise SchemaError("the denpyo tables are missing: run `denpyo migrate`") from exc
     except psycopg.Error as exc:
-        raise StoreError(f"PostgreSQL: {exc}") from exc
+        raise _translated(exc) from exc

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
-from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.status import ERROR_KINDS, STATUSES, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError, StoreError
 from denpyo.store.async_conn import BridgedConnection, BridgedTx, executor_for
@@ -566,29 +566,15 @@ class SqlStore(Store):
             )  # fmt: skip
             payload, ordering_key = known.payload, known.ordering_key
             created_at, supersedes = known.created_at, known.supersedes
-        error_kind = row["error_kind"]
+        error_kind, parse_time = row["error_kind"], self.parse_time
         return Submission(
-            id=sub_id,
-            channel=channel,
-            key=key,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            status=Status(row["status"]),
-            attempts=int(row["attempts"]),
-            next_attempt_at=self.parse_time(row["next_attempt_at"]),
-            locked_by=row["locked_by"],
-            locked_until=self.parse_time(row["locked_until"]),
-            remote_id=row["remote_id"],
-            last_error=row["last_error"],
-            error_kind=ErrorKind(error_kind) if error_kind else None,
-            ordering_key=ordering_key,
-            created_at=created_at,
-            updated_at=self.parse_time(row["updated_at"]),
-            synced_at=self.parse_time(row["synced_at"]),
-            resolution=row["resolution"],
-            supersedes=supersedes,
-            in_doubt=bool(row["in_doubt"]),
-        )
+            sub_id, channel, key, idempotency_key, payload, STATUSES[row["status"]],
+            int(row["attempts"]), parse_time(row["next_attempt_at"]), row["locked_by"],
+            parse_time(row["locked_until"]), row["remote_id"], row["last_error"],
+            ERROR_KINDS[error_kind] if error_kind else None, ordering_key, created_at,
+            parse_time(row["updated_at"]), parse_time(row["synced_at"]), row["resolution"],
+            supersedes, bool(row["in_doubt"]),
+        )  # fmt: skip
 
     def settled(self, row: Row, move: Move) -> Submission:
         """The row an ended attempt (`Move.ends_attempt`) moved: what the statement

@@ -133,34 +133,28 @@ class SqliteStore(GenericSqlStore):
             self._keep(self._open(create=True))
         return super().migrate()
 
+    def transaction(self, conn: Any = None, *, write: bool = True) -> AbstractContextManager[Tx]:
+        if conn is None:
+            return _OwnTransaction(self, "BEGIN IMMEDIATE" if write else "BEGIN")
+        if not isinstance(conn, sqlite3.Connection):
+            raise ConfigurationError(
+                f"this ledger stores in SQLite; conn must be a sqlite3.Connection, "
+                f"not {type(conn).__name__}"
+            )
+        return self._theirs(conn)
+
     @contextmanager
-    def transaction(self, conn: Any = None, *, write: bool = True) -> Iterator[Tx]:
-        if conn is not None:
-            if not isinstance(conn, sqlite3.Connection):
-                raise ConfigurationError(
-                    f"this ledger stores in SQLite; conn must be a sqlite3.Connection, "
-                    f"not {type(conn).__name__}"
-                )
-            # The caller's transaction: run inside it, never commit it.
-            with _wrapped():
-                previous = conn.row_factory
-                conn.row_factory = sqlite3.Row
-                try:
-                    tx = SqliteTx(self, conn)
-                    self.check_same_database(tx, conn)
-                    yield tx
-                finally:
-                    conn.row_factory = previous
-            return
-        own = self._connection()
+    def _theirs(self, conn: sqlite3.Connection) -> Iterator[Tx]:
+        """The caller's transaction: run inside it, never commit it."""
         with _wrapped():
-            own.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            previous = conn.row_factory
+            conn.row_factory = sqlite3.Row
             try:
-                yield SqliteTx(self, own)
-            except BaseException:
-                own.execute("ROLLBACK")
-                raise
-            own.execute("COMMIT")
+                tx = SqliteTx(self, conn)
+                self.check_same_database(tx, conn)
+                yield tx
+            finally:
+                conn.row_factory = previous
 
     def own_identity(self) -> Row:
         """The file itself, without opening it: the caller's transaction may hold the
@@ -187,14 +181,52 @@ class SqliteStore(GenericSqlStore):
         self._local = threading.local()
 
 
+class _OwnTransaction:
+    """A transaction on this thread's own connection: BEGIN, then COMMIT, or ROLLBACK
+    on any error. A class, not a generator: it opens and closes twice per inline
+    submit, where a generator's machinery costs as much as the BEGIN itself."""
+
+    __slots__ = ("begin", "conn", "store")
+
+    def __init__(self, store: SqliteStore, begin: str) -> None:
+        self.store, self.begin = store, begin
+        self.conn = store._connection()
+
+    def __enter__(self) -> Tx:
+        try:
+            self.conn.execute(self.begin)
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
+        return SqliteTx(self.store, self.conn)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any
+    ) -> None:
+        conn = self.conn
+        try:
+            if kind is None:
+                conn.execute("COMMIT")
+            elif conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+                conn.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            if conn.in_transaction:  # a COMMIT that failed: never leave it open
+                conn.execute("ROLLBACK")
+            raise _translated(error) from (exc or error)
+        if isinstance(exc, sqlite3.Error):
+            raise _translated(exc) from exc
+
+
+def _translated(exc: sqlite3.Error) -> StoreError | SchemaError:
+    """A driver error as StoreError (missing tables as SchemaError)."""
+    if isinstance(exc, sqlite3.OperationalError) and "no such table: denpyo_" in str(exc):
+        return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
+    return StoreError(f"SQLite: {exc}")
+
+
 @contextmanager
 def _wrapped() -> Iterator[None]:
     """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        if "no such table: denpyo_" in str(exc):
-            raise SchemaError("the denpyo tables are missing: run `denpyo migrate`") from exc
-        raise StoreError(f"SQLite: {exc}") from exc
     except sqlite3.Error as exc:
-        raise StoreError(f"SQLite: {exc}") from exc
+        raise _translated(exc) from exc
