@@ -28,6 +28,7 @@ from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
 from denpyo.engine.drivers import AsyncDriver, SyncDriver
 from denpyo.engine.flows import Flows
+from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.observers import CallHandler, CallObservers
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
@@ -228,11 +229,11 @@ class Ledger:
     ) -> Iterator[NewSubmission]:
         """Each item checked as it is written (as `_prepare` checks one); a key twice
         in one call is refused. What every item shares is worked out once: the
-        channel, and idempotency keys drawn in batches (bench/CHANGES.md)."""
+        channel."""
         self._spec(channel)
         limit = self.max_payload_bytes
         seen: set[str] = set()
-        for item, idempotency_key in zip(items, _idempotency_keys(), strict=False):
+        for item in items:
             key, payload, ordering_key = (*item, None)[:3]
             check_key(key)
             if ordering_key is not None:
@@ -241,7 +242,7 @@ class Ledger:
             if key in seen:
                 raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
             seen.add(key)
-            yield NewSubmission(channel, key, idempotency_key, payload_json, ordering_key)
+            yield NewSubmission(channel, key, new_idempotency_key(), payload_json, ordering_key)
 
     async def aenqueue(
         self,
@@ -448,7 +449,7 @@ class Ledger:
         return spec, NewSubmission(
             channel=channel,
             key=key,
-            idempotency_key=str(uuid.uuid4()),
+            idempotency_key=new_idempotency_key(),
             payload_json=encode_payload(payload, self.max_payload_bytes),
             ordering_key=ordering_key,
             supersedes=supersedes,
@@ -475,27 +476,6 @@ class Ledger:
         if sub.status is Status.FAILED:
             raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
-
-
-def _idempotency_keys(batch: int = 1024) -> Iterator[str]:
-    """Random (version 4) UUIDs as text, the form `str(uuid.uuid4())` gives, drawn
-    from the OS `batch` at a time: about a sixth of the time of one `uuid4()` each."""
-    while True:
-        raw = bytearray(os.urandom(16 * batch))
-        raw[6::16] = raw[6::16].translate(_VERSION_4)
-        raw[8::16] = raw[8::16].translate(_RFC_4122)
-        text = raw.hex()
-        yield from [
-            f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
-            f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
-            for i in range(0, 32 * batch, 32)
-        ]
-
-
-_VERSION_4 = bytes(b & 0x0F | 0x40 for b in range(256))
-"""The seventh byte of a random UUID: its high four bits say version 4."""
-_RFC_4122 = bytes(b & 0x3F | 0x80 for b in range(256))
-"""The ninth byte: its high two bits say the RFC 4122 variant."""
 
 
 def _same_call(new: NewSubmission, sub: Submission) -> None:

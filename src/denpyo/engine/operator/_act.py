@@ -7,7 +7,6 @@ compare-and-set with its event, so a crash leaves it applied or not at all.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
+from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._read import (
     find,
     iso,
@@ -259,7 +259,7 @@ def resolve_resend(
     new = NewSubmission(
         channel=sub.channel,
         key=_free_resend_key(ledger, sub),
-        idempotency_key=str(uuid.uuid4()),
+        idempotency_key=new_idempotency_key(),
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
         supersedes=sub.id,
