@@ -48,22 +48,27 @@ def processes(results: dict[str, Any], target: str) -> None:
     configs = sorted({(r["latency_ms"], r["per_process"]) for r in rows})
     fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 4.5), dpi=110)
     for ax, (lat, per) in zip([axes] if len(configs) == 1 else axes, configs, strict=True):
+        series: dict[str, dict[int, float]] = {}
         for peer, style in (("denpyo", "o-"), ("fire_and_forget", "s--")):
             mine = [r for r in rows if (r["latency_ms"], r["per_process"], r["peer"]) ==
                     (lat, per, peer)]  # fmt: skip
             counts = sorted({r["processes"] for r in mine})
-            rates = [statistics.median(r["rate"] for r in mine if r["processes"] == n)
-                     for n in counts]  # fmt: skip
+            series[peer] = {
+                n: statistics.median(r["rate"] for r in mine if r["processes"] == n) for n in counts
+            }
             label = (
                 f"denpyo, {per} in flight per process"
                 if peer == "denpyo"
                 else "fire-and-forget, the same in flight (one process)"
             )
-            ax.plot(counts, rates, style, label=label)
-            # fire-and-forget's figures above its line, denpyo's below its own: where
-            # the two lines meet (one process) the labels do not cover each other
-            above = peer != "denpyo"
-            for x, y in zip(counts, rates, strict=True):
+            ax.plot(counts, list(series[peer].values()), style, label=label)
+        # At each count the higher figure goes above its point and the lower below
+        # its own, so that two close points never have their labels swapped or
+        # covering each other (a tie: fire-and-forget's above).
+        for peer, other in (("denpyo", "fire_and_forget"), ("fire_and_forget", "denpyo")):
+            for x, y in series[peer].items():
+                theirs = series[other].get(x)
+                above = theirs is None or y > theirs or (y == theirs and peer != "denpyo")
                 ax.annotate(f"{y:,.0f}", (x, y), fontsize=7, xytext=(5, 5 if above else -5),
                             va="bottom" if above else "top",
                             textcoords="offset points")  # fmt: skip

@@ -22,20 +22,18 @@ def store(tmp_path: Path) -> SqliteStore:
 
 def test_an_error_in_the_body_rolls_back_and_leaves_as_store_error(store: SqliteStore) -> None:
     conn = store._connection()
-    with pytest.raises(denpyo.StoreError, match="no such column"):
-        with store.transaction() as tx:
-            tx.script("INSERT INTO denpyo_outcome_minutes VALUES ('m', 'c', 'synced', 1)")
-            tx.script("SELECT no_such_column FROM denpyo_submissions")
+    with pytest.raises(denpyo.StoreError, match="no such column"), store.transaction() as tx:
+        tx.script("INSERT INTO denpyo_outcome_minutes VALUES ('m', 'c', 'synced', 1)")
+        tx.script("SELECT no_such_column FROM denpyo_submissions")
     assert not conn.in_transaction
     assert conn.execute("SELECT COUNT(*) FROM denpyo_outcome_minutes").fetchone()[0] == 0
 
 
 def test_an_application_error_rolls_back_and_passes_through(store: SqliteStore) -> None:
     conn = store._connection()
-    with pytest.raises(KeyError):
-        with store.transaction() as tx:
-            tx.script("INSERT INTO denpyo_outcome_minutes VALUES ('m', 'c', 'synced', 1)")
-            raise KeyError("the caller's own")
+    with pytest.raises(KeyError), store.transaction() as tx:
+        tx.script("INSERT INTO denpyo_outcome_minutes VALUES ('m', 'c', 'synced', 1)")
+        raise KeyError("the caller's own")
     assert not conn.in_transaction
     assert conn.execute("SELECT COUNT(*) FROM denpyo_outcome_minutes").fetchone()[0] == 0
 
@@ -44,12 +42,11 @@ def test_a_refused_commit_rolls_back_and_the_connection_works_on(store: SqliteSt
     # A deferred foreign key is checked at COMMIT: the COMMIT fails and SQLite
     # leaves the transaction open, for its owner to roll back.
     conn = store._connection()
-    with pytest.raises(denpyo.StoreError, match="FOREIGN KEY"):
-        with store.transaction() as tx:
-            tx.script("PRAGMA defer_foreign_keys = ON")
-            tx.script(
-                "INSERT INTO denpyo_events (submission_id, kind, actor) VALUES (424242, 'note', 'x')"
-            )
+    with pytest.raises(denpyo.StoreError, match="FOREIGN KEY"), store.transaction() as tx:
+        tx.script("PRAGMA defer_foreign_keys = ON")
+        tx.script(
+            "INSERT INTO denpyo_events (submission_id, kind, actor) VALUES (424242, 'note', 'x')"
+        )
     assert not conn.in_transaction
     with store.transaction() as tx:  # the next transaction begins as any other
         tx.script("INSERT INTO denpyo_outcome_minutes VALUES ('m', 'c', 'synced', 1)")
