@@ -1095,3 +1095,28 @@ def test_attention_counts_match_a_scan_of_the_rows(postgres_url: str) -> None:
         assert by_channel[name] == real[name], name
     assert counts["in_doubt"] >= 3 and counts["resolved"] == 4 and counts["exhausted"] > 0
     assert other["pending"] == other["needs_attention"] == 0 and other["oldest_pending"] is None
+
+
+def test_a_connection_that_fails_at_the_first_step_goes_back_to_the_pool(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout whose cursor cannot even be made (the connection closed under it)
+    leaves as StoreError, and the pool gets the connection back to replace it:
+    nothing is lost from the pool, the next statement works."""
+    with denpyo.Ledger(postgres_url) as ledger:
+        store = ledger.store
+        assert isinstance(store, PostgresStore)
+        store.now()  # the pool is open, one connection in it
+        checkout = store._checkout
+
+        def closed_one() -> Any:
+            conn = checkout()
+            conn.close()
+            return conn
+
+        monkeypatch.setattr(store, "_checkout", closed_one)
+        with pytest.raises(denpyo.StoreError, match="closed"):
+            store.now()
+        monkeypatch.undo()
+        assert store.pool.get_stats()["pool_size"] >= 1
+        assert store.now() is not None

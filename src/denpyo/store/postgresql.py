@@ -580,7 +580,11 @@ class _Autocommit:
         return self.conn.cursor()
 
     def __enter__(self) -> Tx:
-        return PostgresTx(self.store, self.conn.cursor(), self.reconnect)
+        try:
+            return PostgresTx(self.store, self.conn.cursor(), self.reconnect)
+        except psycopg.Error as exc:  # no `with` body ran: __exit__ will not return it
+            self.store.pool.putconn(self.conn)
+            raise _translated(exc) from exc
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any
