@@ -10,7 +10,9 @@ hanging; nothing asserts how fast anything went.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -19,9 +21,9 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -60,7 +62,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 class Supervised:
     """`denpyo worker --processes N …` in a subprocess, its stderr read as it comes."""
 
+    started: ClassVar[list[Supervised]] = []  # a test's, ended after it (`_end_all`)
+
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        Supervised.started.append(self)
         command = [sys.executable, "-m", "denpyo.cli", "worker", *args]
         self.proc = subprocess.Popen(
             command,
@@ -121,6 +126,18 @@ class Supervised:
         return code
 
 
+@pytest.fixture(autouse=True)
+def _end_all() -> Iterator[None]:
+    """A test that failed midway leaves no supervisor running, nor its pipe open for
+    the next test to find (an unclosed file is an error there)."""
+    yield
+    for supervised in Supervised.started:
+        if supervised.proc.stderr is not None and not supervised.proc.stderr.closed:
+            supervised.proc.kill()  # a no-op on one that has ended
+            supervised.wait()
+    Supervised.started.clear()
+
+
 @pytest.fixture
 def app(tmp_path: Path) -> Callable[[str, FakeProvider], dict[str, str]]:
     (tmp_path / "processes_test_app.py").write_text(APP)
@@ -171,13 +188,15 @@ def assert_synced_with_the_provider_ids(
 
 
 def free_ports(count: int) -> int:
-    """A port P such that P .. P+count-1 were free a moment ago."""
+    """A port P such that P .. P+count-1 were free a moment ago, taken below the
+    kernel's ephemeral range: a port in that range is handed out to any outgoing
+    connection (to the database, say) or bind to port 0, and P+1 could be taken
+    before the child that serves on it has started."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count > 65535:
-            continue
+        base = random.randrange(10_000, max(10_001, low - count))
         try:
             held = []
             for port in range(base, base + count):
