@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -254,3 +257,32 @@ def asker(backend: str, url: str) -> Callable[[str], list[tuple[Any, ...]]]:
             conn.close()
 
     return run
+
+
+def free_ports(count: int = 1) -> int:
+    """A port P such that P .. P+count-1 were free a moment ago, for a server a test
+    starts (often in another process), taken below the kernel's ephemeral range: a
+    port in that range is handed out to any outgoing connection (to the database,
+    say) or bind to port 0, and could be taken before the server binds it."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(50):
+        base = random.randrange(10_000, max(10_001, low - count))
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                held.append(socket.socket())
+                held[-1].bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        return base
+    raise AssertionError("no free ports")
+
+
+def free_port() -> int:
+    """One free port (`free_ports`)."""
+    return free_ports(1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 import uvicorn
 
 import denpyo
+from conftest import free_port
 from dashboard_seed import SCRIPT, seed
 from denpyo.engine import operator as op
 from denpyo.web import create_app
@@ -34,12 +34,6 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 TOKEN = "browser-test-token"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 import denpyo
+from conftest import free_port
 
 APP = """
 import os
@@ -32,12 +32,6 @@ def send(sub):
         raise denpyo.Rejected("550 unknown mailbox")
     return "m-" + sub.key
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -16,23 +16,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+from conftest import free_port
 from doc_pages import blocks
 
 PAGE = "tutorial/crash-recovered.md"
 SKIPPED = ("python -m venv", "pip install")
 MARK = "@@@ command "
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_script(folder: Path, port: int) -> list[str]:

@@ -10,12 +10,9 @@ hanging; nothing asserts how fast anything went.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +25,7 @@ from typing import Any, ClassVar
 import pytest
 
 import denpyo
+from conftest import free_ports
 from denpyo.testing import FakeProvider
 
 APP = """
@@ -185,31 +183,6 @@ def assert_synced_with_the_provider_ids(
 ) -> None:
     rows = sql("SELECT idempotency_key, remote_id FROM denpyo_submissions WHERE status = 'synced'")
     assert all(provider.accepted_ids_for(key) == [remote] for key, remote in rows)
-
-
-def free_ports(count: int) -> int:
-    """A port P such that P .. P+count-1 were free a moment ago, taken below the
-    kernel's ephemeral range: a port in that range is handed out to any outgoing
-    connection (to the database, say) or bind to port 0, and P+1 could be taken
-    before the child that serves on it has started."""
-    low = 32768
-    with contextlib.suppress(OSError, ValueError):
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(50):
-        base = random.randrange(10_000, max(10_001, low - count))
-        try:
-            held = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-        return base
-    raise AssertionError("no free ports")
 
 
 def scrape(port: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from aiohttp import web
 
+from conftest import free_port
 from denpyo.channels.http import HttpChannel, parse_retry_after
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
@@ -58,13 +59,6 @@ def provider() -> Iterator[FakeProvider]:
 
 def channel_for(p: FakeProvider, **kwargs: Any) -> HttpChannel:
     return HttpChannel(p.send_url, lookup_url=p.lookup_url, **kwargs)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_send_returns_the_remote_id(provider: FakeProvider) -> None:
