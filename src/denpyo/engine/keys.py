@@ -10,7 +10,7 @@ from collections.abc import Iterator
 class IdempotencyKeys:
     """Random (version 4) UUIDs as text, the form `str(uuid.uuid4())` gives, drawn
     from the OS `batch` at a time: one system call per batch, not per key, and about
-    a sixth of the time of one `uuid4()` each (bench/CHANGES.md). Shared by the
+    a third of the time of `str(uuid.uuid4())` (bench/CHANGES.md). Shared by the
     threads of a process; a forked child forgets the batch it inherited (and the
     lock, which another thread may have held), so that parent and child never hand
     out the same key."""

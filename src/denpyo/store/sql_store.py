@@ -308,7 +308,7 @@ class SqlStore(Store):
             return created, old
 
     def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        distinct = len(moves) == 1 or len({move.submission_id for move in moves}) == len(moves)
+        distinct = len({move.submission_id for move in moves}) == len(moves)
         with self.one_statement() if distinct else self.transaction() as tx:
             return self.move_in(tx, moves)
 

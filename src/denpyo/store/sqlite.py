@@ -8,6 +8,7 @@ because a ledger that forgets a committed row after a power cut is no ledger.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -210,7 +211,8 @@ class _OwnTransaction:
                 conn.execute("ROLLBACK")
         except sqlite3.Error as error:
             if conn.in_transaction:  # a COMMIT that failed: never leave it open
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to tell
+                    conn.execute("ROLLBACK")
             raise _translated(error) from (exc or error)
         if isinstance(exc, sqlite3.Error):
             raise _translated(exc) from exc
