@@ -388,7 +388,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     """One inline submit as denpyo's store writes it, its own named queries run
     directly on the driver with nothing of the engine: the floor under `submit()`.
     SQLite: INSERT ... RETURNING with the `created` and `attempt` events, commit;
-    the call; the compare-and-set UPDATE ... RETURNING with the `settle` event,
+    the call; the lean compare-and-set `submission_settle` with the `settle` event,
     commit. PostgreSQL: `submission_record`, the call, `submission_move_one`, each
     autocommitted, on a connection set up as the store's pool sets its own."""
     import uuid
@@ -401,12 +401,6 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
         "channel": "inline", "attempts": 1, "ordering_key": None, "supersedes": None,
         "locked_by": "floor/1", "lease": 60.0, "actor": "floor/1", "detail": None,
     }  # fmt: skip
-    move_params: dict[str, Any] = {
-        "from_status": "requesting", "to_status": "synced", "expect_locked_by": "floor/1",
-        "locked_by": None, "lease": None, "attempt_delta": 0, "retry_in": None,
-        "keep_error": False, "error_kind": None, "last_error": None, "resolution": None,
-        "ord": 0, "event": "settle", "actor": "floor", "duration_ms": 0, "payload_known": True,
-    }  # fmt: skip
     if db_url.startswith("sqlite"):
         import sqlite3
 
@@ -417,7 +411,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
                        "PRAGMA foreign_keys = ON"):  # fmt: skip
             conn.execute(pragma)
         insert, started = queries["submission_insert"], queries["event_insert_sent_inline"]
-        move, event = queries["submission_move"], queries["event_insert"]
+        settle, event = queries["submission_settle"], queries["event_insert"]
 
         def sqlite_one(key: str, payload: Any) -> None:
             idempotency_key = str(uuid.uuid4())
@@ -429,7 +423,10 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
             conn.execute("COMMIT")
             remote_id = post(idempotency_key, payload)
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(move, {**move_params, "id": row_id, "remote_id": remote_id}).fetchall()
+            conn.execute(settle, {
+                "id": row_id, "holder": "floor/1", "to_status": "synced", "retry_in": None,
+                "remote_id": remote_id, "error_kind": None, "last_error": None,
+            }).fetchall()  # fmt: skip
             conn.execute(event, {
                 "submission_id": row_id, "kind": "settle", "from_status": "requesting",
                 "to_status": "synced", "attempt": 1, "actor": "floor", "detail": remote_id,
@@ -443,6 +440,12 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
 
     pg = psycopg.connect(pg_conninfo(db_url), autocommit=True, row_factory=dict_row)
     record, move_one = queries["submission_record"], queries["submission_move_one"]
+    move_params: dict[str, Any] = {
+        "from_status": "requesting", "to_status": "synced", "expect_locked_by": "floor/1",
+        "locked_by": None, "lease": None, "attempt_delta": 0, "retry_in": None,
+        "keep_error": False, "error_kind": None, "last_error": None, "resolution": None,
+        "ord": 0, "event": "settle", "actor": "floor", "duration_ms": 0, "payload_known": True,
+    }  # fmt: skip
 
     def pg_one(key: str, payload: Any) -> None:
         idempotency_key = str(uuid.uuid4())

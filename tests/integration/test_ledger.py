@@ -91,6 +91,25 @@ def test_submit_records_calls_and_settles(ledger: denpyo.Ledger) -> None:
     ]
 
 
+def test_the_rows_writes_return_are_the_rows_as_stored(ledger: denpyo.Ledger) -> None:
+    """An insert and a settle send back only what their statements computed (the id
+    and times; what a settle changed) and build the rest from what was sent: each
+    row returned is the row as read back, to the last field."""
+    read: list[tuple[Submission, Submission | None]] = []
+
+    def send(sub: Submission) -> str:
+        read.append((sub, ledger.store.get(sub.id)))
+        return "r-1"
+
+    ledger.channel("c")(send)
+    queued = ledger.enqueue("c", "queued", {"n": [1, "二"], "x": None}, ordering_key="o")
+    assert queued == ledger.store.get(queued.id)
+    sent = ledger.submit("c", "sent", {"n": 2})
+    [(held, stored)] = read
+    assert held == stored and held.locked_by is not None and held.lease is not None
+    assert sent == ledger.store.get(sent.id) and sent.status is Status.SYNCED
+
+
 def test_row_is_committed_before_the_call(ledger: denpyo.Ledger, db_url: str) -> None:
     seen: list[Submission | None] = []
 
@@ -461,7 +480,7 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
 
 def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Ledger) -> None:
     """The worker's settles (`Move.settle`, the mover holding the row) may go by a
-    leaner statement than other moves (PostgreSQL): every outcome, and a settle
+    leaner statement than other moves (PostgreSQL, SQLite): every outcome, and a settle
     whose lease was lost, ends with the same row, the same returned row and the
     same event whether the mover had the row or not, by every path."""
     import dataclasses

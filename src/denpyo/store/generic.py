@@ -15,7 +15,7 @@ from typing import ClassVar
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
-from denpyo.store.driver import NewSubmission, Row, Tx
+from denpyo.store.driver import NewSubmission, Tx
 from denpyo.store.sql_store import (
     SqlStore,
     distinct_runs,
@@ -23,6 +23,7 @@ from denpyo.store.sql_store import (
     event_row,
     insert_params,
     move_params,
+    settle_params,
 )
 
 
@@ -39,8 +40,9 @@ class GenericSqlStore(SqlStore):
 
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
-    ) -> Row | None:
-        row = tx.insert("submission_insert", insert_params(new, actor, lease))
+    ) -> Submission | None:
+        params = insert_params(new, actor, lease)
+        row = tx.insert("submission_insert", params)
         if row is None:
             return None
         row_id = int(row["id"])
@@ -49,7 +51,7 @@ class GenericSqlStore(SqlStore):
         else:
             created = event_row(row_id, "created", None, Status.REQUESTING, 0, actor, detail)
             tx.execute("event_insert", created)
-        return row
+        return self.recorded(row, new, params)
 
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
         return sum(
@@ -86,31 +88,40 @@ class GenericSqlStore(SqlStore):
         UPDATE returns its row (SQLite), there is no read-back: n + 1."""
         results: list[Submission | None] = [None] * len(moves)
         for run in distinct_runs(moves):
-            rows: dict[int, Row] = {}
+            moved: dict[int, Submission] = {}
             if self.MOVE_RETURNS_ROW:
                 for _, move in run:
-                    row = tx.fetch_one("submission_move", move_params(move))
-                    if row is not None:
-                        rows[move.submission_id] = row
-                won = [(ordinal, move) for ordinal, move in run if move.submission_id in rows]
+                    sub = self._move_returning(tx, move)
+                    if sub is not None:
+                        moved[move.submission_id] = sub
             else:
-                won = [
-                    (ordinal, move)
-                    for ordinal, move in run
-                    if tx.execute("submission_move", move_params(move))
-                ]
+                won = [move for _, move in run if tx.execute("submission_move", move_params(move))]
                 if won:
-                    ids = self.id_list([move.submission_id for _, move in won])
-                    read = tx.fetch_all("submission_get_many", {"ids": ids})
-                    rows = {int(row["id"]): row for row in read}
-            if not won:
-                continue
+                    ids = self.id_list([move.submission_id for move in won])
+                    rows = {
+                        int(row["id"]): row
+                        for row in tx.fetch_all("submission_get_many", {"ids": ids})
+                    }
+                    moved = {
+                        move.submission_id: self.to_submission(rows[move.submission_id], move.row)
+                        for move in won
+                    }
             events = []
-            for ordinal, move in won:
-                sub = self.to_submission(rows[move.submission_id], move.row)
-                results[ordinal] = sub
-                if move.event:
-                    events.append(event_params(move, sub.attempts))
+            for ordinal, move in run:
+                sub = moved.get(move.submission_id)
+                if sub is not None:
+                    results[ordinal] = sub
+                    if move.event:
+                        events.append(event_params(move, sub.attempts))
             if events:
                 tx.execute_many("event_insert", events)
         return results
+
+    def _move_returning(self, tx: Tx, move: Move) -> Submission | None:
+        """One UPDATE ... RETURNING; an ended attempt by the lean `submission_settle`,
+        which sends back only what its mover cannot know. None: the move lost."""
+        if move.ends_attempt:
+            row = tx.fetch_one("submission_settle", settle_params(move))
+            return None if row is None else self.settled(row, move)
+        row = tx.fetch_one("submission_move", move_params(move))
+        return None if row is None else self.to_submission(row, move.row)

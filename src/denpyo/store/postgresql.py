@@ -215,9 +215,10 @@ class PostgresStore(SqlStore):
 
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
-    ) -> Row | None:
+    ) -> Submission | None:
         params = {**insert_params(new, actor, lease), "actor": actor, "detail": detail}
-        return tx.fetch_one("submission_record", params)
+        row = tx.fetch_one("submission_record", params)
+        return None if row is None else self.to_submission(row)
 
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
         """From `COPY_FROM` rows on, by COPY straight into the table (`_copy_many`);

@@ -16,7 +16,7 @@ import logging
 import weakref
 from abc import abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -79,7 +79,7 @@ class SqlStore(Store):
     @abstractmethod
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
-    ) -> Row | None:
+    ) -> Submission | None:
         """Insert the row with its `created` event (`detail` in it), and with `lease`
         its first `attempt` event; wake the workers for a row they must send. None
         when the channel and key exist already (nothing written)."""
@@ -240,12 +240,12 @@ class SqlStore(Store):
         self, new: NewSubmission, *, actor: str, lease: float | None = None, conn: Any = None
     ) -> tuple[Submission, bool]:
         with self._in(conn, one_statement=True) as tx:
-            row = self.record_in(tx, new, actor=actor, lease=lease, detail=None)
-            if row is None:
+            sub = self.record_in(tx, new, actor=actor, lease=lease, detail=None)
+            if sub is None:
                 existing = self._existing(tx, new)
                 assert existing is not None, "a conflicting row must exist"
                 return existing, False
-            return self.to_submission(row), True
+            return sub, True
 
     def record_many(
         self,
@@ -294,10 +294,9 @@ class SqlStore(Store):
         replace: Callable[[Submission], Move],
     ) -> tuple[Submission, Submission]:
         with self.transaction() as tx:
-            row = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
-            if row is None:
+            created = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
+            if created is None:
                 raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
-            created = self.to_submission(row)
             move = replace(created)
             [old] = self.move_in(tx, [move])
             if old is None:  # raising here rolls the new row back as well
@@ -576,6 +575,18 @@ class SqlStore(Store):
             supersedes, bool(row["in_doubt"]),
         )  # fmt: skip
 
+    def recorded(self, row: Row, new: NewSubmission, params: Mapping[str, Any]) -> Submission:
+        """The row `submission_insert` wrote from `params` (`insert_params`): what the
+        statement computed (its id and times) comes back in `row`, the rest was sent."""
+        return Submission(
+            int(row["id"]), new.channel, new.key, new.idempotency_key,
+            self.parse_payload(new.payload_json), Status.REQUESTING, params["attempts"],
+            self.parse_time(row["next_attempt_at"]), params["locked_by"],
+            self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
+            self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,
+            new.supersedes, False,
+        )  # fmt: skip
+
     def settled(self, row: Row, move: Move) -> Submission:
         """The row an ended attempt (`Move.ends_attempt`) moved: what the statement
         could not know from the move and the row as held comes back in `row`."""
@@ -724,4 +735,18 @@ def move_params(move: Move) -> dict[str, Any]:
         "error_kind": move.error_kind.value if move.error_kind else None,
         "last_error": move.last_error,
         "resolution": move.resolution,
+    }
+
+
+def settle_params(move: Move) -> dict[str, Any]:
+    """`submission_settle`'s parameters: what an ended attempt (`Move.ends_attempt`)
+    changes, and the holder it expects."""
+    return {
+        "id": move.submission_id,
+        "holder": move.expect_locked_by,
+        "to_status": move.to_status.value,
+        "retry_in": seconds(move.retry_in),
+        "remote_id": move.remote_id,
+        "error_kind": move.error_kind.value if move.error_kind else None,
+        "last_error": move.last_error,
     }

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store.driver import Row, Tx
@@ -64,6 +64,7 @@ class SqliteTx(Tx):
 class SqliteStore(GenericSqlStore):
     dialect = "sqlite"
     MOVE_RETURNS_ROW = True
+    QUERIES: ClassVar[frozenset[str]] = frozenset({"submission_settle"})
 
     def __init__(self, path: str) -> None:
         super().__init__()

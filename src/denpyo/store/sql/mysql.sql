@@ -60,7 +60,7 @@ SELECT DATABASE() AS `database`, @@hostname AS host, @@port AS port;
 -- clock_now: the database clock
 SELECT UTC_TIMESTAMP(6) AS now;
 
--- submission_insert: record a new submission; error 1062 (read as nothing) when (channel, key) exists
+-- submission_insert: record a new submission, back what the statement computed (its id and times); error 1062 (read as nothing) when (channel, key) exists
 INSERT INTO denpyo_submissions (
     channel, `key`, idempotency_key, payload, status, attempts, ordering_key, supersedes,
     locked_by, locked_until, next_attempt_at
@@ -70,7 +70,7 @@ INSERT INTO denpyo_submissions (
     UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND
 )
-RETURNING *, 0 AS in_doubt;
+RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
 
 -- submission_get: one submission by id
 SELECT *,

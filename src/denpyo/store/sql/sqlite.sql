@@ -56,7 +56,7 @@ SELECT file FROM pragma_database_list WHERE name = 'main';
 -- clock_now: the database clock
 SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
 
--- submission_insert: record a new submission; nothing when (channel, key) exists
+-- submission_insert: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists
 INSERT INTO denpyo_submissions (
     channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
     locked_by, locked_until, next_attempt_at
@@ -68,7 +68,7 @@ INSERT INTO denpyo_submissions (
     strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || COALESCE(:lease, 0) || ' seconds')
 )
 ON CONFLICT (channel, key) DO NOTHING
-RETURNING *, 0 AS in_doubt;
+RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
 
 -- submission_get: one submission by id
 SELECT *,
@@ -135,6 +135,22 @@ WHERE id = :id AND status = :from_status
        OR (:expect_locked_by IS NULL
            AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
 RETURNING *,
+    {{in_doubt}} AS in_doubt;
+
+-- submission_settle: end an attempt its holder still holds (`requesting` to how it ended), back only what the mover cannot know: submission_move's commonest move, lean
+UPDATE denpyo_submissions SET
+    status = :to_status,
+    locked_by = NULL,
+    locked_until = NULL,
+    next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :retry_in || ' seconds'),
+    remote_id = COALESCE(:remote_id, remote_id),
+    last_error = :last_error,
+    error_kind = :error_kind,
+    synced_at = CASE WHEN :to_status = 'synced'
+        THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE synced_at END,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND status = 'requesting' AND locked_by = :holder
+RETURNING next_attempt_at, remote_id, updated_at, synced_at, resolution,
     {{in_doubt}} AS in_doubt;
 
 -- event_insert: one line of a submission's history
