@@ -389,7 +389,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     directly on the driver with nothing of the engine: the floor under `submit()`.
     SQLite: INSERT ... RETURNING with the `created` and `attempt` events, commit;
     the call; the lean compare-and-set `submission_settle` with the `settle` event,
-    commit. PostgreSQL: `submission_record`, the call, `submission_move_one`, each
+    commit. PostgreSQL: `submission_record`, the call, `submission_settle_one`, each
     autocommitted, on a connection set up as the store's pool sets its own."""
     import uuid
 
@@ -439,13 +439,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     from psycopg.rows import dict_row
 
     pg = psycopg.connect(pg_conninfo(db_url), autocommit=True, row_factory=dict_row)
-    record, move_one = queries["submission_record"], queries["submission_move_one"]
-    move_params: dict[str, Any] = {
-        "from_status": "requesting", "to_status": "synced", "expect_locked_by": "floor/1",
-        "locked_by": None, "lease": None, "attempt_delta": 0, "retry_in": None,
-        "keep_error": False, "error_kind": None, "last_error": None, "resolution": None,
-        "ord": 0, "event": "settle", "actor": "floor", "duration_ms": 0, "payload_known": True,
-    }  # fmt: skip
+    record, settle = queries["submission_record"], queries["submission_settle_one"]
 
     def pg_one(key: str, payload: Any) -> None:
         idempotency_key = str(uuid.uuid4())
@@ -454,10 +448,11 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
         row = pg.execute(record, params).fetchone()
         assert row is not None
         remote_id = post(idempotency_key, payload)
-        pg.execute(
-            move_one, {**move_params, "id": row["id"], "remote_id": remote_id,
-                       "detail": remote_id}
-        ).fetchall()  # fmt: skip
+        pg.execute(settle, {
+            "id": row["id"], "holder": "floor/1", "to_status": "synced", "retry_in": None,
+            "remote_id": remote_id, "error_kind": None, "last_error": None, "actor": "floor",
+            "duration_ms": 0,
+        }).fetchall()  # fmt: skip
 
     return pg_one
 

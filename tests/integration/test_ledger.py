@@ -1006,30 +1006,34 @@ def test_an_inline_settle_is_planned_once_and_reaches_its_row_by_index(
 ) -> None:
     """A submit settles one row. Its statement must keep one plan for the session
     (not be planned again at each call) and that plan must find the row by its
-    primary key, even when it was made on a nearly empty table."""
+    primary key, even when it was made on a nearly empty table; so must the plan of
+    any other lone move (a person's, say)."""
     with denpyo.Ledger(postgres_url) as ledger:
         ledger.channel("c")(lambda sub: "r")
         for i in range(30):
             ledger.submit("c", f"k{i}", {"i": i})
         store = ledger.store
         assert isinstance(store, PostgresStore)
+        plans: dict[str, str] = {}
         with store.pool.connection() as conn:
-            plans = conn.execute(
+            cached = conn.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                 " WHERE statement LIKE %s",
-                ["-- submission_move_one:%"],
+                ["-- submission_settle_one:%"],
             ).fetchall()
-            assert plans and all(row["generic_plans"] > 0 for row in plans)
+            assert cached and all(row["generic_plans"] > 0 for row in cached)
             conn.execute("SET plan_cache_mode = force_generic_plan")
-            prepared, nulls = _as_prepared(store.queries["submission_move_one"])
-            conn.execute(f"PREPARE move_one_plan AS {prepared}")
-            plan = "\n".join(
-                row["QUERY PLAN"]
-                for row in conn.execute(f"EXPLAIN EXECUTE move_one_plan {nulls}").fetchall()
-            )
-            conn.execute("DEALLOCATE move_one_plan")
+            for name in ("submission_settle_one", "submission_move_one"):
+                prepared, nulls = _as_prepared(store.queries[name])
+                conn.execute(f"PREPARE lone_plan AS {prepared}")
+                plans[name] = "\n".join(
+                    row["QUERY PLAN"]
+                    for row in conn.execute(f"EXPLAIN EXECUTE lone_plan {nulls}").fetchall()
+                )
+                conn.execute("DEALLOCATE lone_plan")
             conn.execute("RESET plan_cache_mode")
-    assert "Index Scan using denpyo_submissions_pkey" in plan and "Seq Scan" not in plan
+    for plan in plans.values():
+        assert "Index Scan using denpyo_submissions_pkey" in plan and "Seq Scan" not in plan
 
 
 def _as_prepared(query: str) -> tuple[str, str]:

@@ -34,6 +34,7 @@ from denpyo.store.sql_store import (
     insert_params,
     move_params,
     seconds,
+    settle_params,
 )
 
 log = logging.getLogger("denpyo.store")
@@ -93,7 +94,7 @@ class PostgresStore(SqlStore):
         {
             "submission_record", "submission_record_many", "submission_claim_ready",
             "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
-            "submission_settle_many",
+            "submission_settle_many", "submission_settle_one",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
             "submission_get_recorded_before",
         }
@@ -344,8 +345,9 @@ class PostgresStore(SqlStore):
         """All moves in one statement (one per run, if a row is named twice)."""
         if len(moves) == 1:  # an inline submit's settle, a person's move
             [move] = moves
-            row = tx.fetch_one("submission_move_one", _one_params(0, move))
-            return [None if row is None else self.to_submission(row, move.row)]
+            query, params = _move_statement([(0, move)])
+            row = tx.fetch_one(query, params)
+            return [None if row is None else self._moved_row(query, row, move)]
         runs = distinct_runs(moves)
         statements = [_move_statement(run) for run in runs]
         rows = [tx.fetch_all(query, params) for query, params in statements]
@@ -359,13 +361,16 @@ class PostgresStore(SqlStore):
         moved: list[Submission | None] = [None] * count
         for run, (query, _), rows in results:
             by_id = {move.submission_id: (ordinal, move) for ordinal, move in run}
-            lean = query == "submission_settle_many"  # it sends back only what changed
             for row in rows:
                 ordinal, move = by_id[row["id"]]
-                moved[ordinal] = (
-                    self.settled(row, move) if lean else self.to_submission(row, move.row)
-                )
+                moved[ordinal] = self._moved_row(query, row, move)
         return moved
+
+    def _moved_row(self, query: str, row: Row, move: Move) -> Submission:
+        """The settles send back only what changed; the other moves, the row."""
+        if query in LEAN_SETTLES:
+            return self.settled(row, move)
+        return self.to_submission(row, move.row)
 
     def async_ops(self, db: Executor) -> AsyncStore:
         """psycopg's asyncio connections on the worker's loop, not `db`'s threads: no
@@ -502,15 +507,23 @@ def _claim_statement(
     return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
 
 
+LEAN_SETTLES = frozenset({"submission_settle_one", "submission_settle_many"})
+"""The statements that send back only what a settle changed (`SqlStore.settled`)."""
+
 Run = Sequence[tuple[int, Move]]
 """Moves that name each row once, with their places among the moves asked for."""
 
 
 def _move_statement(run: Run) -> tuple[str, dict[str, Any]]:
-    """`submission_move_one` for a lone move, `submission_settle_many` for ended
-    attempts of one actor (the worker's group commits), `submission_move_batch`
-    for any other run."""
+    """For a lone move, `submission_settle_one` if it ends an attempt, otherwise
+    `submission_move_one`; `submission_settle_many` for ended attempts of one actor
+    (the worker's group commits), `submission_move_batch` for any other run."""
     if len(run) == 1:
+        _, move = run[0]
+        if move.ends_attempt:
+            return "submission_settle_one", {
+                **settle_params(move), "actor": move.actor, "duration_ms": move.duration_ms
+            }  # fmt: skip
         return "submission_move_one", _one_params(*run[0])
     if _ends_attempts(run):
         return "submission_settle_many", _settle_params(run)

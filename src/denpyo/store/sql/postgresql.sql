@@ -379,7 +379,7 @@ FROM moved;
 -- The common move of the hot path, lean: one typed array per thing a settle
 -- changes (an array of NULLs goes as one NULL: unnest pads it), the event written
 -- from what the statement already has, and back only what the mover cannot know.
--- A lone settle (an inline submit's) takes submission_move_one, planned once.
+-- A lone settle (an inline submit's) takes submission_settle_one, planned once.
 WITH m AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(holders)s::text[], %(statuses)s::text[],
                          %(remote_ids)s::text[], %(retry_ins)s::float8[],
@@ -408,6 +408,30 @@ WITH m AS (
     INSERT INTO denpyo_events
         (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
     SELECT id, 'settle', 'requesting', status, attempts, %(actor)s, detail, duration_ms
+    FROM moved
+)
+SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_doubt FROM moved;
+
+-- submission_settle_one: end one attempt its holder still holds, with its settle event: submission_settle_many for a lone row (an inline submit's settle), planned once per session as submission_move_one is, and as lean
+WITH moved AS (
+    UPDATE denpyo_submissions SET
+        status = %(to_status)s,
+        locked_by = NULL,
+        locked_until = NULL,
+        next_attempt_at = now() + make_interval(secs => %(retry_in)s::float8),
+        remote_id = COALESCE(%(remote_id)s, remote_id),
+        last_error = %(last_error)s,
+        error_kind = %(error_kind)s,
+        synced_at = CASE WHEN %(to_status)s = 'synced' THEN now() ELSE synced_at END,
+        updated_at = now()
+    WHERE id = %(id)s AND status = 'requesting' AND locked_by = %(holder)s
+    RETURNING id, status, attempts, next_attempt_at, remote_id, updated_at, synced_at,
+        resolution, {{in_doubt}} AS in_doubt
+), events AS (
+    INSERT INTO denpyo_events
+        (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
+    SELECT id, 'settle', 'requesting', status, attempts, %(actor)s,
+        COALESCE(%(last_error)s, %(remote_id)s), %(duration_ms)s::int
     FROM moved
 )
 SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_doubt FROM moved;
