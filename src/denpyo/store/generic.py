@@ -1,10 +1,12 @@
 """The four writes in portable SQL, several statements each: SQLite and MariaDB.
 
-Neither database has `UPDATE ... RETURNING`, and MariaDB has no `ON CONFLICT`,
-so a write is built from what both have: an INSERT that returns its row (or
-nothing when the channel and key exist, see `Tx.insert`), a compare-and-set
-UPDATE per move whose matched-row count says whether it won, one read-back of
-the rows that moved, and one multi-row INSERT of their events.
+MariaDB has neither `UPDATE ... RETURNING` nor `ON CONFLICT`, so a write is
+built from what both have: an INSERT that sends back what it computed, the row's
+id and times (or nothing when the channel and key exist, see `Tx.insert`), a
+compare-and-set UPDATE per move whose matched-row count says whether it won, one
+read-back of the rows that moved, and one multi-row INSERT of their events. On
+SQLite the UPDATE returns the moved row itself (`MOVE_RETURNS_ROW`), and an
+ended attempt only what it changed: no read-back.
 """
 
 from __future__ import annotations
