@@ -1,10 +1,14 @@
-"""The group commit never strands a settle queued while a flush is finishing."""
+"""The group commit never strands a settle: not one queued while a flush is finishing,
+nor the others of a batch whose callback for one flow fails."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
+
+import pytest
 
 from denpyo.engine.batching import SettleBatcher
 
@@ -57,3 +61,27 @@ def test_a_failed_commit_reaches_every_flow_in_it() -> None:
     seen = asyncio.run(main())
     assert [(waiter, results) for waiter, results, _ in seen] == [("one", None), ("two", None)]
     assert all(isinstance(error, RuntimeError) for _, _, error in seen)
+
+
+def test_a_callback_that_fails_for_one_flow_strands_no_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def committed(waiter: str, moves: Any, results: Any, error: Any) -> None:
+        if waiter == "broken":
+            raise ValueError("a bug in the caller")
+        seen.append(waiter)
+
+    async def main() -> None:
+        batcher: SettleBatcher[str] = SettleBatcher(echo, committed)
+        batcher.add(["m1"], "broken")
+        batcher.add(["m2"], "after")
+        await asyncio.sleep(0.01)
+        batcher.add(["m3"], "next batch")
+        await asyncio.sleep(0.01)
+        assert not batcher.flushers
+
+    seen: list[str] = []
+    with caplog.at_level(logging.ERROR, logger="denpyo.engine"):
+        asyncio.run(main())
+    assert seen == ["after", "next batch"]
+    assert "callback failed" in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -10,6 +11,7 @@ from denpyo.domain.moves import Move
 from denpyo.domain.submission import Submission
 
 W = TypeVar("W")
+log = logging.getLogger("denpyo.engine")
 
 Commit = Callable[[Sequence[Move]], Awaitable[list[Submission | None]]]
 Committed = Callable[[W, Sequence[Move], list[Submission | None] | None, Exception | None], None]
@@ -60,9 +62,24 @@ class SettleBatcher(Generic[W]):
                 results = await self.commit(moves)
             except Exception as exc:
                 for group, waiter in batch:
-                    self.committed(waiter, group, None, exc)
+                    self._tell(waiter, group, None, exc)
                 continue
             start = 0
             for group, waiter in batch:
-                self.committed(waiter, group, results[start : start + len(group)], None)
+                self._tell(waiter, group, results[start : start + len(group)], None)
                 start += len(group)
+
+    def _tell(
+        self,
+        waiter: W,
+        moves: Sequence[Move],
+        results: list[Submission | None] | None,
+        error: Exception | None,
+    ) -> None:
+        """One flow's `committed`, on its own: a callback that raises (a bug) is
+        logged, and neither the other flows of the batch nor the next batches are
+        left waiting for ever."""
+        try:
+            self.committed(waiter, moves, results, error)
+        except Exception:
+            log.exception("a settle's callback failed; the other settles go on")
