@@ -72,6 +72,73 @@ def test_an_abandoned_row_is_never_sent_again(ledger: denpyo.Ledger, mail: Count
     assert mail == {old.idempotency_key: 1}
 
 
+def test_a_move_read_before_a_person_resolved_the_row_loses(
+    ledger: denpyo.Ledger, mail: Counter[str]
+) -> None:
+    """A retry, a claim or a submit that read the row unresolved, applied after a
+    person resent it: the compare-and-set refuses each; only a person's own move
+    (one that writes a resolution) still applies."""
+    stale = exhausted(ledger, mail, "order:5")
+    resent = op.resolve_resend(ledger, "mail:order:5", note="new address").created
+    assert resent is not None
+    moves = [
+        Move.retry(stale, "operator:a", "retry"),
+        Move.forced_retry(stale, "operator:a", "forced"),
+        Move.start_attempt(stale, "app:x", 30.0, "resubmitted", None),
+        Move.claim(stale.id, Status.FAILED, "worker:x", 30.0, verify=False),
+        Move.hold_to_verify(stale, "worker:x", 30.0),
+    ]
+    assert ledger.store.move(moves) == [None] * len(moves)
+    ledger.work(until_idle=True)
+    ledger.reconcile()
+    assert mail == {stale.idempotency_key: 1, resent.idempotency_key: 1}
+    old = ledger.get_by_id(stale.id)
+    assert old is not None and old.next_attempt_at is None and old.resolution is not None
+    marked = Move.mark_synced(old, "operator:b", "r-found", "found at the provider", "found")
+    assert [m.status if m else None for m in ledger.store.move([marked])] == [Status.SYNCED]
+
+
+def test_a_retry_racing_a_persons_resend_retries_nothing(
+    ledger: denpyo.Ledger, mail: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from denpyo.engine.operator import _act
+
+    old = exhausted(ledger, mail, "order:6")
+    read = _act.find
+
+    def read_then_another_person_resends(ledger_: denpyo.Ledger, ref: str | int) -> Submission:
+        sub = read(ledger_, ref)  # operator A reads the row: failed, unresolved
+        monkeypatch.setattr(_act, "find", read)
+        op.resolve_resend(ledger_, sub.id, note="operator B resends it")
+        return sub
+
+    monkeypatch.setattr(_act, "find", read_then_another_person_resends)
+    result = op.retry(ledger, refs=[old.id], note="operator A retries it")
+    assert result.retried == [] and "moved while being retried" in result.skipped[0][1]
+    ledger.work(until_idle=True)
+    assert sorted(mail.values()) == [1, 1] and mail[old.idempotency_key] == 1
+
+
+def test_a_submit_racing_a_persons_abandon_sends_nothing(
+    ledger: denpyo.Ledger, mail: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = exhausted(ledger, mail, "order:8")
+    record = ledger.store.record
+
+    def record_then_a_person_abandons(*args: Any, **kwargs: Any) -> Any:
+        found = record(*args, **kwargs)  # submit reads the row: failed, unresolved
+        monkeypatch.setattr(ledger.store, "record", record)
+        op.resolve_abandon(ledger, old.id, note="order cancelled")
+        return found
+
+    monkeypatch.setattr(ledger.store, "record", record_then_a_person_abandons)
+    with pytest.raises(denpyo.SubmissionResolved) as resolved:
+        ledger.submit("mail", "order:8", {"n": 1})
+    assert resolved.value.submission.resolution is not None
+    assert mail == {old.idempotency_key: 1}
+    assert [e.kind for e in ledger.events(old.id)][-1] == "abandon"
+
+
 def test_an_in_doubt_row_a_person_resent_is_not_verified_and_sent(
     ledger: denpyo.Ledger, mail: Counter[str]
 ) -> None:

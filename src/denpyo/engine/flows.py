@@ -215,8 +215,14 @@ class Flows:
         return sub
 
     def _reread(self, sub: Submission) -> Flow:
+        """The row as it is now, after a move on it lost: another process took it,
+        or a person resolved it meanwhile (then the resend that replaced it, if any)."""
         current: Submission | None = yield StoreOp(self.store.get, (sub.id,))
-        return current if current is not None else sub
+        if current is None:
+            return sub
+        if current.resolution is not None:
+            return (yield from self._successor(current))
+        return current
 
     def _alarm(self, alarm: Alarm | None, sub: Submission) -> None:
         if alarm is not None:

@@ -126,7 +126,7 @@ ORDER BY s.next_attempt_at, s.id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- submission_move: compare-and-set one row from its expected status and holder (read back with submission_get_many)
+-- submission_move: compare-and-set one row from its expected status and holder (read back with submission_get_many); a row a person resolved takes only a move that resolves it again
 -- MariaDB applies SET assignments left to right and a later one sees the new value of an
 -- earlier column: so no assignment below reads a column that an earlier one sets.
 UPDATE denpyo_submissions SET
@@ -147,7 +147,8 @@ UPDATE denpyo_submissions SET
 WHERE id = %(id)s AND status = %(from_status)s
   AND (locked_by <=> %(expect_locked_by)s
        OR (%(expect_locked_by)s IS NULL
-           AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6))));
+           AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6))))
+  AND (%(resolution)s IS NOT NULL OR resolution IS NULL);
 
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events

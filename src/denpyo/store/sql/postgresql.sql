@@ -237,6 +237,7 @@ WITH due AS (
       AND ((s.status = 'requesting' AND s.locked_until IS NULL)
            OR (s.status = 'failed' AND s.error_kind = 'transient'
                AND s.next_attempt_at IS NOT NULL))  -- as the index `denpyo_submissions_ready`
+      AND s.resolution IS NULL
       AND (s.ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM denpyo_submissions h
             WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
@@ -268,6 +269,7 @@ WITH due AS (
       AND ((s.status = 'requesting' AND s.locked_until <= now())
            OR (s.status = 'failed' AND s.error_kind = 'ambiguous'
                AND s.next_attempt_at IS NOT NULL))  -- as the index `denpyo_submissions_in_doubt`
+      AND s.resolution IS NULL
     ORDER BY s.next_attempt_at, s.id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
@@ -281,7 +283,7 @@ FROM due WHERE s.id = due.id
 RETURNING s.*,
     {{in_doubt s}} AS in_doubt;
 
--- submission_move_one: compare-and-set one row from its expected status and holder to its next state, with its event
+-- submission_move_one: compare-and-set one row from its expected status and holder to its next state, with its event; a row a person resolved takes only a move that resolves it again
 -- The batch below, given one move (an inline submit's settle, say), is planned
 -- again at each run (its plan depends on how many rows the array holds). This
 -- one is planned once per session, and its only usable index is the primary key:
@@ -307,6 +309,7 @@ WITH moved AS (
       AND (locked_by IS NOT DISTINCT FROM %(expect_locked_by)s::text
            OR (%(expect_locked_by)s::text IS NULL
                AND (locked_until IS NULL OR locked_until <= now())))
+      AND (%(resolution)s::text IS NOT NULL OR resolution IS NULL)
     RETURNING *,
         {{in_doubt}} AS in_doubt
 ), events AS (
@@ -353,6 +356,7 @@ WITH m AS (
       AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
            OR (m.expect_locked_by IS NULL
                AND (s.locked_until IS NULL OR s.locked_until <= now())))
+      AND (m.resolution IS NOT NULL OR s.resolution IS NULL)
     RETURNING s.*, m.ord, m.event, m.actor AS event_actor, m.detail AS event_detail,
         m.duration_ms AS event_duration_ms, m.from_status AS event_from, m.payload_known,
         {{in_doubt s}} AS in_doubt

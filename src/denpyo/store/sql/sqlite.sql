@@ -95,6 +95,7 @@ SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND {{ready_index s}}
+  AND s.resolution IS NULL
   AND (s.ordering_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM denpyo_submissions h
         WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
@@ -108,10 +109,11 @@ WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND {{in_doubt_index s}}
   AND ({{in_doubt s}})
+  AND s.resolution IS NULL
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
--- submission_move: compare-and-set one row from its expected status and holder to its next state, returning the row as moved (nothing: another holder won)
+-- submission_move: compare-and-set one row from its expected status and holder to its next state, returning the row as moved (nothing: another holder won, or a person resolved the row: only a move that resolves it again applies then)
 UPDATE denpyo_submissions SET
     status = :to_status,
     attempts = attempts + :attempt_delta,
@@ -134,6 +136,7 @@ WHERE id = :id AND status = :from_status
   AND (locked_by IS :expect_locked_by
        OR (:expect_locked_by IS NULL
            AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
+  AND (:resolution IS NOT NULL OR resolution IS NULL)
 RETURNING *,
     {{in_doubt}} AS in_doubt;
 
