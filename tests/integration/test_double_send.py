@@ -317,6 +317,32 @@ def test_an_inline_submit_waiting_for_a_thread_past_its_lease_is_not_sent(
     assert calls == {"k": 1}
 
 
+def test_an_inline_submit_waiting_for_its_loop_past_its_lease_is_not_sent(
+    ledger: denpyo.Ledger,
+) -> None:
+    """A sync submit on an async channel: the private loop it runs on is busy (a
+    worker shares it) until the lease has run out by this process's clock."""
+    calls: Counter[str] = Counter()
+
+    async def send(sub: Submission) -> str:
+        calls[sub.key] += 1
+        return "r"
+
+    ledger.channel("c", lease=0.5)(send)
+    ledger.bridge.run(asyncio.sleep(0))  # the loop is running
+
+    async def busy() -> None:
+        time.sleep(1.0)  # blocks the loop
+
+    blocked = asyncio.run_coroutine_threadsafe(busy(), ledger.bridge.loop)
+    sub = ledger.submit("c", "k", {})
+    blocked.result(timeout=10)
+    assert calls == {}
+    assert sub.status is Status.REQUESTING and sub.attempts == 0 and sub.locked_by is None
+    ledger.work(until_idle=True)  # due at once: a worker sends it, once
+    assert calls == {"k": 1}
+
+
 def test_lease_begin_and_revoke_are_exclusive() -> None:
     from denpyo.domain.lease import Lease
 

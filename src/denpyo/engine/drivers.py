@@ -35,6 +35,13 @@ def _begin(sub: Submission) -> None:
         sub.lease.begin()
 
 
+async def _send_on_loop(spec: ChannelSpec, sub: Submission) -> Any:
+    """An async channel of a sync submit, on the private loop: it begins only once
+    the loop runs it, which may be late (the loop is busy), so the lease is checked there."""
+    _begin(sub)
+    return await spec.send(sub)  # type: ignore[misc]
+
+
 class SyncDriver:
     """Runs flows in the calling thread. Async channels run on the private loop."""
 
@@ -65,12 +72,11 @@ class SyncDriver:
         started = time.perf_counter()
         if isinstance(effect, Call):
             try:
-                _begin(sub)
-                value: Any = (
-                    self.bridge.run(spec.send(sub))  # type: ignore[arg-type]
-                    if spec.send_is_async
-                    else spec.send(sub)
-                )
+                if spec.send_is_async:
+                    value: Any = self.bridge.run(_send_on_loop(spec, sub))
+                else:
+                    _begin(sub)
+                    value = spec.send(sub)
             except Exception as exc:
                 return CallResult(error=exc, duration_ms=_elapsed_ms(started))
             return CallResult(value=value, duration_ms=_elapsed_ms(started))
