@@ -371,6 +371,8 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
         (["--db", db, "retry"], "error: name the submissions"),
         (["--db", db, "retry", "1", "--channel", "email"], "error: name the submissions to retry"),
         (["--db", db, "resolve", "1"], "error: choose one of"),
+        (["--db", db, "resolve", "1", "--abandon", "--resend", "--note", "n"], "choose one of"),
+        (["--db", db, "resolve", "1", "--mark-synced", "--abandon", "--note", "n"], "choose one"),
         (["--db", db, "resolve", "1", "--abandon", "--remote-id", "m"], "error: --remote-id goes"),
         (["--db", db, "reconcile"], "error: reconcile needs the application's channels"),
         (["--db", db, "worker"], "error: the worker needs the application's channels"),

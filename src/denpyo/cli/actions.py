@@ -84,17 +84,15 @@ def retry(
 
 @main.command()
 @click.argument("ref", metavar="ID|CHANNEL:KEY")
-@click.option("--abandon", "action", flag_value="abandon", help="Give up on it (note required).")
+@click.option("--abandon", is_flag=True, help="Give up on it (note required).")
 @click.option(
     "--resend",
-    "action",
-    flag_value="resend",
+    is_flag=True,
     help="Replace it by a new, linked submission (same payload unless --payload).",
 )
 @click.option(
     "--mark-synced",
-    "action",
-    flag_value="mark_synced",
+    is_flag=True,
     help="You checked the provider by hand and it arrived (needs --remote-id).",
 )
 @note_option
@@ -112,7 +110,9 @@ def retry(
 def resolve(
     env: Env,
     ref: str,
-    action: str | None,
+    abandon: bool,
+    resend: bool,
+    mark_synced: bool,
     note: str | None,
     remote_id: str | None,
     payload: str | None,
@@ -133,8 +133,11 @@ def resolve(
     Example: denpyo resolve 42 --resend --payload '{"to": "fixed@example.com"}' --note "typo"
     Example: denpyo resolve 42 --mark-synced --remote-id msg_8f2c --note "in the console"
     """
-    if action is None:
+    flags = {"abandon": abandon, "resend": resend, "mark_synced": mark_synced}
+    chosen = [name for name, on in flags.items() if on]
+    if len(chosen) != 1:
         fail("choose one of --abandon, --resend or --mark-synced")
+    action = chosen[0]
     if action != "mark_synced" and remote_id is not None:
         fail("--remote-id goes with --mark-synced")
     if action != "resend" and (payload is not None or force_in_doubt):
