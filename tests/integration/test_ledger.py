@@ -15,6 +15,7 @@ import pytest
 import denpyo
 from conftest import driver_connection
 from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Status, Submission, Unknown
+from denpyo.errors import SubmissionNotFound
 from denpyo.store.postgresql import PostgresStore
 
 NOW = Backoff(initial=0.0, maximum=0.0)  # retries due at once, for tests
@@ -620,6 +621,29 @@ def test_enqueue_joins_a_sqlalchemy_connection_and_session(
     assert ledger.get("c", "session-rolled-back") is None
     assert ledger.get("c", "conn-committed") is not None
     assert ledger.get("c", "session-committed") is not None
+
+
+def test_enqueue_refuses_a_supersedes_that_names_no_row_of_its_channel(
+    ledger: denpyo.Ledger, backend: str, db_url: str
+) -> None:
+    """Checked before the insert: a caller's sqlite3 connection enforces no foreign
+    key, and on PostgreSQL the violation would abort the caller's own transaction."""
+    ledger.channel("c")(ok)
+    ledger.channel("other")(ok)
+    elsewhere = ledger.enqueue("other", "o", {})
+    conn = driver_connection(backend, db_url)
+    try:
+        with pytest.raises(SubmissionNotFound, match="supersedes=99999"):
+            ledger.enqueue("c", "k", {}, conn=conn, supersedes=99999)
+        with pytest.raises(denpyo.InvalidInput, match="of channel 'other'"):
+            ledger.enqueue("c", "k", {}, conn=conn, supersedes=elsewhere.id)
+        ledger.enqueue("c", "after", {}, conn=conn)  # the caller's transaction goes on
+        conn.commit()
+    finally:
+        conn.close()
+    assert ledger.get("c", "k") is None and ledger.get("c", "after") is not None
+    old = ledger.enqueue("c", "old", {})
+    assert ledger.enqueue("c", "new", {}, supersedes=old.id).supersedes == old.id
 
 
 def test_enqueue_refuses_a_connection_of_another_database(ledger: denpyo.Ledger) -> None:

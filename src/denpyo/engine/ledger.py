@@ -36,6 +36,7 @@ from denpyo.errors import (
     InvalidInput,
     SubmissionFailed,
     SubmissionInDoubt,
+    SubmissionNotFound,
     SubmissionRejected,
     SubmissionResolved,
     Transient,
@@ -196,8 +197,11 @@ class Ledger:
         """Record the call for a worker to make. With `conn` (sqlite3, psycopg, PyMySQL,
         a SQLAlchemy Connection or Session, or Django's connection) the row joins the
         caller's open transaction: rolled back, no row; committed, a worker sends it.
-        A connection to another database is refused, nothing written."""
+        A connection to another database is refused, nothing written. `supersedes`
+        links the row to the one it replaces (an id of the same channel)."""
         _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
+        if supersedes is not None:
+            self._check_supersedes(channel, supersedes)
         sub, created = self.store.record(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
         if not created:
             check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
@@ -454,6 +458,19 @@ class Ledger:
             ordering_key=ordering_key,
             supersedes=supersedes,
         )
+
+    def _check_supersedes(self, channel: str, supersedes: int) -> None:
+        """The row a new one replaces must exist, in the same channel: checked before
+        the insert, since a caller's connection may not enforce foreign keys (sqlite3)
+        and a violation would abort the caller's whole transaction (PostgreSQL)."""
+        old = self.store.get(supersedes) if type(supersedes) is int else None
+        if old is None:
+            raise SubmissionNotFound(f"supersedes={supersedes!r}: no submission has that id")
+        if old.channel != channel:
+            raise InvalidInput(
+                f"supersedes={supersedes}: submission {supersedes} is of channel "
+                f"{old.channel!r}, not {channel!r}"
+            )
 
     def _checked(self, new: NewSubmission, sub: Submission) -> Submission:
         """Turn the row a submit ended with into a return or the matching error."""
