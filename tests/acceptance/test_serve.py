@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -107,6 +108,19 @@ def test_dashboard_takes_its_token_from_the_environment(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert "sign in with the token" not in err  # not printed: the operator chose it
+
+
+def test_dashboard_on_a_port_in_use_says_so_in_one_line(db: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "denpyo.cli", "--db", db, "dashboard", "--port", str(port),
+             "--token", "a-long-enough-token"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot serve the dashboard on 127.0.0.1:{port}: ")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_a_worker_serves_its_metrics(

@@ -166,12 +166,20 @@ def dashboard(
     app = create_app(
         env.ledger, token=token, read_only=read_only, redact=(*DEFAULT_REDACT, *redact)
     )
+    import socket
+
     import uvicorn
 
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:  # bound here, so that a port in use is one line and exit 2, before any banner
+        listening = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        fail(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}")
     shown = f"[{host}]" if ":" in host else host
     render.err.print(f"dashboard on http://{shown}:{port}/ {'(read-only)' if read_only else ''}")
     if generated:
         render.err.print(f"sign in with the token: {token}", soft_wrap=True, highlight=False)
     if host not in ("127.0.0.1", "localhost", "::1"):
         render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    with listening:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
