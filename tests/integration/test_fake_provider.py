@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -271,6 +272,18 @@ def test_runs_as_a_subprocess(transport: Transport) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+
+
+def test_the_command_on_a_port_in_use_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from denpyo.testing.__main__ import main
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}: ") and err.count("\n") == 1
 
 
 def test_the_readme_names_every_option_and_endpoint() -> None:

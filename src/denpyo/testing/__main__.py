@@ -61,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        provider.start()
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # set even where a shell ignores them (`&`)
         signal.signal(sig, lambda *_: stop.set())
