@@ -116,7 +116,10 @@ def test_audit_needs_the_channels_and_a_channel_that_lists(
     assert bare.returncode == 2 and "--app" in bare.stderr
     unknown = denpyo_cli("audit", "--channel", "nope", env=env)
     assert unknown.returncode == 2 and "nope" in unknown.stderr
-    assert len(unknown.stderr.strip().splitlines()) == 1
+    late = denpyo_cli("audit", "--channel", "charge", "--since", "soon", env=env)
+    assert late.returncode == 2 and "'soon'" in late.stderr
+    for refused in (unknown, late):  # one line, no blank one from the progress bar before it
+        assert refused.stderr.startswith("error: ") and refused.stderr.count("\n") == 1
 
 
 def test_show_says_when_the_idempotency_window_closes(

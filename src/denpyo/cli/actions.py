@@ -248,13 +248,18 @@ def audit(
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         columns = (TextColumn("auditing"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=render.err, transient=True) as bar:
-            task = bar.add_task("audit", total=None)
+        bar = Progress(*columns, console=render.err, transient=True)
+        task = bar.add_task("audit", total=None)
 
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
+        def progress(done: int, total: int) -> None:
+            bar.start()  # at the first page, after the input was checked: an error stays one line
+            bar.update(task, completed=done, total=total)
 
+        try:
             report = op.audit(ledger, channel, since=since, until=until, progress=progress)
+        finally:
+            if bar.live.is_started:  # stopping prints a line break where stderr is no terminal
+                bar.stop()
         render.show_audit(report)
     if not report.clean:
         ctx.exit(EXIT_ATTENTION)
