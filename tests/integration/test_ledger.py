@@ -15,6 +15,7 @@ import pytest
 import denpyo
 from conftest import driver_connection
 from denpyo import Backoff, Delivered, ErrorKind, NotDelivered, Status, Submission, Unknown
+from denpyo.domain.moves import Move
 from denpyo.errors import SubmissionNotFound
 from denpyo.store.postgresql import PostgresStore
 
@@ -786,6 +787,49 @@ def test_ordering_key_sends_one_at_a_time_in_order(ledger: denpyo.Ledger) -> Non
     )  # fmt: skip
     ledger.work(until_idle=True, poll_interval=0.01)
     assert order == [f"a{i}" for i in range(6)]
+
+
+def test_an_inline_submit_behind_an_open_row_of_its_ordering_key_waits_its_turn(
+    ledger: denpyo.Ledger,
+) -> None:
+    sent: list[str] = []
+    ledger.channel("c")(lambda sub: sent.append(sub.key) or "r")
+    ledger.enqueue("c", "a0", {}, ordering_key="customer:a")  # the head, for a worker
+    follower = ledger.submit("c", "a1", {}, ordering_key="customer:a")
+    assert sent == [] and follower.status is Status.REQUESTING and follower.attempts == 0
+    assert [e.kind for e in ledger.events(follower.id)][-1] == "released"
+    assert ledger.submit("c", "b0", {}, ordering_key="customer:b").status is Status.SYNCED
+    ledger.work(until_idle=True, poll_interval=0.01)
+    assert sent == ["b0", "a0", "a1"]
+
+
+def test_a_failed_row_submitted_again_behind_an_open_one_is_left_to_the_worker(
+    ledger: denpyo.Ledger,
+) -> None:
+    sent: list[str] = []
+    ledger.channel("c")(lambda sub: sent.append(sub.key) or "r")
+    ledger.enqueue("c", "head", {}, ordering_key="k")
+    failed = ledger.enqueue("c", "next", {}, ordering_key="k")
+    ledger.store.move([Move.claim(failed.id, Status.REQUESTING, "w", 60, verify=False)])
+    ledger.store.move(
+        [
+            Move(
+                failed.id,
+                Status.REQUESTING,
+                Status.FAILED,
+                "w",
+                expect_locked_by="w",
+                error_kind=ErrorKind.TRANSIENT,
+                last_error="HTTP 503",
+                retry_in=0,
+            )
+        ]
+    )  # a failure the head's order would have prevented (a race), made here
+    with pytest.raises(denpyo.SubmissionFailed):
+        ledger.submit("c", "next", {}, ordering_key="k")
+    assert sent == []
+    ledger.work(until_idle=True, poll_interval=0.01)
+    assert sent == ["head", "next"]
 
 
 def test_honest_counts_after_a_mixed_run(ledger: denpyo.Ledger, sql: SQL) -> None:

@@ -104,7 +104,10 @@ class Flows:
             self.store.record, (new,), {"actor": self.hold(), "lease": spec.lease}
         )
         if created:
-            return (yield from self.attempt(spec, sub.held(Lease(spec.lease, since))))
+            held = sub.held(Lease(spec.lease, since))
+            if new.ordering_key is not None and (yield StoreOp(self.store.ordering_waits, (sub,))):
+                return (yield from self._give_back(held, "waits for the rows before it"))
+            return (yield from self.attempt(spec, held))
         check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return (yield from self.resume(spec, sub))
 
@@ -124,6 +127,8 @@ class Flows:
             return (yield from self.settle_in_doubt(spec, held))
         if sub.status is Status.FAILED and sub.error_kind is not ErrorKind.TRANSIENT:
             return sub
+        if sub.ordering_key is not None and (yield StoreOp(self.store.ordering_waits, (sub,))):
+            return sub  # a worker retries it in its turn
         held = yield from self._settle(self._start(spec, sub, "resubmitted"))
         if held is None:
             return (yield from self._reread(sub))
@@ -134,12 +139,7 @@ class Flows:
         # A crash during the call leaves the row `requesting` under this lease.
         result: CallResult = yield Call(spec, sub)
         if isinstance(result.error, LeaseExpired):
-            # Nothing left: give the row back, due again. If another sender took it
-            # meanwhile, the compare-and-set loses and the row is theirs.
-            released = yield from self._settle(
-                Move.release(sub.id, sub.locked_by or "", f"not sent: {result.error}")
-            )
-            return released or (yield from self._reread(sub))
+            return (yield from self._give_back(sub, f"not sent: {result.error}"))
         outcome = spec.outcome(result.value, result.error)
         self.calls.called(spec.name, outcome.kind, result.duration_ms)
         decided = settle(sub.attempts, outcome, spec.policy)
@@ -184,6 +184,14 @@ class Flows:
             return (yield from self._reread(sub))
         self._alarm(decision.alert, after)
         return after
+
+    def _give_back(self, sub: Submission, detail: str) -> Flow:
+        """A row this actor holds and will not send: unsent, due again at once (a row
+        behind an open one of its ordering key, for the worker's claim, which sends
+        them in order). If another sender took it meanwhile, the compare-and-set loses
+        and the row is theirs."""
+        released = yield from self._settle(Move.release(sub.id, sub.locked_by or "", detail))
+        return released or (yield from self._reread(sub))
 
     def _start(
         self, spec: ChannelSpec, sub: Submission, note: str, expect: str | None = None

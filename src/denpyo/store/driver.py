@@ -194,6 +194,11 @@ class Store(ABC):
         """The submission that resends `submission_id`, if there is one."""
 
     @abstractmethod
+    def ordering_waits(self, sub: Submission) -> bool:
+        """Whether an earlier row of `sub`'s channel and ordering key is still open:
+        then `sub` waits its turn (False for a row without an ordering key)."""
+
+    @abstractmethod
     def events(self, submission_id: int) -> list[Event]:
         """A submission's history, oldest first."""
 

@@ -41,6 +41,7 @@ class SqlStore(Store):
             "schema_version_create", "schema_version_get", "schema_version_add",
             "schema_lock", "clock_now", "database_identity", "submission_get",
             "submission_get_by_key", "submission_get_existing", "submission_find_superseding",
+            "submission_ordering_waits",
             "event_list",
             "submission_list", "submission_count_by_status", "submission_count_attention",
             "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
@@ -548,6 +549,14 @@ class SqlStore(Store):
         with self.reading() as tx:
             row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
         return self.to_submission(row) if row else None
+
+    def ordering_waits(self, sub: Submission) -> bool:
+        if sub.ordering_key is None:
+            return False
+        params = {"channel": sub.channel, "ordering_key": sub.ordering_key, "id": sub.id}
+        with self.reading() as tx:
+            row = tx.fetch_one("submission_ordering_waits", params)
+        return bool(row and row["waits"])
 
     def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
         """A row as read. With `known`, the same row as read before a move: what a

@@ -149,6 +149,12 @@ WHERE channel = %(channel)s
   AND ((status = 'requesting' AND locked_until <= now())
        OR (status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL));
 
+-- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
+SELECT EXISTS (
+    SELECT 1 FROM denpyo_submissions h
+    WHERE h.channel = %(channel)s AND h.ordering_key = %(ordering_key)s AND h.id < %(id)s
+      AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL) AS waits;
+
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
     {{in_doubt}} AS in_doubt

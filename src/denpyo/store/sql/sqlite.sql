@@ -243,6 +243,12 @@ WHERE channel = :channel
   AND {{in_doubt_index}}
   AND ({{in_doubt}});
 
+-- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
+SELECT EXISTS (
+    SELECT 1 FROM denpyo_submissions h
+    WHERE h.channel = :channel AND h.ordering_key = :ordering_key AND h.id < :id
+      AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL) AS waits;
+
 -- submission_find_superseding: the resend that replaced a submission, if any
 SELECT *,
     {{in_doubt}} AS in_doubt
