@@ -377,6 +377,7 @@ def test_usage_and_configuration_errors(tmp_path: Path) -> None:
         (["--db", db, "reconcile"], "error: reconcile needs the application's channels"),
         (["--db", db, "worker"], "error: the worker needs the application's channels"),
         (["--db", "nonsense", "status"], "error: not a database URL"),
+        (["--db", "", "migrate"], "error: the database URL is empty"),
         (["--db", "x://y/z", "status"], "error: unsupported database"),
         (["--db", db, "--app", "m:x", "status"], "error: give --db or --app, not both"),
         (["--app", "nomodule_here:ledger", "status"], "error: --app 'nomodule_here:ledger'"),

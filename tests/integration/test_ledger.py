@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +51,17 @@ SQL = Callable[[str], list[tuple[Any, ...]]]
 
 
 # -- schema -----------------------------------------------------------------------------
+
+
+def test_an_empty_url_is_refused_not_taken_for_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DENPYO_DATABASE_URL", raising=False)
+    for url in ("", "  "):
+        with pytest.raises(denpyo.InvalidDatabaseURL, match="the database URL is empty"):
+            denpyo.Ledger(url)
+    assert list(tmp_path.iterdir()) == []  # no ./denpyo.db
 
 
 def test_migrate_twice_is_harmless(empty_url: str) -> None:

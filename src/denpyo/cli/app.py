@@ -12,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from denpyo.engine import operator as op
-from denpyo.engine.ledger import DEFAULT_URL, Ledger
+from denpyo.engine.ledger import Ledger, database_url
 from denpyo.errors import ConfigurationError, DenpyoError
 
 EXIT_OK = 0
@@ -42,7 +42,7 @@ class Env:
 
     @property
     def url(self) -> str:
-        return self.db or os.environ.get("DENPYO_DATABASE_URL") or DEFAULT_URL
+        return database_url(self.db)
 
     @property
     def ledger(self) -> Ledger:

@@ -33,6 +33,7 @@ from denpyo.engine.observers import CallHandler, CallObservers
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
     ConfigurationError,
+    InvalidDatabaseURL,
     InvalidInput,
     SubmissionFailed,
     SubmissionInDoubt,
@@ -66,7 +67,8 @@ class _CallThreads(ThreadPoolExecutor):
 class Ledger:
     """The record of every call to the outside, in the application's own database.
 
-    `url` defaults to `DENPYO_DATABASE_URL`, then `sqlite:///denpyo.db`.
+    `url` defaults to `DENPYO_DATABASE_URL`, then `sqlite:///denpyo.db`; an empty
+    one is refused (`InvalidDatabaseURL`), never taken for the default.
     """
 
     def __init__(
@@ -77,7 +79,7 @@ class Ledger:
         on_alert: AlertHandler | None = None,
         name: str | None = None,
     ) -> None:
-        self.url = url or os.environ.get("DENPYO_DATABASE_URL") or DEFAULT_URL
+        self.url = database_url(url)
         self.store: Store = open_store(self.url)
         self.max_payload_bytes = max_payload_bytes
         self.channels: dict[str, ChannelSpec] = {}
@@ -493,6 +495,20 @@ class Ledger:
         if sub.status is Status.FAILED:
             raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
+
+
+def database_url(url: str | None) -> str:
+    """The URL given, else `DENPYO_DATABASE_URL`, else the default file. An empty URL
+    given on purpose is refused: an unset variable in a script (`--db "$DB"`) must not
+    quietly open, or migrate, ./denpyo.db."""
+    if url is None:
+        return os.environ.get("DENPYO_DATABASE_URL") or DEFAULT_URL
+    if not url.strip():
+        raise InvalidDatabaseURL(
+            "the database URL is empty: give one (sqlite:///app.db, postgresql://...), "
+            "or none at all for $DENPYO_DATABASE_URL"
+        )
+    return url
 
 
 def _same_call(new: NewSubmission, sub: Submission) -> None:
