@@ -425,6 +425,33 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
     assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))
 
 
+def test_a_channel_filter_naming_a_channel_with_no_rows_is_never_a_silent_nothing(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path}/typo.db"
+    with denpyo.Ledger(db) as ledger:
+        ledger.migrate()
+        script_channel(ledger)
+        ledger.submit("email", "k", {})
+    (tmp_path / "typo_app.py").write_text(
+        "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n"
+        "ledger.channel('email')(lambda sub: 'r')\nledger.channel('sms')(lambda sub: 'r')\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "DENPYO_DB": db}
+    for command in (["list"], ["status"], ["retry", "--all", "--note", "n"]):
+        refused = denpyo_cli("--app", "typo_app:ledger", *command, "--channel", "emial", env=env)
+        assert refused.returncode == 2 and refused.stdout == "", (command, refused.stderr)
+        assert refused.stderr == (
+            "error: no channel named 'emial': the application registers email, sms; "
+            "channels with rows: email\n"
+        ), command
+        noted = ok(denpyo_cli(*command, "--channel", "emial", "--json", db=db))
+        assert "note: channel 'emial' has no rows (channels with rows: email)" in noted.stderr
+        json.loads(noted.stdout)  # the note stays off the output scripts read
+    registered = denpyo_cli("--app", "typo_app:ledger", "list", "--channel", "sms", env=env)
+    assert "note:" not in ok(registered).stderr  # registered, no rows yet: nothing more to say
+
+
 def test_retry_and_resolve_record_who_and_why(db_url: str, seeded: dict[str, int]) -> None:
     ids = {key: str(value) for key, value in seeded.items()}
 

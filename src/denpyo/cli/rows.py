@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
+from denpyo.cli import render
+from denpyo.cli.app import fail
 from denpyo.domain.filters import Filter, parse_statuses
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
@@ -40,6 +42,7 @@ class RowFilters:
 
     def to_filter(self, ledger: Ledger) -> Filter:
         """The `Filter`; relative times count back from the database's clock."""
+        check_channel(ledger, self.channel)
         return op.make_filter(
             ledger,
             since=self.since,
@@ -52,6 +55,24 @@ class RowFilters:
             key_prefix=self.key_prefix,
             limit=self.limit,
         )
+
+
+def check_channel(ledger: Ledger, channel: str | None) -> None:
+    """A channel named in a filter that has no rows is most often a typo, which must
+    not read as "nothing to see": refused when the application (--app) does not
+    register it either, else said on stderr (a channel may have no rows yet)."""
+    if channel is None or channel in ledger.channels:
+        return
+    known = ledger.store.channels()
+    if channel in known:
+        return
+    with_rows = ", ".join(known) or "none"
+    if ledger.channels:
+        registered = ", ".join(sorted(ledger.channels))
+        fail(f"no channel named {channel!r}: the application registers {registered}; "
+             f"channels with rows: {with_rows}")  # fmt: skip
+    render.err.print(f"note: channel {channel!r} has no rows (channels with rows: {with_rows})",
+                     markup=False, highlight=False, soft_wrap=True)  # fmt: skip
 
 
 _NAMES = tuple(f.name for f in fields(RowFilters))
