@@ -650,7 +650,9 @@ def test_enqueue_refuses_a_supersedes_that_names_no_row_of_its_channel(
             ledger.enqueue("c", "k", {}, conn=conn, supersedes=99999)
         with pytest.raises(denpyo.InvalidInput, match="of channel 'other'"):
             ledger.enqueue("c", "k", {}, conn=conn, supersedes=elsewhere.id)
-        ledger.enqueue("c", "after", {}, conn=conn)  # the caller's transaction goes on
+        after = ledger.enqueue("c", "after", {}, conn=conn)  # the caller's transaction goes on
+        # A row the caller's transaction wrote, not yet committed, may be superseded in it.
+        assert ledger.enqueue("c", "later", {}, conn=conn, supersedes=after.id).supersedes
         conn.commit()
     finally:
         conn.close()

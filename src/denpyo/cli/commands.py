@@ -8,7 +8,7 @@ import click
 
 from denpyo.cli import render
 from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
-from denpyo.cli.rows import RowFilters, channel_option, check_channel, row_filters
+from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
 from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
 from denpyo.store import dialect_of
@@ -70,7 +70,7 @@ def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_js
 
     Example: denpyo status --check || page-the-on-call
     """
-    check_channel(env.ledger, channel)
+    check_filter_channel(env.ledger, channel)
     report = op.status(env.ledger, channel)
     if as_json:
         render.emit_json(report.to_json())

@@ -42,7 +42,7 @@ class RowFilters:
 
     def to_filter(self, ledger: Ledger) -> Filter:
         """The `Filter`; relative times count back from the database's clock."""
-        check_channel(ledger, self.channel)
+        check_filter_channel(ledger, self.channel)
         return op.make_filter(
             ledger,
             since=self.since,
@@ -57,12 +57,13 @@ class RowFilters:
         )
 
 
-def check_channel(ledger: Ledger, channel: str | None) -> None:
+def check_filter_channel(ledger: Ledger, channel: str | None) -> None:
     """A channel named in a filter that has no rows is most often a typo, which must
     not read as "nothing to see": refused when the application (--app) does not
     register it either, else said on stderr (a channel may have no rows yet)."""
     if channel is None or channel in ledger.channels:
         return
+    op.check_channel(channel)  # a name no channel can have: that error, first and alone
     known = ledger.store.channels()
     if channel in known:
         return

@@ -109,7 +109,10 @@ class Flows:
                 return (yield from self._give_back(held, "waits for the rows before it"))
             return (yield from self.attempt(spec, held))
         check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
-        return (yield from self.resume(spec, sub))
+        after: Submission = yield from self.resume(spec, sub)
+        if after.resolution is not None:  # a person resolved it while this submit read it
+            return (yield from self._successor(after))
+        return after
 
     def resume(self, spec: ChannelSpec, sub: Submission) -> Flow:
         """Submit of a channel and key that already exist: never a second call while
@@ -223,14 +226,8 @@ class Flows:
         return sub
 
     def _reread(self, sub: Submission) -> Flow:
-        """The row as it is now, after a move on it lost: another process took it,
-        or a person resolved it meanwhile (then the resend that replaced it, if any)."""
         current: Submission | None = yield StoreOp(self.store.get, (sub.id,))
-        if current is None:
-            return sub
-        if current.resolution is not None:
-            return (yield from self._successor(current))
-        return current
+        return current if current is not None else sub
 
     def _alarm(self, alarm: Alarm | None, sub: Submission) -> None:
         if alarm is not None:

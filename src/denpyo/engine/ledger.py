@@ -170,7 +170,9 @@ class Ledger:
         """Record the call, make it, record the outcome.
 
         Returns the submission when it is `synced`, or still in flight in another
-        process (status `requesting`); for a key a person resolved by resending it,
+        process (status `requesting`), or `requesting` and not attempted for a worker
+        to send (its ordering key has an earlier row open, or its call could not
+        start within its lease); for a key a person resolved by resending it,
         the resend. Raises `SubmissionRejected`, `SubmissionFailed`,
         `SubmissionInDoubt` or `SubmissionResolved`, each with `.submission`.
         """
@@ -202,9 +204,10 @@ class Ledger:
         A connection to another database is refused, nothing written. `supersedes`
         links the row to the one it replaces (an id of the same channel)."""
         _, new = self._prepare(channel, key, payload, ordering_key, supersedes)
+        conn = _dbapi_connection(conn)
         if supersedes is not None:
-            self._check_supersedes(channel, supersedes)
-        sub, created = self.store.record(new, actor=self.flows.actor, conn=_dbapi_connection(conn))
+            self._check_supersedes(channel, supersedes, conn)
+        sub, created = self.store.record(new, actor=self.flows.actor, conn=conn)
         if not created:
             check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
         return sub
@@ -461,11 +464,12 @@ class Ledger:
             supersedes=supersedes,
         )
 
-    def _check_supersedes(self, channel: str, supersedes: int) -> None:
+    def _check_supersedes(self, channel: str, supersedes: int, conn: Any) -> None:
         """The row a new one replaces must exist, in the same channel: checked before
-        the insert, since a caller's connection may not enforce foreign keys (sqlite3)
-        and a violation would abort the caller's whole transaction (PostgreSQL)."""
-        old = self.store.get(supersedes) if type(supersedes) is int else None
+        the insert (in the caller's transaction, which may have written it), since a
+        caller's connection may not enforce foreign keys (sqlite3) and a violation
+        would abort the caller's whole transaction (PostgreSQL)."""
+        old = self.store.get(supersedes, conn=conn) if type(supersedes) is int else None
         if old is None:
             raise SubmissionNotFound(f"supersedes={supersedes!r}: no submission has that id")
         if old.channel != channel:

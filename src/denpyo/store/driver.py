@@ -184,7 +184,9 @@ class Store(ABC):
     # -- reads ---------------------------------------------------------------------------
 
     @abstractmethod
-    def get(self, submission_id: int) -> Submission | None: ...
+    def get(self, submission_id: int, *, conn: Any = None) -> Submission | None:
+        """One row by id; with `conn`, read in the caller's open transaction (which
+        sees what it wrote and has not committed)."""
 
     @abstractmethod
     def get_by_key(self, channel: str, key: str) -> Submission | None: ...

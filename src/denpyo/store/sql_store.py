@@ -345,8 +345,8 @@ class SqlStore(Store):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def get(self, submission_id: int) -> Submission | None:
-        with self.reading() as tx:
+    def get(self, submission_id: int, *, conn: Any = None) -> Submission | None:
+        with self.reading() if conn is None else self._in(conn) as tx:
             row = tx.fetch_one("submission_get", {"id": submission_id})
         return self.to_submission(row) if row else None
 

@@ -109,6 +109,7 @@ WHERE s.channel = %(channel)s
   AND s.next_attempt_at <= UTC_TIMESTAMP(6)
   AND ((s.status = 'requesting' AND s.locked_until IS NULL)
        OR (s.status = 'failed' AND s.error_kind = 'transient'))
+  AND s.resolution IS NULL
   AND (s.ordering_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM denpyo_submissions h FORCE INDEX (denpyo_submissions_ordering)
         WHERE h.channel = s.channel AND h.ordering_key = s.ordering_key AND h.id < s.id
@@ -122,6 +123,7 @@ SELECT s.id, s.status FROM denpyo_submissions s FORCE INDEX (denpyo_submissions_
 WHERE s.channel = %(channel)s
   AND s.next_attempt_at <= UTC_TIMESTAMP(6)
   AND ({{in_doubt s}})
+  AND s.resolution IS NULL
 ORDER BY s.next_attempt_at, s.id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
