@@ -22,9 +22,10 @@ class Move:
     lock holder, and writes the event row in the same transaction: if another
     process moved the row first, nothing changes and the caller learns it lost.
     `expect_locked_by=None` means "nobody holds a live lease on the row". A row a
-    person resolved is final for the engine: only a move that writes a resolution
-    itself (a person's) applies to it, so a claim, a submit or a retry that read
-    the row before the person acted loses.
+    person resolved is final for the engine: of the moves on a row nobody holds,
+    only one that writes a resolution itself (a person's) applies to it, so a
+    claim, a submit or a retry that read the row before the person acted loses;
+    a holder's settle needs its hold, which the person's resolution cleared.
 
     Leases are seconds from the database clock: `lease=None` clears the lock,
     `lease=0` expires it now (an in-doubt row stays recognisable), `lease>0`

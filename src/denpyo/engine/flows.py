@@ -105,7 +105,7 @@ class Flows:
         )
         if created:
             held = sub.held(Lease(spec.lease, since))
-            if new.ordering_key is not None and (yield StoreOp(self.store.ordering_waits, (sub,))):
+            if (yield from self._waits_in_order(sub)):
                 return (yield from self._give_back(held, "waits for the rows before it"))
             return (yield from self.attempt(spec, held))
         check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
@@ -130,7 +130,7 @@ class Flows:
             return (yield from self.settle_in_doubt(spec, held))
         if sub.status is Status.FAILED and sub.error_kind is not ErrorKind.TRANSIENT:
             return sub
-        if sub.ordering_key is not None and (yield StoreOp(self.store.ordering_waits, (sub,))):
+        if (yield from self._waits_in_order(sub)):
             return sub  # a worker retries it in its turn
         held = yield from self._settle(self._start(spec, sub, "resubmitted"))
         if held is None:
@@ -187,6 +187,13 @@ class Flows:
             return (yield from self._reread(sub))
         self._alarm(decision.alert, after)
         return after
+
+    def _waits_in_order(self, sub: Submission) -> Generator[Effect, Any, bool]:
+        """Whether an earlier row of its ordering key is open (no read without a key)."""
+        if sub.ordering_key is None:
+            return False
+        waits: bool = yield StoreOp(self.store.ordering_waits, (sub,))
+        return waits
 
     def _give_back(self, sub: Submission, detail: str) -> Flow:
         """A row this actor holds and will not send: unsent, due again at once (a row
