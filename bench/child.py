@@ -777,11 +777,11 @@ async def run_scale(spec: dict[str, Any]) -> dict[str, Any]:
             claim_ms = []
             for c in range(claims):
                 started = time.perf_counter()
-                got = ledger.store.claim("bench", worker=f"bench/{level}/{c}", limit=16, lease=60)
+                got = ledger.store.claim("bench", holder=f"bench/{level}/{c}", limit=16, lease=60)
                 claim_ms.append((time.perf_counter() - started) * 1000)
                 assert len(got) == 16, f"claimed {len(got)} rows, expected 16"
             # The claim statement itself, rolled back: EXPLAIN ANALYZE runs it.
-            params = {"channel": "bench", "limit": 16, "worker": "explain/1", "lease": 60.0}
+            params = {"channel": "bench", "limit": 16, "holder": "explain/1", "lease": 60.0}
             plan: list[Any] = []
             with contextlib.suppress(psycopg.Rollback), conn.transaction():
                 plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params).fetchall()

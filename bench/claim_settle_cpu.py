@@ -9,10 +9,10 @@ as the dispatch benchmark's). Three ways, rounds alternated:
 - `floor`: the two hand-written statements of `bench/peers/floor.py` on the bare
   driver (no Submission, no Move);
 - `settle_many`: the store's claim (`submission_claim_ready`, rows read by
-  `to_submission`) and the worker's settle (`Move.settle` of each row, written
+  `to_submission`) and the worker's settle (a `Settle` of each row, written
   by `submission_settle_many`, read back by `moved`);
-- `move_batch`: the same, the settles written by `submission_move_batch` (the
-  JSON recordset every other run of moves takes).
+- `move_batch`: the same, the settles written as general moves by
+  `submission_move_batch` (the JSON recordset every other group of moves takes).
 
 It prints this process's CPU per row (`time.process_time`) and the CPU per row
 of the PostgreSQL session serving it (`/proc/<pid>/stat`, 10 ms ticks), split
@@ -33,16 +33,10 @@ from drivers import CHANNEL, filled_database, rounds_of
 from peers.floor import CLAIM, SETTLE, _named
 from psycopg.rows import dict_row
 
-from denpyo.domain.moves import Move
-from denpyo.domain.policy import Settlement
+from denpyo.domain.moves import Settle
+from denpyo.domain.policy import AttemptDecision
 from denpyo.domain.status import Status
-from denpyo.store.postgresql import (
-    PostgresStore,
-    _batch_params,
-    _claim_statement,
-    _move_statement,
-)
-from denpyo.store.sql_store import distinct_runs
+from denpyo.store.postgresql import PostgresStore, _batch_params, _claim_statement, _statements
 
 WORKER, LIMIT = "w", 64
 WAYS = ("floor", "settle_many", "move_batch")
@@ -81,21 +75,20 @@ async def drain(
         claims += session_cpu(pid) - before
         if not held:
             break
-        moves = [
-            Move.settle(sub, WORKER, Settlement(Status.SYNCED, remote_id=f"r{sub.id}"), 0)
+        settles = [
+            Settle.of(sub, WORKER, AttemptDecision(Status.SYNCED, remote_id=f"r{sub.id}"), 0)
             for sub in held
         ]
-        runs = distinct_runs(moves)
-        statements = [
-            _move_statement(run) if way == "settle_many"
-            else ("submission_move_batch", _batch_params(run))
-            for run in runs
-        ]  # fmt: skip
+        if way == "settle_many":
+            statements = _statements(settles)
+        else:
+            moves = [(ordinal, settle.as_move()) for ordinal, settle in enumerate(settles)]
+            statements = [(("submission_move_batch", _batch_params(moves)), list(moves))]
         returned = [
             await (await conn.execute(store.queries[query], params)).fetchall()
-            for query, params in statements
+            for (query, params), _ in statements
         ]
-        assert all(store.moved(zip(runs, statements, returned, strict=True), len(moves)))
+        assert all(store.moved(statements, returned, len(settles)))
         done += len(held)
     await asyncio.sleep(0.1)  # the session's last ticks
     settles = session_cpu(pid) - server - claims

@@ -29,7 +29,7 @@ import denpyo
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.store.postgresql import PostgresStore, _claim_statement, _move_statement
-from denpyo.store.sql_store import distinct_runs
+from denpyo.store.sql_store import distinct_groups
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL, WORKER, CLAIM = "bench", "bench-drivers", 64
@@ -60,13 +60,13 @@ async def drain(store: PostgresStore, run: Run) -> tuple[float, float]:
         if not rows:
             break
         moves = [
-            Move(sub.id, Status.REQUESTING, Status.SYNCED, WORKER, expect_locked_by=sub.locked_by,
+            Move(sub.id, Status.REQUESTING, Status.SYNCED, WORKER, holder=sub.locked_by,
                  event="settle", remote_id=f"r{sub.id}", detail=f"r{sub.id}", duration_ms=0,
                  row=sub)
             for sub in rows
         ]  # fmt: skip
         made = time.process_time()
-        runs = distinct_runs(moves)
+        runs = distinct_groups(moves)
         statements = [_move_statement(each) for each in runs]
         returned = [await run(*statement) for statement in statements]
         moved = store.moved(zip(runs, statements, returned, strict=True), len(moves))

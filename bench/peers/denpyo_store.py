@@ -25,11 +25,11 @@ from typing import Any, Generic, TypeVar
 from common import Ctx
 
 from denpyo import Ledger
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Settle
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.worker import Worker
-from denpyo.store.driver import AsyncStore, InThreads
+from denpyo.store.base import AsyncStore, InThreads
 from peers import denpyo_nocall, denpyo_peer
 from peers.denpyo_nocall import CALLS, DURABLE, done, enqueue, setup
 
@@ -69,16 +69,13 @@ async def _drive(
     native: AsyncStore, n: int, concurrency: int, ahead: int, batch: int, lease: float
 ) -> int:
     async def claim(limit: int) -> list[Submission]:
-        return await native.claim(denpyo_peer.CHANNEL, worker=ACTOR, limit=limit, lease=lease)
+        return await native.claim(denpyo_peer.CHANNEL, holder=ACTOR, limit=limit, lease=lease)
 
-    def settle(sub: Submission, remote_id: str) -> Move:
-        return Move(
-            sub.id, Status.REQUESTING, Status.SYNCED, ACTOR, expect_locked_by=sub.locked_by,
-            event="settle", remote_id=remote_id, detail=remote_id, duration_ms=0, row=sub,
-        )  # fmt: skip
+    def settle(sub: Submission, remote_id: str) -> Settle:
+        return Settle(sub, ACTOR, Status.SYNCED, remote_id=remote_id, duration_ms=0)
 
-    async def commit(moves: list[Move]) -> int:
-        return sum(1 for row in await native.move(moves) if row is not None)
+    async def commit(settles: list[Settle]) -> int:
+        return sum(1 for row in await native.move(settles) if row is not None)
 
     return await drive(
         Jobs(claim, denpyo_nocall.no_call, settle, commit, n, concurrency, ahead, batch)

@@ -86,7 +86,7 @@ def test_a_move_read_before_a_person_resolved_the_row_loses(
         Move.forced_retry(stale, "operator:a", "forced"),
         Move.start_attempt(stale, "app:x", 30.0, "resubmitted", None),
         Move.claim(stale.id, Status.FAILED, "worker:x", 30.0, verify=False),
-        Move.hold_to_verify(stale, "worker:x", 30.0),
+        Move.take_to_verify(stale, "worker:x", 30.0),
     ]
     assert ledger.store.move(moves) == [None] * len(moves)
     ledger.work(until_idle=True)
@@ -197,7 +197,7 @@ def test_a_flow_ending_never_drops_the_fresh_hold_of_its_row(ledger: denpyo.Ledg
         while not second_running.is_set():
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.7)  # the first flow has ended by now
-        seen["held"] = sub.id in worker.holds
+        seen["held"] = sub.id in worker.held
         seen["running"] = worker.running["c"]
         release.set()
         worker.stop()
@@ -302,7 +302,7 @@ def test_an_inline_submit_waiting_for_a_thread_past_its_lease_is_not_sent(
 ) -> None:
     calls: Counter[str] = Counter()
     ledger.channel("c", lease=0.5)(lambda sub: calls.update([sub.key]) or "r")
-    ledger.async_driver()  # makes the pools; the call pool gets one thread, kept busy
+    ledger.async_runner()  # makes the pools; the call pool gets one thread, kept busy
     assert ledger._calls is not None
     ledger._calls.shutdown()
     busy = ledger._calls = ThreadPoolExecutor(1)
@@ -372,9 +372,9 @@ def test_renewal_renews_many_holders_at_once_and_never_waits_for_a_lock(
     ledger.enqueue_many("c", [(f"k{i:03}", {}) for i in range(4 * 128 + 1)])
     holds = []
     for n in range(4):
-        rows = ledger.store.claim("c", worker=f"w/{n}", limit=128, lease=1)
+        rows = ledger.store.claim("c", holder=f"w/{n}", limit=128, lease=1)
         holds += [(sub.id, f"w/{n}", 60.0) for sub in rows]
-    [other] = ledger.store.claim("c", worker="other", limit=1, lease=1)
+    [other] = ledger.store.claim("c", holder="other", limit=1, lease=1)
     stolen = holds[0][0]
     ledger.store.move([denpyo_move_to(stolen, "thief")])
     locker = None
@@ -403,8 +403,8 @@ def denpyo_move_to(row_id: int, holder: str) -> Any:
     from denpyo.domain.moves import Move
 
     return Move(
-        row_id, Status.REQUESTING, Status.REQUESTING, holder, expect_locked_by="w/0",
-        locked_by=holder, lease=60, keep_error=True,
+        row_id, Status.REQUESTING, Status.REQUESTING, holder, holder="w/0",
+        new_holder=holder, lease=60, keep_error=True,
     )  # fmt: skip
 
 

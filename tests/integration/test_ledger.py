@@ -213,7 +213,7 @@ def test_a_sync_call_that_could_not_start_is_transient_not_in_doubt(
     ledger.channel("c")(calls)
 
     async def main() -> None:
-        ledger.async_driver()
+        ledger.async_runner()
         assert ledger._calls is not None
         ledger._calls.shutdown()
         with pytest.raises(denpyo.SubmissionFailed) as caught:
@@ -390,13 +390,13 @@ def test_compare_and_set_loses_when_the_row_moved(ledger: denpyo.Ledger) -> None
 
     ledger.channel("c")(ok)
     sub = ledger.enqueue("c", "k", {})
-    [claimed] = ledger.store.claim("c", worker="w1", limit=5, lease=60)
+    [claimed] = ledger.store.claim("c", holder="w1", limit=5, lease=60)
     assert claimed.locked_by == "w1" and claimed.attempts == 1
-    assert ledger.store.claim("c", worker="w2", limit=5, lease=60) == []
-    wrong_holder = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w2", expect_locked_by="w2")
-    wrong_status = Move(sub.id, Status.FAILED, Status.SYNCED, "w1", expect_locked_by="w1")
+    assert ledger.store.claim("c", holder="w2", limit=5, lease=60) == []
+    wrong_holder = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w2", holder="w2")
+    wrong_status = Move(sub.id, Status.FAILED, Status.SYNCED, "w1", holder="w1")
     assert ledger.store.move([wrong_holder, wrong_status]) == [None, None]
-    right = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w1", expect_locked_by="w1", event="x")
+    right = Move(sub.id, Status.REQUESTING, Status.SYNCED, "w1", holder="w1", event="x")
     [moved] = ledger.store.move([right])
     assert moved is not None and moved.status is Status.SYNCED
     assert ledger.store.move([right]) == [None]  # a second settle of the same row loses
@@ -409,11 +409,11 @@ def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> No
 
     ledger.channel("c")(ok)
     ledger.enqueue_many("c", [(f"k{i}", {"i": i}) for i in range(5)])
-    claimed = ledger.store.claim("c", worker="w", limit=5, lease=60)
+    claimed = ledger.store.claim("c", holder="w", limit=5, lease=60)
     assert len(claimed) == 5
 
     def settle(sub: Submission, holder: str) -> Move:
-        return Move(sub.id, Status.REQUESTING, Status.SYNCED, holder, expect_locked_by=holder,
+        return Move(sub.id, Status.REQUESTING, Status.SYNCED, holder, holder=holder,
                     event="settle", remote_id=f"r-{sub.key}")  # fmt: skip
 
     holders = ["w", "thief", "w", "thief", "w"]
@@ -460,11 +460,11 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
 
     def settle(sub: Submission, row: Submission | None) -> Move:
         return Move(sub.id, Status.REQUESTING, Status.SYNCED, sub.locked_by or "",
-                    expect_locked_by=sub.locked_by, event="settle", row=row)  # fmt: skip
+                    holder=sub.locked_by, event="settle", row=row)  # fmt: skip
 
     for n, apply in enumerate(_move_paths(ledger)):
         ledger.enqueue_many("c", [(f"p{n}-{i}", {"i": i}) for i in range(3)])
-        claimed = ledger.store.claim("c", worker=f"w{n}", limit=3, lease=60)
+        claimed = ledger.store.claim("c", holder=f"w{n}", limit=3, lease=60)
         as_read = [dataclasses.replace(sub, payload={"as read by": sub.key}) for sub in claimed]
 
         alone = apply([settle(claimed[0], as_read[0])])
@@ -474,14 +474,13 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
         stored = [ledger.get("c", sub.key) for sub in claimed]
         assert [sub.payload if sub else None for sub in stored] == [{"i": 0}, {"i": 1}, {"i": 2}]
     if isinstance(ledger.store, PostgresStore):  # and the server does not send it back
-        from denpyo.store.postgresql import _move_statement
-        from denpyo.store.sql_store import distinct_runs
+        from denpyo.store.postgresql import _statements
 
         ledger.enqueue_many("c", [(f"q{i}", {"i": i}) for i in range(3)])
-        held = ledger.store.claim("c", worker="w", limit=3, lease=60)
+        held = ledger.store.claim("c", holder="w", limit=3, lease=60)
         note = dataclasses.replace(settle(held[0], held[0]), event="note")
         moves = [[note], [settle(held[1], held[1]), settle(held[2], None)]]
-        statements = [_move_statement(run) for batch in moves for run in distinct_runs(batch)]
+        statements = [statement for batch in moves for statement, _ in _statements(batch)]
         assert [query for query, _ in statements] == [
             "submission_move_one",
             "submission_move_batch",
@@ -493,22 +492,22 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
 
 
 def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Ledger) -> None:
-    """The worker's settles (`Move.settle`, the mover holding the row) may go by a
-    leaner statement than other moves (PostgreSQL, SQLite): every outcome, and a settle
-    whose lease was lost, ends with the same row, the same returned row and the
-    same event whether the mover had the row or not, by every path."""
+    """A settle (`Settle`) goes by a statement of its own, leaner than a move's: every
+    outcome, and a settle whose lease was lost, ends with the same row, the same
+    returned row and the same event as the same change written as a general `Move`,
+    by every path."""
     import dataclasses
 
-    from denpyo.domain.moves import Move
-    from denpyo.domain.policy import Settlement
+    from denpyo.domain.moves import Settle
+    from denpyo.domain.policy import AttemptDecision
 
     ledger.channel("c")(ok)
     outcomes = [
-        Settlement(Status.SYNCED, remote_id="r-1"),
-        Settlement(Status.FAILED, ErrorKind.TRANSIENT, "HTTP 503", retry_in=30),
-        Settlement(Status.REJECTED, ErrorKind.REJECTED, "HTTP 422: no such customer"),
-        Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, "read timed out", retry_in=5),
-        Settlement(Status.SYNCED),
+        AttemptDecision(Status.SYNCED, remote_id="r-1"),
+        AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "HTTP 503", retry_in=30),
+        AttemptDecision(Status.REJECTED, ErrorKind.REJECTED, "HTTP 422: no such customer"),
+        AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "read timed out", retry_in=5),
+        AttemptDecision(Status.SYNCED),
     ]
     lost = len(outcomes)  # one more row, whose lease another worker took
 
@@ -525,16 +524,14 @@ def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Led
         for known in (True, False):
             prefix = f"{n}-{known}-"
             ledger.enqueue_many("c", [(f"{prefix}{i}", {"i": i}) for i in range(lost + 1)])
-            held = ledger.store.claim("c", worker="claimer", limit=lost + 1, lease=60)
+            held = ledger.store.claim("c", holder="claimer", limit=lost + 1, lease=60)
             held[lost] = dataclasses.replace(held[lost], locked_by="someone else")
-            moves = [
-                Move.settle(sub, "w", outcome, duration_ms=12)
+            settles = [
+                Settle.of(sub, "w", outcome, duration_ms=12)
                 for sub, outcome in zip(held, [*outcomes, outcomes[0]], strict=True)
             ]
-            if not known:
-                moves = [dataclasses.replace(move, row=None) for move in moves]
-            assert all(move.ends_attempt == known for move in moves)
-            returned = apply(moves)
+            changes: list[Any] = settles if known else [s.as_move() for s in settles]
+            returned = apply(changes)
             stored = [ledger.get("c", sub.key) for sub in held]
             events = [
                 [(e.kind, e.from_status, e.to_status, e.attempt, e.actor, e.detail, e.duration_ms)
@@ -562,16 +559,16 @@ def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Le
 
     def moves(row_id: int) -> list[Move]:
         return [
-            Move(row_id, Status.REQUESTING, Status.FAILED, "w1", expect_locked_by="w1",
+            Move(row_id, Status.REQUESTING, Status.FAILED, "w1", holder="w1",
                  event="settle", retry_in=0, error_kind=denpyo.ErrorKind.TRANSIENT,
                  last_error="HTTP 503"),
             Move(row_id, Status.FAILED, Status.REQUESTING, "w2", event="attempt",
-                 locked_by="w2", lease=60, attempt_delta=1, keep_error=True),
+                 new_holder="w2", lease=60, attempt_delta=1, keep_error=True),
         ]  # fmt: skip
 
     for n, apply in enumerate(_move_paths(ledger)):
         ledger.enqueue("c", f"k{n}", {})
-        [claimed] = ledger.store.claim("c", worker="w1", limit=5, lease=60)
+        [claimed] = ledger.store.claim("c", holder="w1", limit=5, lease=60)
         failed, retaken = apply(moves(claimed.id))
         assert failed is not None and failed.status is Status.FAILED
         assert retaken is not None and retaken.status is Status.REQUESTING
@@ -726,8 +723,8 @@ def _expire_lease(ledger: denpyo.Ledger, sub: Submission) -> None:
     from denpyo.domain.moves import Move
 
     [moved] = ledger.store.move(
-        [Move(sub.id, Status.REQUESTING, Status.REQUESTING, "dead", expect_locked_by=sub.locked_by,
-              locked_by=sub.locked_by, lease=0, retry_in=0, keep_error=True)]
+        [Move(sub.id, Status.REQUESTING, Status.REQUESTING, "dead", holder=sub.locked_by,
+              new_holder=sub.locked_by, lease=0, retry_in=0, keep_error=True)]
     )  # fmt: skip
     assert moved is not None and moved.in_doubt
 
@@ -748,7 +745,7 @@ def test_reconcile_settles_expired_leases_by_verdict(
     channel = Script(ok)
     ledger.channel("c", verify=lambda sub: verdict)(channel)
     ledger.enqueue("c", "k", {})
-    [held] = ledger.store.claim("c", worker="crashed-worker", limit=1, lease=60)
+    [held] = ledger.store.claim("c", holder="crashed-worker", limit=1, lease=60)
     _expire_lease(ledger, held)
     report = ledger.reconcile()
     assert report.reconciled == 1
@@ -766,7 +763,7 @@ def test_a_verify_that_finds_the_call_names_its_remote_id_in_the_event(
 ) -> None:
     ledger.channel("c", verify=lambda sub: Delivered("remote-found"))(ok)
     ledger.enqueue("c", "k", {})
-    [held] = ledger.store.claim("c", worker="crashed-worker", limit=1, lease=60)
+    [held] = ledger.store.claim("c", holder="crashed-worker", limit=1, lease=60)
     _expire_lease(ledger, held)
     assert ledger.reconcile().reconciled == 1
     [verify] = [e for e in ledger.events(held.id) if e.kind == "verify"]
@@ -777,7 +774,7 @@ def test_a_verify_that_finds_the_call_names_its_remote_id_in_the_event(
 def test_live_leases_are_left_alone(ledger: denpyo.Ledger) -> None:
     ledger.channel("c", verify=lambda sub: NotDelivered())(ok)
     ledger.enqueue("c", "k", {})
-    ledger.store.claim("c", worker="busy-worker", limit=1, lease=60)
+    ledger.store.claim("c", holder="busy-worker", limit=1, lease=60)
     assert ledger.reconcile().reconciled == 0
     assert ledger.work(until_idle=True, poll_interval=0.01).attempted == 0
 
@@ -793,11 +790,11 @@ def test_ordering_key_sends_one_at_a_time_in_order(ledger: denpyo.Ledger) -> Non
     ledger.channel("c")(record)
     for i in range(6):
         ledger.enqueue("c", f"a{i}", {}, ordering_key="customer:a")
-    claimed = ledger.store.claim("c", worker="w", limit=10, lease=60)
+    claimed = ledger.store.claim("c", holder="w", limit=10, lease=60)
     assert [s.key for s in claimed] == ["a0"]  # followers wait for their head
     ledger.store.move(
         [denpyo.domain.moves.Move(claimed[0].id, Status.REQUESTING, Status.REQUESTING, "w",
-                                  expect_locked_by="w", attempt_delta=-1, retry_in=0)]
+                                  holder="w", attempt_delta=-1, retry_in=0)]
     )  # fmt: skip
     ledger.work(until_idle=True, poll_interval=0.01)
     assert order == [f"a{i}" for i in range(6)]
@@ -832,7 +829,7 @@ def test_a_failed_row_submitted_again_behind_an_open_one_is_left_to_the_worker(
                 Status.REQUESTING,
                 Status.FAILED,
                 "w",
-                expect_locked_by="w",
+                holder="w",
                 error_kind=ErrorKind.TRANSIENT,
                 last_error="HTTP 503",
                 retry_in=0,

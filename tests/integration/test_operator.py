@@ -54,7 +54,7 @@ def in_doubt_requesting(ledger: denpyo.Ledger, key: str, channel_name: str = "em
     sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     S = denpyo.Status
     expire = Move(
-        sub.id, S.REQUESTING, S.REQUESTING, "w/1", expect_locked_by="w/1", locked_by="w/1",
+        sub.id, S.REQUESTING, S.REQUESTING, "w/1", holder="w/1", new_holder="w/1",
         lease=0, retry_in=0, keep_error=True,
     )  # fmt: skip
     [moved] = ledger.store.move([expire])

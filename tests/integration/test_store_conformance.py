@@ -23,8 +23,8 @@ import pytest
 from conftest import asker, driver_connection
 from denpyo import Status
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Move
-from denpyo.domain.policy import Settlement
+from denpyo.domain.moves import Move, Settle
+from denpyo.domain.policy import AttemptDecision
 from denpyo.domain.status import ErrorKind
 from denpyo.domain.submission import Submission
 from denpyo.store import NewSubmission, Store, dialect_of, open_store
@@ -53,7 +53,7 @@ def test_two_claims_at_once_take_disjoint_rows(store: Store, db_url: str, sql: S
 
     def claim(name: str, s: Store) -> None:
         start.wait()
-        claimed[name] = [sub.id for sub in s.claim("c", worker=name, limit=150, lease=60)]
+        claimed[name] = [sub.id for sub in s.claim("c", holder=name, limit=150, lease=60)]
 
     threads = [
         threading.Thread(target=claim, args=("a", store)),
@@ -91,26 +91,24 @@ def test_claim_skips_rows_another_transaction_has_locked(
             cursor.execute("BEGIN")
         for row_id in ids[:5]:
             cursor.execute(f"SELECT id FROM denpyo_submissions WHERE id = {row_id} FOR UPDATE")
-        claimed = store.claim("c", worker="w", limit=10, lease=60)
+        claimed = store.claim("c", holder="w", limit=10, lease=60)
         assert sorted(sub.id for sub in claimed) == ids[5:]
     finally:
         locker.rollback()
         locker.close()
-    assert sorted(sub.id for sub in store.claim("c", worker="w", limit=10, lease=60)) == ids[:5]
+    assert sorted(sub.id for sub in store.claim("c", holder="w", limit=10, lease=60)) == ids[:5]
 
 
 def test_a_move_that_loses_its_compare_and_set_returns_none(store: Store) -> None:
     sub, _ = store.record(new("k"), actor="holder", lease=60)
 
     def to_synced(expect: str | None) -> Move:
-        return Move(
-            sub.id, Status.REQUESTING, Status.SYNCED, "x", expect_locked_by=expect, event="settle"
-        )
+        return Move(sub.id, Status.REQUESTING, Status.SYNCED, "x", holder=expect, event="settle")
 
     # another holder, or "nobody" while a live lease is held: both lose
     assert store.move([to_synced("thief"), to_synced(None)]) == [None, None]
     # a wrong expected status loses too
-    wrong = Move(sub.id, Status.FAILED, Status.SYNCED, "x", expect_locked_by="holder")
+    wrong = Move(sub.id, Status.FAILED, Status.SYNCED, "x", holder="holder")
     assert store.move([wrong]) == [None]
     [won] = store.move([to_synced("holder")])
     assert won is not None and won.status is Status.SYNCED and won.locked_by is None
@@ -123,9 +121,9 @@ def test_an_expired_lease_counts_as_nobody_and_in_doubt(store: Store) -> None:
     sub, _ = store.record(new("k"), actor="holder", lease=60)
     [expired] = store.move([Move.still_in_doubt(sub, "holder", 0, "lease run out")])
     assert expired is not None and expired.in_doubt
-    [verifying] = store.claim("c", worker="r", limit=5, lease=30, in_doubt=True)
+    [verifying] = store.claim("c", holder="r", limit=5, lease=30, in_doubt=True)
     assert verifying.id == sub.id and verifying.locked_by == "r" and not verifying.in_doubt
-    assert store.claim("c", worker="r2", limit=5, lease=30, in_doubt=True) == []
+    assert store.claim("c", holder="r2", limit=5, lease=30, in_doubt=True) == []
 
 
 def test_renewal_extends_only_the_holders_leases(store: Store) -> None:
@@ -321,7 +319,7 @@ def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url:
     the shared "in doubt" predicate must not hide the index's own from the planner.
     PostgreSQL is asked with sequential scans off, so that an empty table's plan shows
     whether the index can serve the query at all."""
-    params = {"channel": "c", "limit": 64, "worker": "w", "lease": 30.0}
+    params = {"channel": "c", "limit": 64, "holder": "w", "lease": 30.0}
     with plans(store, backend, db_url) as plan:
         for name, index in CLAIM_INDEXES[backend].items():
             found = plan(name, params)
@@ -331,19 +329,19 @@ def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url:
 # -- the dashboard's reads ---------------------------------------------------------------
 
 
-def settled(store: Store, key: str, outcome: Settlement, channel: str = "c") -> Submission:
+def settled(store: Store, key: str, outcome: AttemptDecision, channel: str = "c") -> Submission:
     """A row recorded, sent once, and settled with `outcome`."""
     sub, _ = store.record(new(key, channel), actor="h", lease=60)
-    [after] = store.move([Move.settle(sub, "h", outcome, 5)])
+    [after] = store.move([Settle.of(sub, "h", outcome, 5)])
     assert after is not None
     return after
 
 
-SYNCED = Settlement(Status.SYNCED, remote_id="r-1")
-REJECTED = Settlement(Status.REJECTED, ErrorKind.REJECTED, "no such address")
-EXHAUSTED = Settlement(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=None)
-RETRYING = Settlement(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=60)
-AMBIGUOUS = Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=60)
+SYNCED = AttemptDecision(Status.SYNCED, remote_id="r-1")
+REJECTED = AttemptDecision(Status.REJECTED, ErrorKind.REJECTED, "no such address")
+EXHAUSTED = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=None)
+RETRYING = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=60)
+AMBIGUOUS = AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=60)
 
 
 # -- the running counts ----------------------------------------------------------------
@@ -421,7 +419,7 @@ def test_running_counts_follow_every_write(store: Store, backend: str, sql: SQL)
     settle = {
         "synced": SYNCED, "rejected": REJECTED, "exhausted": EXHAUSTED,
         "retrying": RETRYING, "ambiguous": AMBIGUOUS,
-        "held": Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=None),
+        "held": AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=None),
     }  # fmt: skip
     rows = {
         f"{name}{i}": settled(store, f"{name}{i}", outcome, "c" if i % 2 else "d")
@@ -454,7 +452,7 @@ def test_running_counts_follow_every_write(store: Store, backend: str, sql: SQL)
     assert [m is not None for m in store.move(moves)] == [True] * 6 + [False]
     [verified] = store.move([Move.still_in_doubt(rows["ambiguous1"], "v", None, "ask")])
     assert verified is not None and verified.next_attempt_at is None
-    claimed = store.claim("c", worker="w", limit=10, lease=60)
+    claimed = store.claim("c", holder="w", limit=10, lease=60)
     store.renew([(sub.id, "w", 60.0) for sub in claimed])
     store.move([Move.release(claimed[0].id, "w", "not started")])
     own = cast(SqlStore, store)
@@ -525,7 +523,7 @@ def test_counts_fold_while_others_write(store: Store, db_url: str, sql: SQL) -> 
         try:
             for i in range(15):
                 sub, _ = writer.record(new(f"{name}{i}"), actor=name, lease=60)
-                writer.move([Move.settle(sub, name, SYNCED if i % 3 else EXHAUSTED, 5)])
+                writer.move([Settle.of(sub, name, SYNCED if i % 3 else EXHAUSTED, 5)])
         finally:
             writer.close()
 
@@ -686,7 +684,7 @@ def _synced(store: Store, keys: list[str], channel: str = "c") -> list[Any]:
     they share one synced_at, which the audit's paging must step through)."""
     held = [store.record(new(k, channel), actor="h", lease=60)[0] for k in keys]
     moves = [
-        Move(sub.id, Status.REQUESTING, Status.SYNCED, "h", expect_locked_by="h",
+        Move(sub.id, Status.REQUESTING, Status.SYNCED, "h", holder="h",
              event="settle", remote_id=f"r-{sub.key}")
         for sub in held
     ]  # fmt: skip
@@ -735,10 +733,10 @@ def test_the_first_attempt_is_read_from_the_history(store: Store) -> None:
     sub, _ = store.record(new("k"), actor="t")
     first, now = store.first_attempt_at(sub.id)
     assert first is None and now is not None
-    [claimed] = store.claim("c", worker="w", limit=1, lease=60)
+    [claimed] = store.claim("c", holder="w", limit=1, lease=60)
     store.move([Move.release(claimed.id, "w", "given back")])
     time.sleep(0.02)
-    [again] = store.claim("c", worker="w2", limit=1, lease=60)
+    [again] = store.claim("c", holder="w2", limit=1, lease=60)
     assert again.attempts == 1
     attempts = [e.at for e in store.events(sub.id) if e.kind == "attempt"]
     assert len(attempts) == 2

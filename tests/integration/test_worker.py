@@ -74,27 +74,27 @@ def test_until_idle_retries_a_claim_that_failed(
 ) -> None:
     """A claim that fails (a deadlock, a restart) is tried again at the next poll;
     `until_idle` neither stops early as if idle nor gives back what it claimed."""
-    from denpyo.engine.drivers import AsyncDriver
+    from denpyo.engine.runners import AsyncRunner
 
     ledger.channel("c")(lambda sub: "r")
     ledger.enqueue_many("c", [(f"k{i}", {}) for i in range(40)])
-    real_claim, failed = AsyncDriver.claim, Counter[bool]()
+    real_claim, failed = AsyncRunner.claim, Counter[bool]()
 
-    async def flaky_claim(driver: AsyncDriver, *args: Any, in_doubt: bool, **kwargs: Any) -> Any:
+    async def flaky_claim(driver: AsyncRunner, *args: Any, in_doubt: bool, **kwargs: Any) -> Any:
         if not failed or (in_doubt and not failed[True]):  # the first of each kind fails
             failed[in_doubt] += 1
             raise denpyo.StoreError("deadlock detected")
         return await real_claim(driver, *args, in_doubt=in_doubt, **kwargs)
 
-    monkeypatch.setattr(AsyncDriver, "claim", flaky_claim)
+    monkeypatch.setattr(AsyncRunner, "claim", flaky_claim)
     report = ledger.work(until_idle=True, poll_interval=0.01)
     assert failed[False] == 1 and failed[True] == 1
     assert report.outcomes["synced"] == 40 and report.released == 0
 
-    async def down(driver: AsyncDriver, *args: Any, **kwargs: Any) -> Any:
+    async def down(driver: AsyncRunner, *args: Any, **kwargs: Any) -> Any:
         raise denpyo.StoreError("down")
 
-    monkeypatch.setattr(AsyncDriver, "claim", down)
+    monkeypatch.setattr(AsyncRunner, "claim", down)
     ledger.enqueue("c", "late", {})
     with pytest.raises(denpyo.StoreError, match="down"):
         ledger.work(until_idle=True, poll_interval=0.01)
@@ -365,7 +365,7 @@ def test_claim_plan_is_an_index_scan_among_many_settled_rows(postgres_url: str) 
         from denpyo.store.queries import load_queries
 
         claim = load_queries("postgresql")["submission_claim_ready"]
-        params = {"channel": "c", "worker": "w", "limit": 32, "lease": 60.0}
+        params = {"channel": "c", "holder": "w", "limit": 32, "lease": 60.0}
         plan = "\n".join(
             row[0]
             for row in conn.execute(
@@ -390,12 +390,12 @@ def test_stop_gives_rows_being_verified_back_to_doubt_never_to_sending(
     calls: list[str] = []
     ledger.channel("c", verify=slow_verify, lease=30)(lambda sub: calls.append(sub.key))
     ledger.enqueue("c", "k", {})
-    [held] = ledger.store.claim("c", worker="crashed", limit=1, lease=30)
+    [held] = ledger.store.claim("c", holder="crashed", limit=1, lease=30)
     from denpyo.domain.moves import Move
 
     ledger.store.move(
-        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "crashed", expect_locked_by="crashed",
-              locked_by="crashed", lease=0, retry_in=0, keep_error=True)]
+        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "crashed", holder="crashed",
+              new_holder="crashed", lease=0, retry_in=0, keep_error=True)]
     )  # fmt: skip
 
     try:

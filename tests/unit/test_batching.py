@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from denpyo.engine.batching import SettleBatcher
+from denpyo.engine.batching import GroupCommit
 
 
 async def echo(moves: Sequence[Any]) -> list[Any]:
@@ -22,7 +22,7 @@ async def echo(moves: Sequence[Any]) -> list[Any]:
 def test_a_settle_queued_as_the_last_flush_ends_is_still_committed() -> None:
     async def main() -> dict[str, list[Any]]:
         committed: dict[str, list[Any]] = {}
-        batcher: SettleBatcher[str] = SettleBatcher(
+        batcher: GroupCommit[str] = GroupCommit(
             echo, lambda waiter, moves, results, error: committed.setdefault(waiter, results)
         )
         for round_ in range(200):
@@ -50,7 +50,7 @@ def test_a_failed_commit_reaches_every_flow_in_it() -> None:
 
     async def main() -> list[tuple[str, Any, Any]]:
         seen: list[tuple[str, Any, Any]] = []
-        batcher: SettleBatcher[str] = SettleBatcher(
+        batcher: GroupCommit[str] = GroupCommit(
             fail, lambda waiter, moves, results, error: seen.append((waiter, results, error))
         )
         batcher.add(["m1"], "one")
@@ -72,7 +72,7 @@ def test_a_callback_that_fails_for_one_flow_strands_no_other(
         seen.append(waiter)
 
     async def main() -> None:
-        batcher: SettleBatcher[str] = SettleBatcher(echo, committed)
+        batcher: GroupCommit[str] = GroupCommit(echo, committed)
         batcher.add(["m1"], "broken")
         batcher.add(["m2"], "after")
         await asyncio.sleep(0.01)

@@ -10,9 +10,9 @@ from denpyo.domain.policy import (
     OutcomeKind,
     RetryPolicy,
     classify_exception,
+    decide_attempt,
     decide_in_doubt,
     resend_in_window,
-    settle,
     window_closes_at,
 )
 from denpyo.errors import ConfigurationError
@@ -63,32 +63,32 @@ def policy(**kw: object) -> RetryPolicy:
 
 
 def test_settle_synced_and_rejected() -> None:
-    done = settle(1, Outcome(OutcomeKind.SYNCED, remote_id="r"), policy())
+    done = decide_attempt(1, Outcome(OutcomeKind.SYNCED, remote_id="r"), policy())
     assert (done.status, done.remote_id, done.alert) == (Status.SYNCED, "r", None)
-    refused = settle(1, Outcome(OutcomeKind.REJECTED, error="bad"), policy())
+    refused = decide_attempt(1, Outcome(OutcomeKind.REJECTED, error="bad"), policy())
     assert refused.status is Status.REJECTED and refused.error_kind is ErrorKind.REJECTED
     assert refused.alert is not None and refused.alert.reason == "rejected"
     assert refused.retry_in is None
 
 
 def test_settle_transient_retries_then_exhausts() -> None:
-    first = settle(1, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
+    first = decide_attempt(1, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
     assert (first.status, first.retry_in, first.alert) == (Status.FAILED, 2.0, None)
-    last = settle(3, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
+    last = decide_attempt(3, Outcome(OutcomeKind.TRANSIENT, error="503"), policy())
     assert last.retry_in is None and last.alert is not None and last.alert.reason == "exhausted"
 
 
 def test_settle_ambiguous_depends_on_verify_and_idempotency() -> None:
     timeout = Outcome(OutcomeKind.AMBIGUOUS, error="TimeoutError")
-    verified = settle(1, timeout, policy(can_verify=True))
+    verified = decide_attempt(1, timeout, policy(can_verify=True))
     assert verified.error_kind is ErrorKind.AMBIGUOUS and verified.retry_in == 2.0
     assert verified.alert is None
     # still verified after the last attempt: verify may find it arrived
-    assert settle(3, timeout, policy(can_verify=True)).retry_in == 8.0
-    assert settle(1, timeout, policy(idempotent=True)).retry_in == 2.0
-    exhausted = settle(3, timeout, policy(idempotent=True))
+    assert decide_attempt(3, timeout, policy(can_verify=True)).retry_in == 8.0
+    assert decide_attempt(1, timeout, policy(idempotent=True)).retry_in == 2.0
+    exhausted = decide_attempt(3, timeout, policy(idempotent=True))
     assert exhausted.retry_in is None and exhausted.alert and exhausted.alert.reason == "exhausted"
-    held = settle(1, timeout, policy())
+    held = decide_attempt(1, timeout, policy())
     assert held.retry_in is None and held.alert and held.alert.reason == "in_doubt"
 
 
@@ -98,7 +98,7 @@ def test_decide_in_doubt() -> None:
     assert decide_in_doubt(3, NotDelivered(), policy()).next is Next.GIVE_UP
     unknown = decide_in_doubt(1, Unknown("503"), policy())
     assert unknown.next is Next.RECHECK and unknown.retry_in and unknown.alert
-    assert decide_in_doubt(1, None, policy()).next is Next.HOLD
+    assert decide_in_doubt(1, None, policy()).next is Next.ASK_PERSON
     assert decide_in_doubt(1, None, policy(idempotent=True)).next is Next.RESEND
     assert decide_in_doubt(3, None, policy(idempotent=True)).next is Next.GIVE_UP
 
@@ -106,7 +106,9 @@ def test_decide_in_doubt() -> None:
 def test_past_the_idempotency_window_an_in_doubt_row_is_never_resent_blind() -> None:
     idempotent = policy(idempotent=True)
     held = decide_in_doubt(1, None, idempotent, window_closed=True)
-    assert held.next is Next.HOLD and held.alert is not None and held.alert.reason == "in_doubt"
+    assert (
+        held.next is Next.ASK_PERSON and held.alert is not None and held.alert.reason == "in_doubt"
+    )
     assert "idempotency window" in held.alert.message
     # a verdict decides as before: the provider was asked, not trusted to deduplicate
     assert decide_in_doubt(1, NotDelivered(), idempotent, window_closed=True).next is Next.RESEND

@@ -1,11 +1,19 @@
-"""A `Move`: one compare-and-set update of a submission, as the store performs it."""
+"""The changes the store applies to a row, each one compare-and-set with its event.
+
+- `Move`: any change of a row's state (a claim, a verify's verdict, a person's
+  resolution), guarded by the status and holder it expects.
+- `Settle`: the end of an attempt, by the holder that made it. It is the
+  commonest write of all (every call ends in one), so it is a type of its own
+  that the store writes by a statement of its own, knowing its shape.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from denpyo.domain.limits import storable_text
-from denpyo.domain.policy import Settlement
+from denpyo.domain.policy import AttemptDecision
 from denpyo.domain.status import ALLOWED_MOVES, ErrorKind, Status, check_move
 from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidInput
@@ -16,12 +24,12 @@ _TEXT_FIELDS = ("remote_id", "last_error", "resolution", "detail")
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """Change one row from (`from_status`, held by `expect_locked_by`) to a new state.
+    """Change one row from (`from_status`, held by `holder`) to a new state.
 
     The store applies it as a single UPDATE guarded by the expected status and
     lock holder, and writes the event row in the same transaction: if another
     process moved the row first, nothing changes and the caller learns it lost.
-    `expect_locked_by=None` means "nobody holds a live lease on the row". A row a
+    `holder=None` means "nobody holds a live lease on the row". A row a
     person resolved is final for the engine: of the moves on a row nobody holds,
     only one that writes a resolution itself (a person's) applies to it, so a
     claim, a submit or a retry that read the row before the person acted loses;
@@ -41,9 +49,9 @@ class Move:
     from_status: Status
     to_status: Status
     actor: str
-    expect_locked_by: str | None = None
+    holder: str | None = None
     event: str | None = None  # the event kind to write; None writes none
-    locked_by: str | None = None
+    new_holder: str | None = None
     lease: float | None = None
     attempt_delta: int = 0
     retry_in: float | None = None
@@ -58,13 +66,13 @@ class Move:
 
     # -- the engine's moves ------------------------------------------------------------
     #
-    # A lease of `seconds` > 0 holds the row for `token`; `lease=0` sets `locked_until`
+    # A lease of `seconds` > 0 holds the row for `holder`; `lease=0` sets `locked_until`
     # to now, an expired lease, so that an in-doubt `requesting` row stays recognisable
     # as one; `lease=None` clears it. These special values live here and nowhere else.
 
     @classmethod
     def claim(
-        cls, submission_id: int, status: Status, token: str, seconds: float, *, verify: bool
+        cls, submission_id: int, status: Status, holder: str, seconds: float, *, verify: bool
     ) -> Move:
         """A worker takes a due row: to send it (its next attempt starts, `requesting`),
         or, in doubt, only to verify it (its status stays)."""
@@ -72,23 +80,23 @@ class Move:
             submission_id,
             status,
             status if verify else Status.REQUESTING,
-            token,
+            holder,
             event=None if verify else "attempt",
-            locked_by=token,
+            new_holder=holder,
             lease=seconds,
             attempt_delta=0 if verify else 1,
             keep_error=True,
         )
 
     @classmethod
-    def hold_to_verify(cls, sub: Submission, token: str, seconds: float) -> Move:
+    def take_to_verify(cls, sub: Submission, holder: str, seconds: float) -> Move:
         """An inline submit takes an in-doubt row of its key, to verify it first."""
         return cls(
             sub.id,
             sub.status,
             sub.status,
-            token,
-            locked_by=token,
+            holder,
+            new_holder=holder,
             lease=seconds,
             keep_error=True,
             row=sub,
@@ -96,62 +104,23 @@ class Move:
 
     @classmethod
     def start_attempt(
-        cls, sub: Submission, token: str, seconds: float, note: str, expect: str | None
+        cls, sub: Submission, new_holder: str, seconds: float, note: str, holder: str | None
     ) -> Move:
-        """The next attempt on a row: `requesting`, held by a fresh `token`, attempts + 1
-        (from a row held by `expect`, or from one nobody holds)."""
+        """The next attempt on a row: `requesting`, held by a fresh `new_holder`,
+        attempts + 1 (from a row held by `holder`, or from one nobody holds)."""
         return cls(
             sub.id,
             sub.status,
             Status.REQUESTING,
-            token,
-            expect_locked_by=expect,
+            new_holder,
+            holder=holder,
             event="attempt",
-            locked_by=token,
+            new_holder=new_holder,
             lease=seconds,
             attempt_delta=1,
             keep_error=True,
             detail=note,
             row=sub,
-        )
-
-    @classmethod
-    def settle(
-        cls, sub: Submission, actor: str, settled: Settlement, duration_ms: int | None
-    ) -> Move:
-        """Record how an attempt on a row this actor holds ended."""
-        return cls(
-            sub.id,
-            Status.REQUESTING,
-            settled.status,
-            actor,
-            expect_locked_by=sub.locked_by,
-            event="settle",
-            retry_in=settled.retry_in,
-            remote_id=settled.remote_id,
-            error_kind=settled.error_kind,
-            last_error=settled.last_error,
-            detail=settled.last_error or settled.remote_id,
-            duration_ms=duration_ms,
-            row=sub,
-        )
-
-    @property
-    def ends_attempt(self) -> bool:
-        """Made by `settle`: an attempt its holder ends, unlocked, the row's payload
-        known to the mover, the event's detail its error or remote id. A store may
-        write such moves by a leaner statement that knows the rest of this shape."""
-        return (
-            self.event == "settle"
-            and self.from_status is Status.REQUESTING
-            and self.expect_locked_by is not None
-            and self.row is not None
-            and self.locked_by is None
-            and self.lease is None
-            and self.attempt_delta == 0
-            and not self.keep_error
-            and self.resolution is None
-            and self.detail == (self.last_error or self.remote_id)
         )
 
     @classmethod
@@ -165,7 +134,7 @@ class Move:
             sub.status,
             Status.SYNCED,
             actor,
-            expect_locked_by=sub.locked_by,
+            holder=sub.locked_by,
             event="verify",
             remote_id=remote_id,
             detail=note if remote_id is None else f"{note}, remote id {remote_id}",
@@ -180,7 +149,7 @@ class Move:
             sub.status,
             Status.FAILED,
             actor,
-            expect_locked_by=sub.locked_by,
+            holder=sub.locked_by,
             event="verify",
             error_kind=kind,
             last_error=note,
@@ -197,7 +166,7 @@ class Move:
             sub.status,
             sub.status,
             actor,
-            expect_locked_by=sub.locked_by,
+            holder=sub.locked_by,
             event="verify",
             lease=0 if sub.status is Status.REQUESTING else None,
             retry_in=retry_in,
@@ -207,15 +176,15 @@ class Move:
         )
 
     @classmethod
-    def release(cls, submission_id: int, token: str, detail: str) -> Move:
+    def release(cls, submission_id: int, holder: str, detail: str) -> Move:
         """Give back a row held for an attempt whose call never started: due again at
-        once, its attempt undone, unlocked (held by `token` until now)."""
+        once, its attempt undone, unlocked (held by `holder` until now)."""
         return cls(
             submission_id,
             Status.REQUESTING,
             Status.REQUESTING,
-            token,
-            expect_locked_by=token,
+            holder,
+            holder=holder,
             event="released",
             attempt_delta=-1,
             retry_in=0,
@@ -224,7 +193,7 @@ class Move:
         )
 
     @classmethod
-    def unhold(cls, submission_id: int, status: Status, token: str) -> Move:
+    def release_to_doubt(cls, submission_id: int, status: Status, holder: str) -> Move:
         """Give back a row held only to be verified: in doubt again, due for the next
         reconciler (a `requesting` row keeps an expired lease, so it stays recognisable)."""
         doubtful = status is Status.REQUESTING
@@ -232,8 +201,8 @@ class Move:
             submission_id,
             status,
             status,
-            token,
-            expect_locked_by=token,
+            holder,
+            holder=holder,
             lease=0 if doubtful else None,
             retry_in=0,
             keep_error=True,
@@ -357,3 +326,82 @@ class Move:
                 f"a move of submission {self.submission_id} was given submission "
                 f"{self.row.id} as its row"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Record how an attempt ended, on the row its holder holds: `requesting`, held by
+    `row.locked_by`, moves to `to_status`, unlocked, with a `settle` event whose detail
+    is its error or remote id. If the holder lost the row meanwhile, nothing changes.
+
+    `row` is the row as held: the settled row takes from it everything a settle
+    does not change, so the store sends back only what the statement computed.
+    """
+
+    event: ClassVar[str] = "settle"
+    from_status: ClassVar[Status] = Status.REQUESTING
+
+    row: Submission
+    actor: str
+    to_status: Status
+    retry_in: float | None = None
+    remote_id: str | None = None
+    error_kind: ErrorKind | None = None
+    last_error: str | None = None
+    duration_ms: int | None = None
+
+    @classmethod
+    def of(
+        cls, sub: Submission, actor: str, decided: AttemptDecision, duration_ms: int | None
+    ) -> Settle:
+        """The settle of an attempt on `sub` as the policy decided it."""
+        return cls(
+            sub,
+            actor,
+            decided.status,
+            decided.retry_in,
+            decided.remote_id,
+            decided.error_kind,
+            decided.last_error,
+            duration_ms,
+        )
+
+    @property
+    def submission_id(self) -> int:
+        return self.row.id
+
+    def as_move(self) -> Move:
+        """The same change as a general `Move`: what the settle statements are
+        checked against, in the tests and bench/."""
+        return Move(
+            self.submission_id, Status.REQUESTING, self.to_status, self.actor,
+            holder=self.holder, event=self.event, retry_in=self.retry_in,
+            remote_id=self.remote_id, error_kind=self.error_kind,
+            last_error=self.last_error, detail=self.detail, duration_ms=self.duration_ms,
+            row=self.row,
+        )  # fmt: skip
+
+    @property
+    def holder(self) -> str | None:
+        return self.row.locked_by
+
+    @property
+    def detail(self) -> str | None:
+        return self.last_error or self.remote_id
+
+    def __post_init__(self) -> None:
+        if self.to_status is Status.REQUESTING:
+            raise InvalidInput("an attempt ends synced, failed or rejected, not requesting")
+        check_move(Status.REQUESTING, self.to_status)
+        if self.row.locked_by is None:
+            raise InvalidInput(f"submission {self.row.id}: only its holder settles an attempt")
+        for name in ("remote_id", "last_error"):
+            value = getattr(self, name)
+            if value is not None:
+                kept = storable_text(value)
+                if kept is not value:
+                    object.__setattr__(self, name, kept)
+
+
+Change = Move | Settle
+"""What `Store.move` applies: each a compare-and-set with its event."""

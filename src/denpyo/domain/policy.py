@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
+from denpyo.domain.alert import Alert
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
@@ -66,22 +67,14 @@ class RetryPolicy:
         require(self.max_attempts >= 1, "max_attempts must be at least 1")
 
     @property
-    def settles_doubt(self) -> bool:
+    def decides_doubt(self) -> bool:
         """A row in doubt is settled without a person: verified, or resent under its
         key (see `decide_in_doubt`)."""
         return self.can_verify or self.idempotent
 
 
 @dataclass(frozen=True, slots=True)
-class Alarm:
-    """Why a person should look: `reason` is rejected, exhausted or in_doubt."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Settlement:
+class AttemptDecision:
     """How to record an attempt's outcome on a `requesting` row."""
 
     status: Status
@@ -89,53 +82,53 @@ class Settlement:
     last_error: str | None = None
     remote_id: str | None = None
     retry_in: float | None = None  # seconds to the next automatic step; None: none
-    alert: Alarm | None = None  # why a person should look, if they should
+    alert: Alert | None = None  # why a person should look, if they should
 
 
-def settle(
+def decide_attempt(
     attempts: int, outcome: Outcome, policy: RetryPolicy, rng: random.Random | None = None
-) -> Settlement:
+) -> AttemptDecision:
     """Record `outcome` of attempt number `attempts`."""
     if outcome.kind is OutcomeKind.SYNCED:
-        return Settlement(Status.SYNCED, remote_id=outcome.remote_id)
+        return AttemptDecision(Status.SYNCED, remote_id=outcome.remote_id)
     if outcome.kind is OutcomeKind.REJECTED:
-        return Settlement(
+        return AttemptDecision(
             Status.REJECTED,
             ErrorKind.REJECTED,
             outcome.error,
-            alert=Alarm("rejected", f"rejected by the provider: {outcome.error}"),
+            alert=Alert("rejected", f"rejected by the provider: {outcome.error}"),
         )
     exhausted = attempts >= policy.max_attempts
     delay = policy.backoff.delay(attempts, retry_after=outcome.retry_after, rng=rng)
     if outcome.kind is OutcomeKind.TRANSIENT:
         if exhausted:
-            return Settlement(
+            return AttemptDecision(
                 Status.FAILED,
                 ErrorKind.TRANSIENT,
                 outcome.error,
-                alert=Alarm(
+                alert=Alert(
                     "exhausted",
                     f"attempts exhausted ({attempts}/{policy.max_attempts}): {outcome.error}",
                 ),
             )
-        return Settlement(Status.FAILED, ErrorKind.TRANSIENT, outcome.error, retry_in=delay)
+        return AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, outcome.error, retry_in=delay)
     # Ambiguous: the call may have arrived.
     if policy.can_verify:
         # Verified later even when attempts are exhausted: verify may still find it arrived.
-        return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
+        return AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
     if policy.idempotent and not exhausted:
-        return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
-    alarm = (
-        Alarm(
+        return AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, retry_in=delay)
+    alert = (
+        Alert(
             "exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts}): {outcome.error}"
         )
         if policy.idempotent
-        else Alarm(
+        else Alert(
             "in_doubt",
             f"in doubt: the channel has no verify and is not idempotent: {outcome.error}",
         )
     )
-    return Settlement(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, alert=alarm)
+    return AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, outcome.error, alert=alert)
 
 
 class Next(Enum):
@@ -145,15 +138,15 @@ class Next(Enum):
     RESEND = "resend"  # never arrived (or idempotent): send again under the same key
     GIVE_UP = "give_up"  # never arrived, but no attempts left: failed, exhausted
     RECHECK = "recheck"  # the provider cannot tell: ask again later
-    HOLD = "hold"  # nothing can decide it: wait for a person
+    ASK_PERSON = "ask_person"  # nothing can decide it: wait for a person
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class DoubtDecision:
     next: Next
     remote_id: str | None = None
     retry_in: float | None = None
-    alert: Alarm | None = None
+    alert: Alert | None = None
     note: str = ""
 
 
@@ -186,7 +179,7 @@ def decide_in_doubt(
     rng: random.Random | None = None,
     *,
     window_closed: bool = False,
-) -> Decision:
+) -> DoubtDecision:
     """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify).
 
     `window_closed`: the provider may have forgotten the row's idempotency key (the
@@ -196,9 +189,9 @@ def decide_in_doubt(
     exhausted = attempts >= policy.max_attempts
     if verdict is None:
         if policy.idempotent and window_closed and not exhausted:
-            return Decision(
-                Next.HOLD,
-                alert=Alarm(
+            return DoubtDecision(
+                Next.ASK_PERSON,
+                alert=Alert(
                     "in_doubt",
                     "in doubt: the provider's idempotency window has closed, so a resend "
                     "under the same key could act twice; a person must check the provider",
@@ -206,9 +199,9 @@ def decide_in_doubt(
                 note="idempotency window closed: held for a person",
             )
         if not policy.idempotent:
-            return Decision(
-                Next.HOLD,
-                alert=Alarm(
+            return DoubtDecision(
+                Next.ASK_PERSON,
+                alert=Alert(
                     "in_doubt",
                     "in doubt: the channel has no verify and is not idempotent; "
                     "a person must check the provider",
@@ -216,29 +209,31 @@ def decide_in_doubt(
                 note="no verify, not idempotent: held for a person",
             )
         if exhausted:
-            return Decision(
+            return DoubtDecision(
                 Next.GIVE_UP,
-                alert=Alarm("exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts})"),
+                alert=Alert("exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts})"),
                 note="idempotent channel, attempts exhausted",
             )
-        return Decision(Next.RESEND, note="idempotent channel: resent under the same key")
+        return DoubtDecision(Next.RESEND, note="idempotent channel: resent under the same key")
     if isinstance(verdict, Delivered):
-        return Decision(Next.MARK_SYNCED, remote_id=verdict.remote_id, note="verify: delivered")
+        return DoubtDecision(
+            Next.MARK_SYNCED, remote_id=verdict.remote_id, note="verify: delivered"
+        )
     if isinstance(verdict, NotDelivered):
         if exhausted:
-            return Decision(
+            return DoubtDecision(
                 Next.GIVE_UP,
-                alert=Alarm(
+                alert=Alert(
                     "exhausted",
                     f"verified not delivered; attempts exhausted "
                     f"({attempts}/{policy.max_attempts})",
                 ),
                 note="verify: not delivered; attempts exhausted",
             )
-        return Decision(Next.RESEND, note="verify: not delivered; resent under the same key")
-    return Decision(
+        return DoubtDecision(Next.RESEND, note="verify: not delivered; resent under the same key")
+    return DoubtDecision(
         Next.RECHECK,
         retry_in=policy.backoff.delay(max(attempts, 1), rng=rng),
-        alert=Alarm("in_doubt", f"in doubt: verify could not tell ({verdict.why})"),
+        alert=Alert("in_doubt", f"in doubt: verify could not tell ({verdict.why})"),
         note=f"verify: unknown ({verdict.why})",
     )

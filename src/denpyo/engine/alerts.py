@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from denpyo.domain.alert import Alert
 from denpyo.domain.submission import Submission
 
+__all__ = ["Alert", "AlertHandler", "Alerts"]
+
 log = logging.getLogger("denpyo.alerts")
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """Why a person should look at a submission now."""
-
-    reason: str  # "rejected", "exhausted", "in_doubt"; "renewal_failing" (no submission)
-    message: str
-    submission: Submission | None
-
-    def __str__(self) -> str:
-        sub = self.submission
-        if sub is None:
-            return f"[{self.reason}] {self.message}"
-        return f"[{self.reason}] {sub.channel}:{sub.key} (id {sub.id}): {self.message}"
-
 
 AlertHandler = Callable[[Alert], None]
 
@@ -44,7 +30,9 @@ class Alerts:
         return handler
 
     def raise_alert(self, reason: str, message: str, submission: Submission | None) -> Alert:
-        alert = Alert(reason, message, submission)
+        return self.tell(Alert(reason, message, submission))
+
+    def tell(self, alert: Alert) -> Alert:
         log.warning("%s", alert)
         for handler in self.handlers:
             try:

@@ -37,8 +37,8 @@ from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.drivers import SyncDriver
 from denpyo.engine.flows import Check
+from denpyo.engine.runners import SyncRunner
 from denpyo.errors import ConfigurationError, InvalidInput
 from denpyo.store import Store
 
@@ -53,7 +53,7 @@ class Auditor:
     """Runs audits for a ledger: its store, its private loop (where an async
     `list_remote` runs, beside the async channels) and its sync driver (verify)."""
 
-    def __init__(self, store: Store, bridge: LoopThread, driver: SyncDriver) -> None:
+    def __init__(self, store: Store, bridge: LoopThread, driver: SyncRunner) -> None:
         self.store = store
         self.bridge = bridge
         self.driver = driver

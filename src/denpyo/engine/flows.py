@@ -1,12 +1,12 @@
 """The engine's flows, written once for synchronous and asynchronous callers.
 
 Each flow is a generator that yields *effects* (a store operation, a call to
-the provider, a verify) and receives their results; a driver (`drivers.py`)
+the provider, a verify) and receives their results; a runner (`runners.py`)
 performs them, blocking or awaiting. So `submit` and `asubmit`, the worker
 and `reconcile`, all run the same decisions in the same order.
 
 What a crash leaves behind is noted at each effect: the row is always
-committed before the call leaves, so a crash between `Call` and `Settle` leaves
+committed before the call leaves, so a crash between `Call` and `Apply` leaves
 a `requesting` row whose lease runs out, which the reconciler verifies.
 """
 
@@ -19,10 +19,11 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpyo.domain.alert import Alert
 from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_payload
-from denpyo.domain.moves import Move
-from denpyo.domain.policy import Alarm, Next, decide_in_doubt, resend_in_window, settle
+from denpyo.domain.moves import Change, Move, Settle
+from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Verdict
@@ -45,11 +46,12 @@ class StoreOp:
 
 
 @dataclass(frozen=True, slots=True)
-class Settle:
-    """Apply moves in one transaction (a worker may group several flows' moves
-    into one commit); the flow receives one Submission or None per move."""
+class Apply:
+    """Apply changes (moves, settles) in one transaction (a worker may group several
+    flows' changes into one commit); the flow receives one Submission or None per
+    change."""
 
-    moves: Sequence[Move]
+    changes: Sequence[Change]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +77,27 @@ class CallResult:
     duration_ms: int = 0
 
 
-Effect = StoreOp | Settle | Call | Check
+Effect = StoreOp | Apply | Call | Check
 Flow = Generator[Effect, Any, Submission]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A flow has ended; `value` is what it returned (its row as it ended)."""
+
+    value: Any
+
+
+def step(
+    flow: Generator[Effect, Any, Any], value: Any = None, error: BaseException | None = None
+) -> Effect | Done:
+    """Advance a flow to its next effect: send it the last effect's result, or throw
+    the error the effect raised into it. Every runner, the worker's too, steps flows
+    by this one function."""
+    try:
+        return flow.throw(error) if error is not None else flow.send(value)
+    except StopIteration as stop:
+        return Done(stop.value)
 
 
 class Flows:
@@ -91,17 +112,17 @@ class Flows:
         self.calls = calls or CallObservers()
         self._holds = itertools.count(1)
 
-    def hold(self) -> str:
-        """A fresh lock token. Every hold of a row is unique, so a sender whose
-        lease ran out can never settle a row that someone has since taken, even
-        within the same process."""
+    def new_holder(self) -> str:
+        """A fresh holder for a row (written to `locked_by`). Every hold of a row is
+        unique, so a sender whose lease ran out can never settle a row that someone
+        has since taken, even within the same process."""
         return f"{self.actor}/{next(self._holds)}"
 
     def submit(self, spec: ChannelSpec, new: NewSubmission) -> Flow:
         """Record, then call, then settle. The row is committed before the call."""
         since = time.monotonic()  # before the lease starts by the database's clock
         sub, created = yield StoreOp(
-            self.store.record, (new,), {"actor": self.hold(), "lease": spec.lease}
+            self.store.record, (new,), {"actor": self.new_holder(), "lease": spec.lease}
         )
         if created:
             held = sub.held(Lease(spec.lease, since))
@@ -124,15 +145,15 @@ class Flows:
         if sub.status in FINAL or sub.in_flight:
             return sub
         if sub.in_doubt:
-            held = yield from self._settle(Move.hold_to_verify(sub, self.hold(), spec.lease))
+            held = yield from self._apply(Move.take_to_verify(sub, self.new_holder(), spec.lease))
             if held is None:
                 return (yield from self._reread(sub))
-            return (yield from self.settle_in_doubt(spec, held))
+            return (yield from self.reconcile(spec, held))
         if sub.status is Status.FAILED and sub.error_kind is not ErrorKind.TRANSIENT:
             return sub
         if (yield from self._waits_in_order(sub)):
             return sub  # a worker retries it in its turn
-        held = yield from self._settle(self._start(spec, sub, "resubmitted"))
+        held = yield from self._apply(self._start(spec, sub, "resubmitted"))
         if held is None:
             return (yield from self._reread(sub))
         return (yield from self.attempt(spec, held))
@@ -145,8 +166,8 @@ class Flows:
             return (yield from self._give_back(sub, f"not sent: {result.error}"))
         outcome = spec.outcome(result.value, result.error)
         self.calls.called(spec.name, outcome.kind, result.duration_ms)
-        decided = settle(sub.attempts, outcome, spec.policy)
-        after = yield from self._settle(Move.settle(sub, self.actor, decided, result.duration_ms))
+        decided = decide_attempt(sub.attempts, outcome, spec.policy)
+        after = yield from self._apply(Settle.of(sub, self.actor, decided, result.duration_ms))
         if after is None:
             log.warning(
                 "lease lost on %s:%s (id %s): another process took the row while it was "
@@ -154,10 +175,10 @@ class Flows:
                 sub.channel, sub.key, sub.id, outcome.kind.value,
             )  # fmt: skip
             return (yield from self._reread(sub))
-        self._alarm(decided.alert, after)
+        self._alert(decided.alert, after)
         return after
 
-    def settle_in_doubt(self, spec: ChannelSpec, sub: Submission) -> Flow:
+    def reconcile(self, spec: ChannelSpec, sub: Submission) -> Flow:
         """Decide a row this actor holds for verification: synced, resent, or held."""
         verdict: Verdict | None = None
         if spec.verify is not None:
@@ -169,8 +190,8 @@ class Flows:
         decision = decide_in_doubt(sub.attempts, verdict, spec.policy, window_closed=window_closed)
         if decision.next is Next.RESEND:
             # Never arrived (or the provider dedups): the same key goes out again.
-            held = yield from self._settle(
-                self._start(spec, sub, decision.note, expect=sub.locked_by)
+            held = yield from self._apply(
+                self._start(spec, sub, decision.note, holder=sub.locked_by)
             )
             if held is None:
                 return (yield from self._reread(sub))
@@ -180,12 +201,12 @@ class Flows:
         elif decision.next is Next.GIVE_UP:
             kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
             move = Move.verified_given_up(sub, self.actor, kind, decision.note)
-        else:  # RECHECK later, or HOLD for a person; the row stays in doubt
+        else:  # RECHECK later, or ASK_PERSON; the row stays in doubt
             move = Move.still_in_doubt(sub, self.actor, decision.retry_in, decision.note)
-        after = yield from self._settle(move)
+        after = yield from self._apply(move)
         if after is None:
             return (yield from self._reread(sub))
-        self._alarm(decision.alert, after)
+        self._alert(decision.alert, after)
         return after
 
     def _waits_in_order(self, sub: Submission) -> Generator[Effect, Any, bool]:
@@ -200,26 +221,27 @@ class Flows:
         behind an open one of its ordering key, for the worker's claim, which sends
         them in order). If another sender took it meanwhile, the compare-and-set loses
         and the row is theirs."""
-        released = yield from self._settle(Move.release(sub.id, sub.locked_by or "", detail))
+        released = yield from self._apply(Move.release(sub.id, sub.locked_by or "", detail))
         return released or (yield from self._reread(sub))
 
     def _start(
-        self, spec: ChannelSpec, sub: Submission, note: str, expect: str | None = None
+        self, spec: ChannelSpec, sub: Submission, note: str, holder: str | None = None
     ) -> Move:
-        """Begin the next attempt on a row: `requesting`, held, attempts + 1."""
-        return Move.start_attempt(sub, self.hold(), spec.lease, note, expect)
+        """Begin the next attempt on a row (held by `holder`, or by nobody):
+        `requesting`, held anew, attempts + 1."""
+        return Move.start_attempt(sub, self.new_holder(), spec.lease, note, holder)
 
-    def _settle(self, move: Move) -> Generator[Effect, Any, Submission | None]:
-        """Apply one move. A row it holds (`lease` > 0) carries this process's own
-        deadline for starting its call, counted from before the move was sent."""
+    def _apply(self, change: Change) -> Generator[Effect, Any, Submission | None]:
+        """Apply one change. A row a move holds (`lease` > 0) carries this process's
+        own deadline for starting its call, counted from before the move was sent."""
         since = time.monotonic()
-        settled: list[Submission | None] = yield Settle([move])
-        after = settled[0]
-        if after is None or not move.lease:
+        applied: list[Submission | None] = yield Apply([change])
+        after = applied[0]
+        if after is None or isinstance(change, Settle) or not change.lease:
             return after
-        lease = move.row.lease if move.row is not None else None
+        lease = change.row.lease if change.row is not None else None
         if lease is None:
-            return after.held(Lease(move.lease, since))
+            return after.held(Lease(change.lease, since))
         lease.renewed(since)
         return after.held(lease)
 
@@ -236,6 +258,6 @@ class Flows:
         current: Submission | None = yield StoreOp(self.store.get, (sub.id,))
         return current if current is not None else sub
 
-    def _alarm(self, alarm: Alarm | None, sub: Submission) -> None:
-        if alarm is not None:
-            self.alerts.raise_alert(alarm.reason, alarm.message, sub)
+    def _alert(self, alert: Alert | None, sub: Submission) -> None:
+        if alert is not None:
+            self.alerts.tell(alert.about(sub))

@@ -26,10 +26,10 @@ from denpyo.engine.alerts import AlertHandler, Alerts
 from denpyo.engine.audit import Auditor, Progress
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
-from denpyo.engine.drivers import AsyncDriver, SyncDriver
 from denpyo.engine.flows import Flows
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.observers import CallHandler, CallObservers
+from denpyo.engine.runners import AsyncRunner, SyncRunner
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
     ConfigurationError,
@@ -44,6 +44,7 @@ from denpyo.errors import (
     UnknownChannel,
 )
 from denpyo.store import NewSubmission, Store, open_store
+from denpyo.store.base import AsyncStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -90,7 +91,7 @@ class Ledger:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.bridge = LoopThread()
         self.flows = Flows(self.store, self.alerts, self.new_actor("app"), self.calls)
-        self._sync = SyncDriver(self.store, self.bridge)
+        self._sync = SyncRunner(self.store, self.bridge)
         self._db: ThreadPoolExecutor | None = None
         self._calls: ThreadPoolExecutor | None = None
 
@@ -185,7 +186,7 @@ class Ledger:
     ) -> Submission:
         """`submit` for asyncio applications."""
         spec, new = self._prepare(channel, key, payload, ordering_key)
-        sub = await self.async_driver().run(self.flows.submit(spec, new))
+        sub = await self.async_runner().run(self.flows.submit(spec, new))
         return self._checked(new, sub)
 
     def enqueue(
@@ -267,7 +268,7 @@ class Ledger:
         the row joins the caller's open transaction: rolled back, no row; committed,
         a worker sends it. Without, in the ledger's own transaction."""
         if conn is None:
-            return await self.async_driver().in_db(
+            return await self.async_runner().in_db(
                 self.enqueue, channel, key, payload, ordering_key=ordering_key
             )
         _, new = self._prepare(channel, key, payload, ordering_key)
@@ -285,7 +286,7 @@ class Ledger:
     ) -> int:
         """`enqueue_many` for asyncio applications; `conn` as in `aenqueue`."""
         if conn is None:
-            return await self.async_driver().in_db(self.enqueue_many, channel, items)
+            return await self.async_runner().in_db(self.enqueue_many, channel, items)
         return await self.store.arecord_many(
             self._prepared_many(channel, items), actor=self.flows.actor, check=_same_call, conn=conn
         )
@@ -297,20 +298,20 @@ class Ledger:
         return self.store.get_by_key(channel, key)
 
     async def aget(self, channel: str, key: str) -> Submission | None:
-        return await self.async_driver().in_db(self.store.get_by_key, channel, key)
+        return await self.async_runner().in_db(self.store.get_by_key, channel, key)
 
     def get_by_id(self, submission_id: int) -> Submission | None:
         return self.store.get(submission_id)
 
     async def aget_by_id(self, submission_id: int) -> Submission | None:
-        return await self.async_driver().in_db(self.store.get, submission_id)
+        return await self.async_runner().in_db(self.store.get, submission_id)
 
     def events(self, submission_id: int) -> list[Event]:
         """A submission's history, oldest first."""
         return self.store.events(submission_id)
 
     async def aevents(self, submission_id: int) -> list[Event]:
-        return await self.async_driver().in_db(self.store.events, submission_id)
+        return await self.async_runner().in_db(self.store.events, submission_id)
 
     # -- work -------------------------------------------------------------------------
 
@@ -389,12 +390,14 @@ class Ledger:
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def async_driver(self) -> AsyncDriver:
+    def async_runner(self, ops: AsyncStore | None = None) -> AsyncRunner:
+        """A runner on the ledger's threads; `ops`: the claims and changes of a
+        running worker (`Store.async_ops`), by default run in those threads."""
         if self._db is None:
             threads = 1 if self.store.dialect == "sqlite" else 4
             self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
             self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
-        return AsyncDriver(self.store, self._db, self._calls)
+        return AsyncRunner(self.store, self._db, self._calls, ops)
 
     def close(self) -> None:
         """Release connections, threads and channel resources."""

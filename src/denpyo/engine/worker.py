@@ -5,7 +5,7 @@ One asyncio loop. Per channel it claims as many ready rows as it has room for
 rows for the reconciler. The worker drives each row's flow (`flows.py`) itself:
 `concurrency` lanes perform the calls, verifies and lookups, and a lane goes
 on to the next one as soon as its call returns; the settles are grouped into
-one commit by `SettleBatcher`, which resumes each flow once its own settle has
+one commit by `GroupCommit`, which resumes each flow once its own settle has
 committed. No task and no future per row: a flow is a generator, stepped where
 its last effect ended (measured: bench/CHANGES.md).
 
@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from denpyo.domain.lease import Lease
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
-from denpyo.engine.batching import SettleBatcher
+from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.flows import Call, Check, Flow, Flows, Settle, StoreOp
+from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
 from denpyo.engine.pacing import TokenBucket
 from denpyo.errors import require
 
@@ -67,13 +67,13 @@ empty (measured: bench/CHANGES.md)."""
 
 
 @dataclass(slots=True, eq=False)
-class Hold:
-    """A row this worker holds: its lock token (a new one when a flow starts a new
+class HeldRow:
+    """A row this worker holds: its holder (a new one when a flow starts a new
     attempt), this process's deadline for starting its call, and, while it is only
     being verified, the status it is held in (a row in doubt must never be given
     back as if it had not been sent). One object per claim: compared by identity."""
 
-    token: str
+    holder: str
     lease: Lease
     verifying: Status | None = None
 
@@ -93,7 +93,7 @@ class Run:
 
     spec: ChannelSpec
     sub: Submission
-    hold: Hold
+    hold: HeldRow
     flow: Flow
 
 
@@ -130,21 +130,19 @@ class Worker:
         self.flows = Flows(
             ledger.store, ledger.alerts, actor or ledger.new_actor("worker"), ledger.calls
         )
-        self.driver = ledger.async_driver()
+        self.runner = ledger.async_runner()
         # One commit at a time: the settles that arrive meanwhile make the next batch
         # larger (measured faster than two concurrent commits, bench/).
-        self.batcher: SettleBatcher[Run] = SettleBatcher(
-            self.driver.move, self._committed, commits=1
-        )
+        self.batcher: GroupCommit[Run] = GroupCommit(self._commit, self._committed, commits=1)
         self.running: Counter[str] = Counter()  # calls in flight per channel
-        # (row, hold token) whose call or verify runs -> channel; a claim's token is
-        # shared by the rows it took, and a row's next hold has another token.
+        # (row, holder) whose call or verify runs -> channel; a claim's holder is
+        # shared by the rows it took, and a row's next hold has another holder.
         self.slots: dict[tuple[int, str | None], str] = {}
         self.runs: set[Run] = set()  # flows begun and not ended
         self.no_runs = asyncio.Event()  # set whenever the last run ends
         self.outside: deque[tuple[Run, StoreOp | Call | Check]] = deque()  # for a lane
         self.idle_lanes: deque[asyncio.Future[None]] = deque()
-        self.holds: dict[int, Hold] = {}
+        self.held: dict[int, HeldRow] = {}
         self.shapes: dict[str, Shape] = {}
         self.renewed_at = time.monotonic()  # the last round of renewals that worked
         self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
@@ -169,13 +167,12 @@ class Worker:
         self.wakeup.set()
 
     async def run(self, *, until_idle: bool = False) -> WorkReport:
-        ops = self.ledger.store.async_ops(self.driver.db)
+        ops = self.ledger.store.async_ops(self.runner.db)
         await ops.open()
-        self.driver.ops, in_threads = ops, self.driver.ops
+        self.runner = self.ledger.async_runner(ops)
         try:
             return await self._run(until_idle)
         finally:
-            self.driver.ops = in_threads
             await ops.close()
 
     async def _run(self, until_idle: bool) -> WorkReport:
@@ -252,7 +249,7 @@ class Worker:
         if shape is not None:
             return shape
         cap = min(spec.concurrency or self.concurrency, self.concurrency)
-        if not spec.policy.settles_doubt:
+        if not spec.policy.decides_doubt:
             shape = Shape(cap, 2 * cap, max(1, cap // 2))
         else:
             ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
@@ -300,16 +297,16 @@ class Worker:
         return claimed
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
-        token = self.flows.hold()
+        holder = self.flows.new_holder()
         since = time.monotonic()  # before the database starts the leases
-        rows = await self.driver.claim(
-            spec.name, worker=token, limit=limit, lease=spec.lease, in_doubt=in_doubt
+        rows = await self.runner.claim(
+            spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt
         )
         held = []
         for sub in rows:
             lease = Lease(spec.lease, since)
-            # A flow of this row that is still ending keeps its own Hold object.
-            self.holds[sub.id] = Hold(token, lease, sub.status if in_doubt else None)
+            # A flow of this row that is still ending keeps its own HeldRow object.
+            self.held[sub.id] = HeldRow(holder, lease, sub.status if in_doubt else None)
             held.append(sub.held(lease))
         return held
 
@@ -351,11 +348,11 @@ class Worker:
         self._take_slot(spec, sub)
         if in_doubt:
             self.report.reconciled += 1
-            flow = self.flows.settle_in_doubt(spec, sub)
+            flow = self.flows.reconcile(spec, sub)
         else:
             self.report.attempted += 1
             flow = self.flows.attempt(spec, sub)
-        run = Run(spec, sub, self.holds[sub.id], flow)
+        run = Run(spec, sub, self.held[sub.id], flow)
         self.runs.add(run)
         self._step(run, None, None)
 
@@ -367,10 +364,7 @@ class Worker:
 
     def _step(self, run: Run, value: object, error: Exception | None) -> None:
         try:
-            effect = run.flow.throw(error) if error is not None else run.flow.send(value)
-        except StopIteration as stop:
-            self._ended(run, stop.value)
-            return
+            effect = step(run.flow, value, error)
         except Exception:
             self.report.errors += 1
             log.exception(
@@ -378,8 +372,11 @@ class Worker:
             )
             self._ended(run, None)
             return
-        if isinstance(effect, Settle):
-            self.batcher.add(effect.moves, run)
+        if isinstance(effect, Done):
+            self._ended(run, effect.value)
+            return
+        if isinstance(effect, Apply):
+            self.batcher.add(effect.changes, run)
             return
         self.outside.append((run, effect))
         while self.idle_lanes:  # wake one lane (one cancelled at shutdown is skipped)
@@ -402,39 +399,42 @@ class Worker:
             run, effect = self.outside.popleft()
             if isinstance(effect, StoreOp):
                 try:
-                    value = await self.driver.perform(effect)
+                    value = await self.runner.perform(effect)
                 except Exception as exc:
                     self._step(run, None, exc)
                     continue
             else:
                 self._take_slot(effect.spec, effect.submission)
                 try:
-                    value = await self.driver.outside(effect)
+                    value = await self.runner.outside(effect)
                 finally:
                     self._free_slot(effect.submission)
             self._step(run, value, None)
 
+    async def _commit(self, changes: Sequence[Change]) -> list[Submission | None]:
+        return await self.runner.move(changes)
+
     def _committed(
         self,
         run: Run,
-        moves: Sequence[Move],
+        changes: Sequence[Change],
         results: list[Submission | None] | None,
         error: Exception | None,
     ) -> None:
-        """A flow's moves are committed (or failed to be): keep track of which rows
-        this worker still holds (only a hold that made the move, its token expected,
-        is changed or ended), then step the flow on."""
+        """A flow's changes are committed (or failed to be): keep track of which rows
+        this worker still holds (only a hold that made the change, its holder
+        expected, is changed or ended), then step the flow on."""
         if results is None:
             self._step(run, None, error)
             return
-        for move, sub in zip(moves, results, strict=True):
-            hold = self.holds.get(move.submission_id)
-            if hold is None or hold.token != move.expect_locked_by:
+        for change, sub in zip(changes, results, strict=True):
+            hold = self.held.get(change.submission_id)
+            if hold is None or hold.holder != change.holder:
                 continue
             if sub is not None and sub.status is Status.REQUESTING and sub.locked_by:
-                hold.token, hold.verifying = sub.locked_by, None  # a new attempt, held
+                hold.holder, hold.verifying = sub.locked_by, None  # a new attempt, held
             else:
-                del self.holds[move.submission_id]
+                del self.held[change.submission_id]
         self._step(run, results, None)
 
     def _ended(self, run: Run, settled: Submission | None) -> None:
@@ -443,8 +443,8 @@ class Worker:
         self.runs.discard(run)
         # Only this flow's own entries: the row may be held anew already.
         self._free_slot(run.sub)
-        if self.holds.get(run.sub.id) is run.hold:
-            del self.holds[run.sub.id]
+        if self.held.get(run.sub.id) is run.hold:
+            del self.held[run.sub.id]
         if not self.runs:
             self.no_runs.set()
         self._wake_if_wanted(run.spec)  # its settle may have made a row due
@@ -474,7 +474,7 @@ class Worker:
         """After a stall (renewals late by half a beat), renew before looking for rows
         in doubt: a call of this worker's own that was running through the stall must
         not be found in doubt and verified, or resent, while it is still on the wire."""
-        if self.holds and time.monotonic() - self.renewed_at > self._shortest_lease() / 2:
+        if self.held and time.monotonic() - self.renewed_at > self._shortest_lease() / 2:
             await self.renew()
 
     async def renew(self) -> None:
@@ -486,17 +486,17 @@ class Worker:
 
     async def _renew_round(self) -> None:
         shortest = self._shortest_lease()
-        # Tokens as sent: a hold that starts a new attempt meanwhile is not this renewal's.
-        held = [(row_id, hold, hold.token) for row_id, hold in self.holds.items()]
+        # Holders as sent: a hold that starts a new attempt meanwhile is not this renewal's.
+        held = [(row_id, hold, hold.holder) for row_id, hold in self.held.items()]
         since = time.monotonic()
         try:
             if held:
-                rows = [(row_id, token, hold.lease.seconds) for row_id, hold, token in held]
-                renewed = await self.driver.in_db(self.ledger.store.renew, rows)
-                for row_id, hold, token in held:
-                    if row_id in renewed and hold.token == token:
+                rows = [(row_id, holder, hold.lease.seconds) for row_id, hold, holder in held]
+                renewed = await self.runner.in_db(self.ledger.store.renew, rows)
+                for row_id, hold, holder in held:
+                    if row_id in renewed and hold.holder == holder:
                         hold.lease.renewed(since)
-            await self.driver.in_db(self.ledger.store.upkeep)
+            await self.runner.in_db(self.ledger.store.upkeep)
         except Exception as exc:
             self._renewal_failed(exc, since, shortest)
         else:
@@ -545,7 +545,7 @@ class Worker:
         arrived)."""
         waiting = [sub.id for queue in self.ready.values() for sub, _ in queue]
         self.ready.clear()
-        await self._release({row_id: self.holds.pop(row_id) for row_id in waiting})
+        await self._release({row_id: self.held.pop(row_id) for row_id in waiting})
         if self.runs:
             self.no_runs.clear()
             with contextlib.suppress(TimeoutError):
@@ -554,23 +554,23 @@ class Worker:
         unstarted = {
             run.sub.id: run.hold
             for run in self.runs
-            if self.holds.get(run.sub.id) is run.hold and run.hold.lease.revoke()
+            if self.held.get(run.sub.id) is run.hold and run.hold.lease.revoke()
         }
         for lane in lanes:
             lane.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._release(unstarted)
 
-    async def _release(self, holds: dict[int, Hold]) -> None:
+    async def _release(self, holds: dict[int, HeldRow]) -> None:
         """Give back rows this worker holds but whose call never began: a row claimed
         to be sent becomes due again with its attempt undone; a row held to be
         verified goes back to being in doubt, due for the next reconciler."""
         releases = [
-            Move.release(row_id, hold.token, "stopped before the call started")
+            Move.release(row_id, hold.holder, "stopped before the call started")
             if hold.verifying is None
-            else Move.unhold(row_id, hold.verifying, hold.token)
+            else Move.release_to_doubt(row_id, hold.verifying, hold.holder)
             for row_id, hold in holds.items()
         ]
         if releases:
-            done = await self.driver.move(releases)
+            done = await self.runner.move(releases)
             self.report.released += sum(1 for sub in done if sub is not None)

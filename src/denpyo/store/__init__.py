@@ -7,7 +7,7 @@ from urllib.parse import unquote, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.extras import missing
-from denpyo.store.driver import NewSubmission, Store
+from denpyo.store.base import NewSubmission, Store
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "open_store", "shown_url"]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from denpyo.errors import ConfigurationError, StoreError
-from denpyo.store.driver import Row, Tx
+from denpyo.store.base import Row, Tx
 
 T = TypeVar("T")
 

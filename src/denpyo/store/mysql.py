@@ -8,7 +8,7 @@ behind each other), strict SQL mode, and the FOUND_ROWS flag, so that an UPDATE
 reports the rows it *matched*: that is how a compare-and-set learns it won.
 
 MariaDB has no `UPDATE ... RETURNING` and no `ON CONFLICT`: its writes are the
-portable ones of store/generic.py, and `MysqlTx.insert` reads a duplicate
+portable ones of store/portable.py, and `MysqlTx.insert` reads a duplicate
 (channel, key) as "no row". It has no LISTEN/NOTIFY: workers poll.
 
 A connection that the server dropped (restart, KILL, idle timeout) is thrown
@@ -41,8 +41,8 @@ from pymysql.err import IntegrityError, InterfaceError, MySQLError
 
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
 from denpyo.store import shown_url
-from denpyo.store.driver import Row, Tx
-from denpyo.store.generic import GenericSqlStore
+from denpyo.store.base import Row, Tx
+from denpyo.store.portable import PortableSqlStore
 from denpyo.store.queries import split_statements
 
 SCHEMES = ("mysql", "mariadb", "mysql+pymysql")
@@ -178,7 +178,7 @@ class MysqlTx(Tx):
         return cursor
 
 
-class MysqlStore(GenericSqlStore):
+class MysqlStore(PortableSqlStore):
     dialect = "mysql"
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {

@@ -23,14 +23,15 @@ from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
 from denpyo.store import shown_url
-from denpyo.store.driver import AsyncStore, NewSubmission, Row, Tx
+from denpyo.store.base import AsyncStore, NewSubmission, Row, Tx
 from denpyo.store.sql_store import (
+    Group,
     SqlStore,
-    distinct_runs,
+    distinct_groups,
     insert_params,
     move_params,
     seconds,
@@ -86,7 +87,7 @@ class PostgresTx(Tx):
 
 class PostgresStore(SqlStore):
     """The writes in one statement each, events and NOTIFY included: fewer round
-    trips on the hot path than the portable writes of store/generic.py."""
+    trips on the hot path than the portable writes of store/portable.py."""
 
     dialect = "postgresql"
     notifies = True
@@ -327,50 +328,47 @@ class PostgresStore(SqlStore):
             tx.execute("submission_counts_compact")
 
     def claim_ready(
-        self, channel: str, *, worker: str, limit: int, lease: float
+        self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim(_claim_statement(channel, worker, limit, lease, in_doubt=False))
+        return self._claim(_claim_statement(channel, holder, limit, lease, in_doubt=False))
 
     def claim_in_doubt(
-        self, channel: str, *, worker: str, limit: int, lease: float
+        self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim(_claim_statement(channel, worker, limit, lease, in_doubt=True))
+        return self._claim(_claim_statement(channel, holder, limit, lease, in_doubt=True))
 
     def _claim(self, statement: tuple[str, dict[str, Any]]) -> list[Submission]:
         """Find, lock and hold the rows (with their events) in one statement."""
         with self._autocommit() as tx:
             return [self.to_submission(row) for row in tx.fetch_all(*statement)]
 
-    def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
-        """All moves in one statement (one per run, if a row is named twice)."""
-        if len(moves) == 1:  # an inline submit's settle, a person's move
-            [move] = moves
-            query, params = _move_statement([(0, move)])
-            row = tx.fetch_one(query, params)
-            return [None if row is None else self._moved_row(query, row, move)]
-        runs = distinct_runs(moves)
-        statements = [_move_statement(run) for run in runs]
-        rows = [tx.fetch_all(query, params) for query, params in statements]
-        return self.moved(zip(runs, statements, rows, strict=True), len(moves))
+    def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
+        """One statement per kind of change in each group of distinct rows (usually
+        one in all: a worker's commit of settles, a person's move)."""
+        statements = _statements(changes)
+        if len(statements) == 1:
+            (query, params), part = statements[0]
+            rows = [tx.fetch_all(query, params)] if len(part) > 1 else [_one(tx, query, params)]
+        else:
+            rows = [tx.fetch_all(query, params) for (query, params), _ in statements]
+        return self.moved(statements, rows, len(changes))
 
     def moved(
-        self, results: Iterable[tuple[Run, tuple[str, Any], Sequence[Row]]], count: int
+        self, statements: Sequence[Statement], rows: Sequence[Sequence[Row]], count: int
     ) -> list[Submission | None]:
-        """The rows each run's statement returned, in the order of the `count` moves;
-        None for a move that lost its compare-and-set."""
+        """The rows each statement returned, in the order of the `count` changes asked
+        for; None for a change that lost its compare-and-set. A settle's statement
+        sends back only what it changed; a move's, the row."""
         moved: list[Submission | None] = [None] * count
-        for run, (query, _), rows in results:
-            by_id = {move.submission_id: (ordinal, move) for ordinal, move in run}
-            for row in rows:
-                ordinal, move = by_id[row["id"]]
-                moved[ordinal] = self._moved_row(query, row, move)
+        for (_, part), found in zip(statements, rows, strict=True):
+            by_id = {change.submission_id: (ordinal, change) for ordinal, change in part}
+            for row in found:
+                ordinal, change = by_id[row["id"]]
+                if isinstance(change, Settle):
+                    moved[ordinal] = self.settled(row, change)
+                else:
+                    moved[ordinal] = self.to_submission(row, change.row)
         return moved
-
-    def _moved_row(self, query: str, row: Row, move: Move) -> Submission:
-        """The settles send back only what changed; the other moves, the row."""
-        if query in LEAN_SETTLES:
-            return self.settled(row, move)
-        return self.to_submission(row, move.row)
 
     def async_ops(self, db: Executor) -> AsyncStore:
         """psycopg's asyncio connections on the worker's loop, not `db`'s threads: no
@@ -425,17 +423,16 @@ class PostgresAsync(AsyncStore):
         await self.pool.close()
 
     async def claim(
-        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
     ) -> list[Submission]:
-        query, params = _claim_statement(channel, worker, limit, lease, in_doubt)
+        query, params = _claim_statement(channel, holder, limit, lease, in_doubt)
         rows = await self._run([(query, params)])
         return [self.store.to_submission(row) for row in rows[0]]
 
-    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        runs = distinct_runs(moves)
-        statements = [_move_statement(run) for run in runs]
-        rows = await self._run(statements)
-        return self.store.moved(zip(runs, statements, rows, strict=True), len(moves))
+    async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
+        statements = _statements(changes)
+        rows = await self._run([statement for statement, _ in statements])
+        return self.store.moved(statements, rows, len(changes))
 
     async def _run(
         self, statements: list[tuple[str, dict[str, Any]]]
@@ -501,57 +498,72 @@ def _record_many_params(news: Sequence[NewSubmission], actor: str) -> dict[str, 
 
 
 def _claim_statement(
-    channel: str, worker: str, limit: int, lease: float, in_doubt: bool
+    channel: str, holder: str, limit: int, lease: float, in_doubt: bool
 ) -> tuple[str, dict[str, Any]]:
     query = "submission_claim_in_doubt" if in_doubt else "submission_claim_ready"
-    return query, {"channel": channel, "worker": worker, "limit": limit, "lease": lease}
+    return query, {"channel": channel, "holder": holder, "limit": limit, "lease": lease}
 
 
-LEAN_SETTLES = frozenset({"submission_settle_one", "submission_settle_many"})
-"""The statements that send back only what a settle changed (`SqlStore.settled`)."""
-
-Run = Sequence[tuple[int, Move]]
-"""Moves that name each row once, with their places among the moves asked for."""
+Statement = tuple[tuple[str, dict[str, Any]], Group]
+"""A statement (query name, parameters) and the changes it applies."""
 
 
-def _move_statement(run: Run) -> tuple[str, dict[str, Any]]:
-    """For a lone move, `submission_settle_one` if it ends an attempt, otherwise
-    `submission_move_one`; `submission_settle_many` for ended attempts of one actor
-    (the worker's group commits), `submission_move_batch` for any other run."""
-    if len(run) == 1:
-        _, move = run[0]
-        if move.ends_attempt:
-            return "submission_settle_one", {
-                **settle_params(move), "actor": move.actor, "duration_ms": move.duration_ms
-            }  # fmt: skip
-        return "submission_move_one", _one_params(*run[0])
-    if _ends_attempts(run):
-        return "submission_settle_many", _settle_params(run)
-    return "submission_move_batch", _batch_params(run)
+def _statements(changes: Sequence[Change]) -> list[Statement]:
+    """Per group of distinct rows: its settles by `submission_settle_one` (a lone one:
+    an inline submit's) or `submission_settle_many` (a worker's group commit), one
+    statement per actor; its moves by `submission_move_one` or `submission_move_batch`."""
+    statements: list[Statement] = []
+    for group in distinct_groups(changes):
+        settles: dict[str, list[tuple[int, Settle]]] = {}
+        moves: list[tuple[int, Move]] = []
+        for ordinal, change in group:
+            if isinstance(change, Settle):
+                settles.setdefault(change.actor, []).append((ordinal, change))
+            else:
+                moves.append((ordinal, change))
+        for part in settles.values():
+            statements.append((_settle_statement(part), list(part)))
+        if moves:
+            statements.append((_move_statement(moves), list(moves)))
+    return statements
 
 
-def _ends_attempts(run: Run) -> bool:
-    """Ended attempts of one actor, all of them: what `submission_settle_many` writes."""
-    actor = run[0][1].actor
-    return all(move.ends_attempt and move.actor == actor for _, move in run)
+def _settle_statement(part: Sequence[tuple[int, Settle]]) -> tuple[str, dict[str, Any]]:
+    if len(part) == 1:
+        _, settle = part[0]
+        return "submission_settle_one", {
+            **settle_params(settle), "actor": settle.actor, "duration_ms": settle.duration_ms
+        }  # fmt: skip
+    return "submission_settle_many", _settle_params([settle for _, settle in part])
 
 
-def _settle_params(run: Run) -> dict[str, Any]:
+def _move_statement(moves: Sequence[tuple[int, Move]]) -> tuple[str, dict[str, Any]]:
+    if len(moves) == 1:
+        return "submission_move_one", _one_params(*moves[0])
+    return "submission_move_batch", _batch_params(moves)
+
+
+def _one(tx: Tx, query: str, params: dict[str, Any]) -> list[Row]:
+    """A lone change's statement: its row, or none."""
+    row = tx.fetch_one(query, params)
+    return [] if row is None else [row]
+
+
+def _settle_params(settles: Sequence[Settle]) -> dict[str, Any]:
     """One typed array per field a settle changes; an array of nothing but NULLs
     (no error on a run of successes, say) goes as one NULL."""
-    moves = [move for _, move in run]
     return {
-        "ids": [move.submission_id for move in moves],
-        "holders": [move.expect_locked_by for move in moves],
-        "statuses": [move.to_status.value for move in moves],
-        "remote_ids": _column([move.remote_id for move in moves]),
-        "retry_ins": _column([seconds(move.retry_in) for move in moves]),
+        "ids": [settle.submission_id for settle in settles],
+        "holders": [settle.holder for settle in settles],
+        "statuses": [settle.to_status.value for settle in settles],
+        "remote_ids": _column([settle.remote_id for settle in settles]),
+        "retry_ins": _column([seconds(settle.retry_in) for settle in settles]),
         "error_kinds": _column(
-            [kind.value if (kind := move.error_kind) else None for move in moves]
+            [kind.value if (kind := settle.error_kind) else None for settle in settles]
         ),
-        "last_errors": _column([move.last_error for move in moves]),
-        "durations": _column([move.duration_ms for move in moves]),
-        "actor": moves[0].actor,
+        "last_errors": _column([settle.last_error for settle in settles]),
+        "durations": _column([settle.duration_ms for settle in settles]),
+        "actor": settles[0].actor,
     }
 
 
@@ -570,10 +582,10 @@ def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
     return values
 
 
-def _batch_params(run: Sequence[tuple[int, Move]]) -> dict[str, Any]:
+def _batch_params(moves: Sequence[tuple[int, Move]]) -> dict[str, Any]:
     """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
-    moves = [_one_params(ordinal, move) for ordinal, move in run]
-    return {"moves": json.dumps(moves), "ids": [move.submission_id for _, move in run]}
+    params = [_one_params(ordinal, move) for ordinal, move in moves]
+    return {"moves": json.dumps(params), "ids": [move.submission_id for _, move in moves]}
 
 
 class _Autocommit:

@@ -3,7 +3,7 @@
 A database supplies its connections (`transaction`, and `reading` and
 `one_statement` where it has a cheaper way), its query file, and the four writes
 inside a transaction (`record_in`, `record_many_in`, `move_in`, and the claims):
-see store/driver.py. Everything else (reads, counts, renewals, pruning,
+see store/base.py. Everything else (reads, counts, renewals, pruning,
 migrations, and how a write is wrapped in its transaction) is written once here,
 so that the databases cannot drift apart in behaviour, only in SQL.
 """
@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.status import ERROR_KINDS, STATUSES, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError, StoreError
 from denpyo.store.async_conn import BridgedConnection, BridgedTx, executor_for
-from denpyo.store.driver import NewSubmission, Page, Row, Store, Tx
+from denpyo.store.base import NewSubmission, Page, Row, Store, Tx
 from denpyo.store.queries import load_migrations, load_queries
 
 log = logging.getLogger("denpyo.store")
@@ -90,8 +90,9 @@ class SqlStore(Store):
         """`record_in` for each of `news`, for the workers; returns how many were new."""
 
     @abstractmethod
-    def move_in(self, tx: Tx, moves: Sequence[Move]) -> list[Submission | None]:
-        """`Store.move` inside a transaction."""
+    def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
+        """`Store.move` inside a transaction: a settle by the database's
+        `submission_settle` statement, any other move by its move statement."""
 
     def check_same_database(self, tx: Tx, conn: Any) -> None:
         """Refuse a caller's connection to another database: a row written there lands
@@ -307,10 +308,10 @@ class SqlStore(Store):
                 )
             return created, old
 
-    def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        distinct = len({move.submission_id for move in moves}) == len(moves)
+    def move(self, changes: Sequence[Change]) -> list[Submission | None]:
+        distinct = len({change.submission_id for change in changes}) == len(changes)
         with self.one_statement() if distinct else self.transaction() as tx:
-            return self.move_in(tx, moves)
+            return self.move_in(tx, changes)
 
     def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
         """One transaction, two statements per holder. The rows are locked with SKIP
@@ -596,15 +597,14 @@ class SqlStore(Store):
             new.supersedes, False,
         )  # fmt: skip
 
-    def settled(self, row: Row, move: Move) -> Submission:
-        """The row an ended attempt (`Move.ends_attempt`) moved: what the statement
-        could not know from the move and the row as held comes back in `row`."""
-        known = move.row
-        assert known is not None  # an ended attempt's mover holds the row
+    def settled(self, row: Row, settle: Settle) -> Submission:
+        """The row a settle moved: what the statement could not know from the settle
+        and the row as held comes back in `row`."""
+        known = settle.row
         return Submission(
             known.id, known.channel, known.key, known.idempotency_key, known.payload,
-            move.to_status, known.attempts, self.parse_time(row["next_attempt_at"]), None,
-            None, row["remote_id"], move.last_error, move.error_kind, known.ordering_key,
+            settle.to_status, known.attempts, self.parse_time(row["next_attempt_at"]), None,
+            None, row["remote_id"], settle.last_error, settle.error_kind, known.ordering_key,
             known.created_at, self.parse_time(row["updated_at"]),
             self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,
             bool(row["in_doubt"]),
@@ -646,18 +646,23 @@ def seconds(value: float | None) -> float | None:
     return None if value is None else round(max(float(value), 0.0), 3)
 
 
-def distinct_runs(moves: Sequence[Move]) -> list[list[tuple[int, Move]]]:
-    """Moves (with their position) in consecutive runs that name each row once: one
-    statement applies one move per row, so a row named again begins the next run."""
-    runs: list[list[tuple[int, Move]]] = []
+Group = list[tuple[int, Change]]
+"""Changes that name each row once, with their places among the changes asked for."""
+
+
+def distinct_groups(changes: Sequence[Change]) -> list[Group]:
+    """Changes (with their position) in consecutive groups that name each row once:
+    one statement applies one change per row, so a row named again begins the next
+    group."""
+    groups: list[Group] = []
     seen: set[int] = set()
-    for ordinal, move in enumerate(moves):
-        if not runs or move.submission_id in seen:
-            runs.append([])
+    for ordinal, change in enumerate(changes):
+        if not groups or change.submission_id in seen:
+            groups.append([])
             seen = set()
-        runs[-1].append((ordinal, move))
-        seen.add(move.submission_id)
-    return runs
+        groups[-1].append((ordinal, change))
+        seen.add(change.submission_id)
+    return groups
 
 
 def _weakly_referable(value: Any) -> bool:
@@ -720,12 +725,12 @@ def event_row(
     }
 
 
-def event_params(move: Move, attempt: int) -> dict[str, Any]:
-    """`event_insert`'s parameters for the event a move records (`move.event`)."""
-    assert move.event is not None
+def event_params(change: Change, attempt: int) -> dict[str, Any]:
+    """`event_insert`'s parameters for the event a change records (`change.event`)."""
+    assert change.event is not None
     return event_row(
-        move.submission_id, move.event, move.from_status, move.to_status, attempt,
-        move.actor, move.detail, move.duration_ms,
+        change.submission_id, change.event, change.from_status, change.to_status, attempt,
+        change.actor, change.detail, change.duration_ms,
     )  # fmt: skip
 
 
@@ -734,8 +739,8 @@ def move_params(move: Move) -> dict[str, Any]:
         "id": move.submission_id,
         "from_status": move.from_status.value,
         "to_status": move.to_status.value,
-        "expect_locked_by": move.expect_locked_by,
-        "locked_by": move.locked_by,
+        "holder": move.holder,
+        "locked_by": move.new_holder,
         "lease": seconds(move.lease),
         "attempt_delta": move.attempt_delta,
         "retry_in": seconds(move.retry_in),
@@ -747,15 +752,15 @@ def move_params(move: Move) -> dict[str, Any]:
     }
 
 
-def settle_params(move: Move) -> dict[str, Any]:
-    """`submission_settle`'s parameters: what an ended attempt (`Move.ends_attempt`)
-    changes, and the holder it expects."""
+def settle_params(settle: Settle) -> dict[str, Any]:
+    """`submission_settle`'s parameters: what a settle changes, and the holder it
+    expects."""
     return {
-        "id": move.submission_id,
-        "holder": move.expect_locked_by,
-        "to_status": move.to_status.value,
-        "retry_in": seconds(move.retry_in),
-        "remote_id": move.remote_id,
-        "error_kind": move.error_kind.value if move.error_kind else None,
-        "last_error": move.last_error,
+        "id": settle.submission_id,
+        "holder": settle.holder,
+        "to_status": settle.to_status.value,
+        "retry_in": seconds(settle.retry_in),
+        "remote_id": settle.remote_id,
+        "error_kind": settle.error_kind.value if settle.error_kind else None,
+        "last_error": settle.last_error,
     }

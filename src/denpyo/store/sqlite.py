@@ -17,11 +17,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from denpyo.errors import ConfigurationError, SchemaError, StoreError
-from denpyo.store.driver import Row, Tx
-from denpyo.store.generic import GenericSqlStore
+from denpyo.store.base import Row, Tx
+from denpyo.store.portable import PortableSqlStore
 from denpyo.store.queries import split_statements
 
 BUSY_TIMEOUT_MS = 30_000
@@ -61,10 +61,9 @@ class SqliteTx(Tx):
             self.conn.execute(statement).close()
 
 
-class SqliteStore(GenericSqlStore):
+class SqliteStore(PortableSqlStore):
     dialect = "sqlite"
     MOVE_RETURNS_ROW = True
-    QUERIES: ClassVar[frozenset[str]] = frozenset({"submission_settle"})
 
     def __init__(self, path: str) -> None:
         super().__init__()

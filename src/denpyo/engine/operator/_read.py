@@ -15,7 +15,7 @@ from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store import shown_url
-from denpyo.store.driver import Page
+from denpyo.store.base import Page
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger

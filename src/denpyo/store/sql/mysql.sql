@@ -5,7 +5,7 @@
 -- Parameters are PyMySQL's %(name)s, so a literal percent sign must be written %%.
 -- `key` is a reserved word in MariaDB: always quoted.
 --
--- MariaDB has no ON CONFLICT and no UPDATE ... RETURNING (store/generic.py writes with
+-- MariaDB has no ON CONFLICT and no UPDATE ... RETURNING (store/portable.py writes with
 -- what it has): submission_insert is a plain INSERT ... RETURNING, whose error 1062 on
 -- denpyo_submissions_channel_key MysqlTx.insert reads as "no row"; submission_move is
 -- the UPDATE alone, whose matched-row count (the FOUND_ROWS flag) says whether it won.
@@ -147,10 +147,23 @@ UPDATE denpyo_submissions SET
     synced_at = CASE WHEN %(to_status)s = 'synced' THEN UTC_TIMESTAMP(6) ELSE synced_at END,
     updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s AND status = %(from_status)s
-  AND (locked_by <=> %(expect_locked_by)s
-       OR (%(expect_locked_by)s IS NULL
+  AND (locked_by <=> %(holder)s
+       OR (%(holder)s IS NULL
            AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6))))
   AND (%(resolution)s IS NOT NULL OR resolution IS NULL);
+
+-- submission_settle: end an attempt its holder still holds (`requesting` to how it ended; read back with submission_get_many)
+UPDATE denpyo_submissions SET
+    status = %(to_status)s,
+    locked_by = NULL,
+    locked_until = NULL,
+    next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(retry_in)s * 1000000) MICROSECOND,
+    remote_id = COALESCE(%(remote_id)s, remote_id),
+    last_error = %(last_error)s,
+    error_kind = %(error_kind)s,
+    synced_at = CASE WHEN %(to_status)s = 'synced' THEN UTC_TIMESTAMP(6) ELSE synced_at END,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND status = 'requesting' AND locked_by = %(holder)s;
 
 -- event_insert: one line of a submission's history
 INSERT INTO denpyo_events

@@ -208,7 +208,7 @@ WITH gone AS (
 SELECT id FROM gone;
 
 -- The writes: PostgreSQL does in one statement what the other databases do in several
--- (store/generic.py): fewer round trips on the hot path.
+-- (store/portable.py): fewer round trips on the hot path.
 
 -- submission_record: insert a row with its created (and first attempt) events, and wake the workers
 WITH new AS (
@@ -255,7 +255,7 @@ WITH due AS (
     UPDATE denpyo_submissions s SET
         status = 'requesting',
         attempts = s.attempts + 1,
-        locked_by = %(worker)s,
+        locked_by = %(holder)s,
         locked_until = now() + make_interval(secs => %(lease)s::float8),
         next_attempt_at = now() + make_interval(secs => %(lease)s::float8),
         updated_at = now()
@@ -263,7 +263,7 @@ WITH due AS (
     RETURNING s.*, due.status AS previous_status
 ), events AS (
     INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
-    SELECT id, 'attempt', previous_status, 'requesting', attempts, %(worker)s FROM claimed
+    SELECT id, 'attempt', previous_status, 'requesting', attempts, %(holder)s FROM claimed
 )
 SELECT claimed.*, false AS in_doubt FROM claimed ORDER BY id;
 
@@ -281,7 +281,7 @@ WITH due AS (
     FOR UPDATE OF s SKIP LOCKED
 )
 UPDATE denpyo_submissions s SET
-    locked_by = %(worker)s,
+    locked_by = %(holder)s,
     locked_until = now() + make_interval(secs => %(lease)s::float8),
     next_attempt_at = now() + make_interval(secs => %(lease)s::float8),
     updated_at = now()
@@ -312,8 +312,8 @@ WITH moved AS (
         synced_at = CASE WHEN %(to_status)s = 'synced' THEN now() ELSE synced_at END,
         updated_at = now()
     WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(from_status)s::text
-      AND (locked_by IS NOT DISTINCT FROM %(expect_locked_by)s::text
-           OR (%(expect_locked_by)s::text IS NULL
+      AND (locked_by IS NOT DISTINCT FROM %(holder)s::text
+           OR (%(holder)s::text IS NULL
                AND (locked_until IS NULL OR locked_until <= now())))
       AND (%(resolution)s::text IS NOT NULL OR resolution IS NULL)
     RETURNING *,
@@ -337,7 +337,7 @@ FROM moved;
 -- measured as no cheaper: psycopg builds arrays in Python, the JSON in C (bench/CHANGES.md).
 WITH m AS (
     SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
-        ord int, id bigint, from_status text, to_status text, expect_locked_by text,
+        ord int, id bigint, from_status text, to_status text, holder text,
         locked_by text, lease float8, attempt_delta int, retry_in float8, remote_id text,
         keep_error bool, error_kind text, last_error text, resolution text, event text,
         actor text, detail text, duration_ms int, payload_known bool)
@@ -359,8 +359,8 @@ WITH m AS (
     FROM m
     WHERE s.id = ANY(%(ids)b::bigint[])  -- reach the rows by primary key, whatever the statistics
       AND s.id = m.id AND s.status = m.from_status
-      AND (s.locked_by IS NOT DISTINCT FROM m.expect_locked_by
-           OR (m.expect_locked_by IS NULL
+      AND (s.locked_by IS NOT DISTINCT FROM m.holder
+           OR (m.holder IS NULL
                AND (s.locked_until IS NULL OR s.locked_until <= now())))
       AND (m.resolution IS NOT NULL OR s.resolution IS NULL)
     RETURNING s.*, m.ord, m.event, m.actor AS event_actor, m.detail AS event_detail,

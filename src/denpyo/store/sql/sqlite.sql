@@ -133,8 +133,8 @@ UPDATE denpyo_submissions SET
         THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE synced_at END,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND status = :from_status
-  AND (locked_by IS :expect_locked_by
-       OR (:expect_locked_by IS NULL
+  AND (locked_by IS :holder
+       OR (:holder IS NULL
            AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))))
   AND (:resolution IS NOT NULL OR resolution IS NULL)
 RETURNING *,

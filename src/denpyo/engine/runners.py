@@ -1,6 +1,7 @@
-"""Drivers: perform a flow's effects, blocking (sync) or awaiting (async).
+"""Runners: perform a flow's effects, blocking (sync) or awaiting (async).
 
-The two drivers differ only in how they wait; the decisions live in `flows.py`.
+The runners differ only in how they wait; the decisions live in `flows.py`, and
+every runner (these two and the worker) advances a flow by the one `step()`.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Change
 from denpyo.domain.policy import describe
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Unknown, Verdict
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, checked_verdict
-from denpyo.engine.flows import Call, CallResult, Check, Effect, Settle, StoreOp
+from denpyo.engine.flows import Apply, Call, CallResult, Check, Done, Effect, StoreOp, step
 from denpyo.store import Store
-from denpyo.store.driver import AsyncStore, InThreads
+from denpyo.store.base import AsyncStore, InThreads
 
 T = TypeVar("T")
 
@@ -42,7 +43,7 @@ async def _send_on_loop(spec: ChannelSpec, sub: Submission) -> Any:
     return await spec.send(sub)  # type: ignore[misc]
 
 
-class SyncDriver:
+class SyncRunner:
     """Runs flows in the calling thread. Async channels run on the private loop."""
 
     def __init__(self, store: Store, bridge: LoopThread) -> None:
@@ -53,10 +54,9 @@ class SyncDriver:
         value: Any = None
         error: BaseException | None = None
         while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            effect = step(flow, value, error)
+            if isinstance(effect, Done):
+                return effect.value  # type: ignore[no-any-return]
             value, error = None, None
             try:
                 value = self.perform(effect)
@@ -66,8 +66,8 @@ class SyncDriver:
     def perform(self, effect: Effect) -> Any:
         if isinstance(effect, StoreOp):
             return effect.fn(*effect.args, **effect.kwargs)
-        if isinstance(effect, Settle):
-            return self.store.move(effect.moves)
+        if isinstance(effect, Apply):
+            return self.store.move(effect.changes)
         spec, sub = effect.spec, effect.submission
         started = time.perf_counter()
         if isinstance(effect, Call):
@@ -89,30 +89,31 @@ class SyncDriver:
             return Unknown(f"verify raised {describe(exc)}")
 
 
-class AsyncDriver:
+class AsyncRunner:
     """Runs flows on the running event loop. Store operations run on `db`
-    (threads that hold the store's connections); sync channels on `calls`."""
+    (threads that hold the store's connections); sync channels on `calls`; claims
+    and changes by `ops` (a running worker's: the store's own asyncio operations,
+    `Store.async_ops`), by default in the `db` threads."""
 
     def __init__(
         self,
         store: Store,
         db: Executor,
         calls: Executor | None = None,
+        ops: AsyncStore | None = None,
     ) -> None:
         self.store = store
         self.db = db
         self.calls = calls
-        # Claims and settles from the loop; a running worker puts the store's own here.
-        self.ops: AsyncStore = InThreads(store, db)
+        self.ops: AsyncStore = ops or InThreads(store, db)
 
     async def run(self, flow: Generator[Effect, Any, T]) -> T:
         value: Any = None
         error: BaseException | None = None
         while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            effect = step(flow, value, error)
+            if isinstance(effect, Done):
+                return effect.value  # type: ignore[no-any-return]
             value, error = None, None
             try:
                 value = await self.perform(effect)
@@ -124,14 +125,14 @@ class AsyncDriver:
         return await loop.run_in_executor(self.db, lambda: fn(*args, **kwargs))
 
     async def claim(
-        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool
+        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool
     ) -> list[Submission]:
         return await self.ops.claim(
-            channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+            channel, holder=holder, limit=limit, lease=lease, in_doubt=in_doubt
         )
 
-    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        return await self.ops.move(moves)
+    async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
+        return await self.ops.move(changes)
 
     @staticmethod
     def _sync_call(spec: ChannelSpec, sub: Submission) -> Any:
@@ -143,8 +144,8 @@ class AsyncDriver:
     async def perform(self, effect: Effect) -> Any:
         if isinstance(effect, StoreOp):
             return await self.in_db(effect.fn, *effect.args, **effect.kwargs)
-        if isinstance(effect, Settle):
-            return await self.move(effect.moves)
+        if isinstance(effect, Apply):
+            return await self.move(effect.changes)
         return await self.outside(effect)
 
     async def outside(self, effect: Call | Check) -> Any:

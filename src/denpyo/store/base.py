@@ -10,7 +10,7 @@ database implements all of them. A SQL database gets almost all of them from
   the executor below, which runs one named statement at a time and knows no
   query names;
 - the four writes inside a transaction (record one, record many, claim, move):
-  from `GenericSqlStore` (store/generic.py: several portable statements each;
+  from `PortableSqlStore` (store/portable.py: several portable statements each;
   SQLite and MariaDB), or its own (PostgreSQL: one statement each).
 
 The worker's hot path, claims and settles, also has an async form, `AsyncStore`:
@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Move
+from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 
@@ -143,31 +143,32 @@ class Store(ABC):
 
     @abstractmethod
     def claim_ready(
-        self, channel: str, *, worker: str, limit: int, lease: float
+        self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
         """Hold up to `limit` due rows of a channel (never attempted, or a transient
-        failure due for retry) for `worker`, and start their next attempt, with its
+        failure due for retry) for `holder`, and start their next attempt, with its
         event, in the same transaction. Rows others hold are skipped, never waited for."""
 
     @abstractmethod
     def claim_in_doubt(
-        self, channel: str, *, worker: str, limit: int, lease: float
+        self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        """Hold up to `limit` due in-doubt rows of a channel for `worker`, so that one
+        """Hold up to `limit` due in-doubt rows of a channel for `holder`, so that one
         reconciler at a time verifies each; their status does not change."""
 
     def claim(
-        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
     ) -> list[Submission]:
         """`claim_in_doubt` or `claim_ready`."""
         claim = self.claim_in_doubt if in_doubt else self.claim_ready
-        return claim(channel, worker=worker, limit=limit, lease=lease)
+        return claim(channel, holder=holder, limit=limit, lease=lease)
 
     @abstractmethod
-    def move(self, moves: Sequence[Move]) -> list[Submission | None]:
-        """Apply compare-and-set moves (domain/moves.py), each with its event, in one
-        transaction, in order (a row may be named twice); None where a move lost
-        because the row was no longer where the move expected it."""
+    def move(self, changes: Sequence[Change]) -> list[Submission | None]:
+        """Apply compare-and-set changes (domain/moves.py: moves, and settles, which
+        each database writes by a statement of their own), each with its event, in
+        one transaction, in order (a row may be named twice); None where a change lost
+        because the row was no longer where it expected it."""
 
     @abstractmethod
     def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
@@ -320,12 +321,12 @@ class AsyncStore(ABC):
 
     @abstractmethod
     async def claim(
-        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
     ) -> list[Submission]:
         """As `Store.claim`."""
 
     @abstractmethod
-    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+    async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
         """As `Store.move`."""
 
 
@@ -337,19 +338,19 @@ class InThreads(AsyncStore):
         self.db = db
 
     async def claim(
-        self, channel: str, *, worker: str, limit: int, lease: float, in_doubt: bool = False
+        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
     ) -> list[Submission]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self.db,
             lambda: self.store.claim(
-                channel, worker=worker, limit=limit, lease=lease, in_doubt=in_doubt
+                channel, holder=holder, limit=limit, lease=lease, in_doubt=in_doubt
             ),
         )
 
-    async def move(self, moves: Sequence[Move]) -> list[Submission | None]:
+    async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.db, self.store.move, moves)
+        return await loop.run_in_executor(self.db, self.store.move, changes)
 
 
 class Tx(ABC):

@@ -1,0 +1,30 @@
+"""An alert: why a person should look, and at which row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from denpyo.domain.submission import Submission
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """Why a person should look at a submission now.
+
+    The policy decides an alert without its row (`submission` None); the engine
+    attaches the row as it stands after the move is committed (`about`). An alert
+    about the worker itself (`renewal_failing`) has no row.
+    """
+
+    reason: str  # "rejected", "exhausted", "in_doubt"; "renewal_failing" (no submission)
+    message: str
+    submission: Submission | None = None
+
+    def about(self, sub: Submission) -> Alert:
+        return Alert(self.reason, self.message, sub)
+
+    def __str__(self) -> str:
+        sub = self.submission
+        if sub is None:
+            return f"[{self.reason}] {self.message}"
+        return f"[{self.reason}] {sub.channel}:{sub.key} (id {sub.id}): {self.message}"
