@@ -837,13 +837,15 @@ async def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
             peers[name] = ""
         except Exception as exc:
             peers[name] = f"{type(exc).__name__}: {exc}"
+    from denpyo.store.dialects import DIALECTS
+
     stores: dict[str, str] = {}
-    for dialect in ("sqlite", "postgresql", "mysql"):
+    for name, dialect in DIALECTS.items():
         try:
-            importlib.import_module(f"denpyo.store.{dialect}")
-            stores[dialect] = ""
+            dialect.store_class()
+            stores[name] = ""
         except Exception as exc:
-            stores[dialect] = f"{type(exc).__name__}: {exc}"
+            stores[name] = f"{type(exc).__name__}: {exc}"
     return {
         "python": sys.version.split()[0],
         "versions": versions,

@@ -28,8 +28,8 @@ import psycopg
 import denpyo
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
+from denpyo.store.params import distinct_groups
 from denpyo.store.postgresql import PostgresStore, _claim_statement, _move_statement
-from denpyo.store.sql_store import distinct_groups
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL, WORKER, CLAIM = "bench", "bench-drivers", 64

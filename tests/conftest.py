@@ -1,9 +1,9 @@
 """Shared fixtures: a fresh real database per test, on every backend.
 
-`backend_url` is parametrised over SQLite, PostgreSQL (and MariaDB where the
-store exists); each test gets a database of its own, copied from a migrated
-template where the server supports it. Server URLs come from
-DENPYO_TEST_POSTGRES_URL and DENPYO_TEST_MYSQL_URL.
+`backend_url` is parametrised over every database denpyo stores in (SQLite,
+PostgreSQL, MariaDB: store/dialects.py); each test gets a database of its own,
+copied from a migrated template where the server supports it. Server URLs come
+from DENPYO_TEST_POSTGRES_URL and DENPYO_TEST_MYSQL_URL.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,15 @@ import psycopg
 import pytest
 
 import denpyo
+from denpyo.store import Store, open_store
+from denpyo.store.dialects import DIALECTS
 from denpyo.testing import FakeProvider
 
 POSTGRES_URL = os.environ.get(
     "DENPYO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 MYSQL_URL = os.environ.get("DENPYO_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
-BACKENDS = ["sqlite", "postgresql"]
-if find_spec("denpyo.store.mysql") is not None:
-    BACKENDS.append("mysql")
+BACKENDS = list(DIALECTS)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
 
@@ -212,6 +211,14 @@ def db_url(
 def ledger(db_url: str) -> Iterator[denpyo.Ledger]:
     with denpyo.Ledger(db_url) as ledger:
         yield ledger
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """The store of a fresh, migrated database, for the store's own tests."""
+    opened = open_store(db_url)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

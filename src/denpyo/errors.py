@@ -13,7 +13,7 @@
     │   ├── InvalidKey              empty, too long, not text, or not valid Unicode
     │   ├── KeyReused               the channel and key exist with another payload
     │   └── SubmissionNotFound      no row has that id, or that channel and key
-    ├── TransitionNotAllowed        a status move SPEC §4 forbids
+    ├── TransitionNotAllowed        a status move the statuses forbid
     ├── LeaseLost                   another process settled or took the row first
     │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
@@ -91,7 +91,7 @@ class SubmissionNotFound(InvalidInput):
 
 
 class TransitionNotAllowed(DenpyoError):
-    """A status move that SPEC §4 does not allow was asked for."""
+    """A status move that the statuses do not allow was asked for (domain/status.py)."""
 
 
 class LeaseLost(DenpyoError):

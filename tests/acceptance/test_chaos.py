@@ -1,4 +1,4 @@
-"""SPEC §10.4: kill -9 of workers at any instant, and a database restart, lose
+"""Crash safety: kill -9 of workers at any instant, and a database restart, lose
 nothing and double nothing. The short run is in the default suite (3,000
 submissions, sized so that workers are killed several times); the long one
 (`make chaos`) runs 100,000."""

@@ -200,7 +200,7 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
         ["--since", "1h", "--limit", "2"],
         ["--until", "2000-01-01"],
     ]
-    *found, table, check, empty_check, shown, people = run_all(
+    *found, table, check, empty_check, shown, people, doubt = run_all(
         [
             *(["list", *q, "--json"] for q in queries),
             ["list", "--needs-attention"],
@@ -208,6 +208,7 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
             ["list", "--channel", "sms", "--check"],
             ["show", str(seeded["k-rejected"]), "--json"],
             ["show", "email:k-ok"],
+            ["show", "email:k-ambiguous"],
         ],
         db_url,
     )
@@ -228,6 +229,14 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
     assert [e["kind"] for e in history["events"]] == ["created", "attempt", "settle"]
     text = ok(people).stdout
     assert "history" in text and "r-k-ok" in text and "synced" in text
+    assert [line.split() for line in text.splitlines() if " actions " in line] == [
+        ["│", "actions", "none", "│"]
+    ]
+    offered = (
+        "retry --force-in-doubt, resolve --abandon, resolve --resend --force-in-doubt, "
+        "resolve --mark-synced"
+    )
+    assert offered in ok(doubt).stdout
 
 
 def piped(*args: str, db: str) -> subprocess.CompletedProcess[str]:

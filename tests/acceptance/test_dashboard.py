@@ -3,7 +3,7 @@
 Each page is loaded and photographed (into the test's temporary directory, and into
 docs/screenshots/ when DENPYO_SCREENSHOTS is set), and actions are performed through
 the page and checked in the database: an abandon with a note, a bulk retry that shows
-its dry run first, and a search by key.
+its dry run first, a search by key, and every action button of a row in every state.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import uvicorn
 
 import denpyo
 from conftest import free_port
-from dashboard_seed import SCRIPT, seed
+from dashboard_seed import SCRIPT, STATES, row_in_state, seed
 from denpyo.engine import operator as op
 from denpyo.web import create_app
 
@@ -205,3 +205,79 @@ def test_the_overview_refreshes_itself(
     op.resolve_abandon(ledger, ids["rejected"], note="resolved in another tab", by="bob")
     # htmx polls the counts (every 2 s here); no reload.
     playwright_api.expect(page.locator(".card .n").first).to_have_text("3", timeout=10_000)
+
+
+# What a row's page offers, by state: "!" marks an action offered with the "although
+# the call may have arrived" checkbox (force_in_doubt).
+OFFERED = {
+    "never-attempted": {"abandon", "resend"},  # no retry: a worker will send it
+    "in-flight": set(),
+    "in-doubt-requesting": {"retry!", "abandon", "resend!", "mark-synced"},
+    "failed-due": {"retry", "abandon", "resend", "mark-synced"},
+    "failed-exhausted": {"retry", "abandon", "resend", "mark-synced"},
+    "failed-ambiguous": {"retry!", "abandon", "resend!", "mark-synced"},
+    "rejected": {"abandon", "resend"},
+    "synced": set(),
+    "abandoned": {"resend", "mark-synced"},
+    "resent": set(),
+}
+
+
+def offered(page: Any) -> set[str]:
+    """The action forms on a row's page, by the last part of their URL."""
+    found = set()
+    for form in page.locator("section.actions form.act").all():
+        verb = str(form.get_attribute("action")).rsplit("/", 1)[-1]
+        found.add(verb + ("!" if form.locator("input[name=force_in_doubt]").count() else ""))
+    return found
+
+
+def test_every_action_a_page_offers_is_accepted(
+    served: tuple[str, denpyo.Ledger, dict[str, int]], page: Any, tmp_path: Path
+) -> None:
+    """A row in each state, and for each action button its page shows, a fresh copy of
+    the row acted on through that button: the engine must accept every action a page
+    offers (a refusal shows its error page instead of "Done")."""
+    base, ledger, _ = served
+    shots = Shots(tmp_path)
+    sign_in(page, base, shots)
+    assert set(OFFERED) == set(STATES)
+    for state in STATES:
+        first = row_in_state(ledger, state, f"{state}:look")
+        page.goto(f"{base}/submissions/{first}")
+        actions = offered(page)
+        assert actions == OFFERED[state], state
+        shots.take(page, f"state-{state}")
+        if not actions:
+            text = page.locator("section.actions").inner_text()
+            assert any(
+                said in text for said in ("Being sent right now", "Synced: final", "Nothing to do")
+            ), (state, text)
+        for action in sorted(actions):
+            verb = action.rstrip("!")
+            sid = row_in_state(ledger, state, f"{state}:{verb}")
+            page.goto(f"{base}/submissions/{sid}")
+            assert offered(page) == actions, (state, verb)
+            form = page.locator(f"section.actions form.act[action$='/{verb}']")
+            form.locator("textarea[name=note]").fill(f"{verb} of a {state} row, checked")
+            if verb == "mark-synced":
+                form.locator("input[name=remote_id]").fill("msg_found_by_hand")
+            if action.endswith("!"):
+                form.locator("input[name=force_in_doubt]").check()
+            with page.expect_navigation():
+                form.locator("button[type=submit]").click()
+            done = "done=" in page.url and page.locator(".flash.ok").count() == 1
+            refused = page.locator(".flash.error").count()
+            assert done and not refused, (state, verb, page.locator("main").inner_text())
+            row = ledger.get_by_id(sid)
+            assert row is not None
+            last = ledger.events(sid)[-1]
+            assert last.actor == "operator:alice", (state, verb, last)
+            if verb == "mark-synced":
+                assert (row.status, row.remote_id) == (denpyo.Status.SYNCED, "msg_found_by_hand")
+            elif verb == "resend":
+                assert ledger.store.find_superseding(sid) is not None, (state, row)
+            elif verb == "abandon":
+                assert row.resolution is not None and "operator:alice" in row.resolution
+            else:
+                assert last.kind == "retry" and row.next_attempt_at is not None, (state, last)

@@ -26,6 +26,7 @@ import denpyo  # noqa: E402
 from conftest import driver_connection  # noqa: E402
 from denpyo.channels.http import HttpChannel  # noqa: E402
 from denpyo.store import dialect_of  # noqa: E402
+from denpyo.store.dialects import DIALECTS  # noqa: E402
 from denpyo.store.queries import load_migrations  # noqa: E402
 from denpyo.testing import FakeProvider  # noqa: E402
 
@@ -243,7 +244,7 @@ def test_every_denpyo_migration_has_a_django_migration(django_project: str) -> N
         for op in migration.operations
         if isinstance(op, ApplySchema)
     )
-    for dialect in ("sqlite", "postgresql", "mysql"):
+    for dialect in DIALECTS:
         assert applied == [version for version, _ in load_migrations(dialect)]
     call_command("makemigrations", "denpyo", check=True, dry_run=True, verbosity=0)
 

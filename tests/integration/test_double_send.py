@@ -1,4 +1,4 @@
-"""No call goes out twice (SPEC §10.2, §12): a resolved row submitted again, a worker
+"""No call goes out twice: a resolved row submitted again, a worker
 that stalled or cannot renew its leases, a finishing flow and a fresh hold on the
 same row, a call waiting for a thread past its lease. Every backend."""
 
@@ -341,23 +341,6 @@ def test_an_inline_submit_waiting_for_its_loop_past_its_lease_is_not_sent(
     assert sub.status is Status.REQUESTING and sub.attempts == 0 and sub.locked_by is None
     ledger.work(until_idle=True)  # due at once: a worker sends it, once
     assert calls == {"k": 1}
-
-
-def test_lease_begin_and_revoke_are_exclusive() -> None:
-    from denpyo.domain.lease import Lease
-
-    started = Lease(10.0)
-    started.begin()
-    assert not started.revoke() and started.left() > 0
-    revoked = Lease(10.0)
-    assert revoked.revoke() and revoked.left() == 0
-    with pytest.raises(denpyo.LeaseExpired):
-        revoked.begin()
-    expired = Lease(1.0, since=time.monotonic() - 0.95)  # in its last tenth
-    with pytest.raises(denpyo.LeaseExpired):
-        expired.begin()
-    expired.renewed(time.monotonic())
-    expired.begin()
 
 
 def test_renewal_renews_many_holders_at_once_and_never_waits_for_a_lock(

@@ -26,7 +26,7 @@ from denpyo.engine.worker import Worker
 from denpyo.store.sqlite import SqliteStore
 
 LARGE = {"blob": "x" * 20_000}  # needs overflow pages
-REMOTE_ID = "msg_" + "r" * 20_000  # so does a settle that records it
+REMOTE_ID = "msg_" + "r" * 15_000  # so does a settle that records it (kept whole: under 16,000)
 LEASE = 1.0
 
 

@@ -1,8 +1,14 @@
-"""The documentation site shows what the package holds."""
+"""The documentation site shows what the package holds: every migration and query
+file, every command of the command line and each of its options."""
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
-from denpyo.store.queries import DIALECTS
+import click
+
+from denpyo.cli import main
+from denpyo.store.dialects import DIALECTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,3 +19,35 @@ def test_the_sql_reference_includes_every_migration_and_query_file() -> None:
         assert f'--8<-- "src/denpyo/store/sql/{dialect}.sql"' in page
         for migration in sorted((ROOT / "src/denpyo/store/migrations" / dialect).glob("*.sql")):
             assert f'--8<-- "{migration.relative_to(ROOT)}"' in page, migration.name
+
+
+def _commands(
+    command: click.Command, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, click.Command]]:
+    """Every command of the command line, by its words after `denpyo`, groups first."""
+    yield " ".join(path), command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+
+
+def test_every_command_and_option_of_the_command_line_is_documented() -> None:
+    """Each command has a row in the guide's table, and each of its options is named
+    in that row or in the page's text (the filters, `--json`, `--by`, the global
+    options): a command or an option added without a word in the guide fails here."""
+    page = (ROOT / "docs" / "guide" / "cli.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    prose = "\n".join(line for line in page.splitlines() if not line.startswith("|"))
+    for name, command in _commands(main):
+        words = f"denpyo {name}".rstrip()
+        own = [row for row in rows if re.match(rf"\| `{re.escape(name)}\b(?![\w-])", row)]
+        if name:
+            assert own, f"`{words}` has no row in docs/guide/cli.md"
+        said = "\n".join([*own, prose])
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            for option in [*param.opts, *param.secondary_opts]:
+                if option.startswith("--"):
+                    named = re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", said)
+                    assert named, f"`{words} {option}` is not in docs/guide/cli.md"

@@ -2,17 +2,14 @@
 
 import pytest
 
-from denpyo.store.queries import DIALECTS, ddl, load_migrations, load_queries, split_statements
+from denpyo.store.dialects import DIALECTS
+from denpyo.store.queries import ddl, load_migrations, load_queries, split_statements
 
 
 def test_each_query_file_defines_exactly_the_queries_its_store_runs() -> None:
     """Each layer of a store lists the named queries it runs (`QUERIES`): a database's
     file defines their union, no more and no less."""
-    from denpyo.store.mysql import MysqlStore
-    from denpyo.store.postgresql import PostgresStore
-    from denpyo.store.sqlite import SqliteStore
-
-    for store in (SqliteStore, PostgresStore, MysqlStore):
+    for store in (dialect.store_class() for dialect in DIALECTS.values()):
         runs: set[str] = set()
         for layer in store.__mro__:
             runs |= vars(layer).get("QUERIES", frozenset())

@@ -5,7 +5,7 @@ The idempotency key goes where the provider reads it: a header (``key_header``,
 and/or a field of the JSON body (``key_field``, a dotted path such as
 ``custom_args.denpyo_key`` for an API with no keys that keeps custom arguments).
 
-How outcomes are classified (SPEC §6) — the point is never to call a request
+How outcomes are classified (docs/guide/channels.md) — the point is never to call a request
 "did not arrive" unless that is certain:
 
 - 2xx: delivered; the id is read from the JSON reply (``id_field``).

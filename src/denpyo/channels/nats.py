@@ -20,7 +20,7 @@ a publish is classified:
 A broker has no lookup, so an ambiguous publish (or a crash after it) leaves the
 row in doubt. Within the duplicate window a resend under the same key is dropped
 by JetStream: declare the channel ``idempotent=True`` with ``idempotency_window``
-shorter than the stream's ``duplicate_window`` (see the README).
+shorter than the stream's ``duplicate_window`` (docs/guide/idempotency-window.md).
 
 One connection per event loop, opened on first use and again after an error;
 `Ledger.close()` closes them (or `aclose()` on a loop).

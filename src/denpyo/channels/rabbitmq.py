@@ -20,7 +20,7 @@ publish is classified — never "did not arrive" unless that is certain:
 A broker has no lookup, so an ambiguous publish (or a crash after it) leaves the
 row in doubt. Consumers that deduplicate by ``message_id`` make a resend
 harmless: declare the channel ``idempotent=True`` then, with
-``idempotency_window`` = how long they remember ids (see the README).
+``idempotency_window`` = how long they remember ids (docs/guide/idempotency-window.md).
 
 One connection and one AMQP channel per event loop, opened on first use and
 again after an error; `Ledger.close()` closes them (or `aclose()` on a loop).

@@ -14,6 +14,12 @@ from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
+from denpyo.domain.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE,
+    DEFAULT_POLL_INTERVAL,
+    WorkerSettings,
+)
 from denpyo.engine import operator as op
 from denpyo.errors import InvalidInput, PayloadNotJSON
 
@@ -268,22 +274,22 @@ def audit(
 @main.command()
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
-    default=16,
+    type=int,
+    default=DEFAULT_CONCURRENCY,
     show_default=True,
-    help="Calls in flight at once, over all channels.",
+    help="Calls in flight at once, over all channels (at least 1).",
 )
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
+    type=float,
+    default=DEFAULT_POLL_INTERVAL,
     show_default=True,
     help="Seconds between looks for due rows when idle.",
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
-    default=30.0,
+    type=float,
+    default=DEFAULT_GRACE,
     show_default=True,
     help="On SIGINT/SIGTERM, seconds the calls in flight get to finish.",
 )
@@ -333,12 +339,9 @@ def worker(
     Example: denpyo --app myapp.ledger:ledger worker --metrics-port 9464
     Example: denpyo --app myapp.ledger:ledger worker --processes 4 --metrics-port 9464
     """
+    settings = WorkerSettings(concurrency, poll_interval, grace)  # refused before any start
     if processes > 1:
-        ctx.exit(
-            _supervise(
-                env, processes, concurrency, poll_interval, grace, metrics_port, metrics_host
-            )
-        )
+        ctx.exit(_supervise(env, processes, settings, metrics_port, metrics_host))
     _log_to_stderr(logging.INFO)
     ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
@@ -353,7 +356,12 @@ def worker(
         render.err.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics")
     render.err.print(f"worker started on channels: {names}; Ctrl-C or SIGTERM stops it")
     try:
-        report = op.serve(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
+        report = op.serve(
+            ledger,
+            concurrency=settings.concurrency,
+            poll_interval=settings.poll_interval,
+            grace=settings.grace,
+        )
     finally:
         if server is not None:
             server.shutdown()
@@ -367,9 +375,7 @@ def worker(
 def _supervise(
     env: Env,
     processes: int,
-    concurrency: int,
-    poll_interval: float,
-    grace: float,
+    settings: WorkerSettings,
     metrics_port: int | None,
     metrics_host: str,
 ) -> int:
@@ -382,9 +388,9 @@ def _supervise(
     if not env.app:  # said once here, rather than by each child
         op.require_channels(env.ledger, "the worker")
     options = [
-        "--concurrency", str(concurrency),
-        "--poll-interval", repr(poll_interval),
-        "--grace", repr(grace),
+        "--concurrency", str(settings.concurrency),
+        "--poll-interval", repr(settings.poll_interval),
+        "--grace", repr(settings.grace),
         "--metrics-host", metrics_host,
     ]  # fmt: skip
     commands = [
@@ -402,7 +408,7 @@ def _supervise(
     def say(message: str) -> None:
         render.err.print(f"supervisor: {message}", markup=False, highlight=False, soft_wrap=True)
 
-    say(f"starting {processes} worker processes ({concurrency} calls in flight each)")
+    say(f"starting {processes} worker processes ({settings.concurrency} calls in flight each)")
     code = Supervisor(commands, say).run()
     say(f"all worker processes have stopped; exit code {code}")
     return code

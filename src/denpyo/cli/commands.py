@@ -12,7 +12,8 @@ from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, ro
 from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
 from denpyo.store import dialect_of
-from denpyo.store.queries import DIALECTS, ddl
+from denpyo.store.dialects import DIALECTS
+from denpyo.store.queries import ddl
 
 
 @main.command()

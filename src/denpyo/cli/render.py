@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
+from denpyo.domain.rules import Action, RowActions, allowed_actions
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.operator import (
@@ -229,6 +230,7 @@ def show_history(found: History, *, full: bool = False) -> None:
         rows.append(("supersedes", f"#{sub.supersedes}"))
     if found.superseded_by:
         rows.append(("superseded by", label(found.superseded_by)))
+    rows.append(("actions", actions_text(allowed_actions(sub, superseded_by=found.superseded_by))))
     for name, value in rows:
         grid.add_row(name, value)
     out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
@@ -259,6 +261,23 @@ def show_history(found: History, *, full: bool = False) -> None:
             "" if event.duration_ms is None else str(event.duration_ms),
         )
     out.print(table)
+
+
+ACTION_COMMANDS = {
+    Action.RETRY: "retry",
+    Action.ABANDON: "resolve --abandon",
+    Action.RESEND: "resolve --resend",
+    Action.MARK_SYNCED: "resolve --mark-synced",
+}
+
+
+def actions_text(actions: RowActions) -> str:
+    """The commands the row accepts now, as `retry` and `resolve` would take them."""
+    offered = [
+        ACTION_COMMANDS[a.action] + (" --force-in-doubt" if a.needs_force else "")
+        for a in actions.offered
+    ]
+    return ", ".join(offered) or "none"
 
 
 def show_retry(result: RetryResult, *, full: bool = False) -> None:

@@ -13,7 +13,7 @@ per order, so the calls drift apart.
 - naive: the usual code. Prepare, call, then ``INSERT INTO invoice_emails``.
 - denpyo: `Ledger.submit`: the row is committed `requesting`, then the channel
   prepares, calls and returns the provider's id, and the row is settled. The
-  channel and its verify are written as the README tells you to write your own.
+  channel and its verify are written as docs/guide/using.md tells you to write your own.
 """
 
 from __future__ import annotations

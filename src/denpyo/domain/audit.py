@@ -122,7 +122,7 @@ def compare_ids(row: Submission, remote_id: str | None) -> Discrepancy | None:
     )  # fmt: skip
 
 
-def missing(row: Submission, why: str = "") -> Discrepancy:
+def missing_at_provider(row: Submission, why: str = "") -> Discrepancy:
     """The ledger says synced and the provider has no record of the key."""
     return Discrepancy(
         DiscrepancyKind.MISSING_AT_PROVIDER, row.idempotency_key, None, row,

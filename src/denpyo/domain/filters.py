@@ -30,7 +30,7 @@ class Filter:
     empty: no condition); set fields are combined with AND.
 
     - `statuses`: any of these statuses.
-    - `in_doubt`: True, only rows in doubt (SPEC §3); False, only rows not in doubt.
+    - `in_doubt`: True, only rows in doubt; False, only rows not in doubt.
     - `needs_attention`: True, only rows a person must look at: no resolution
       yet, and in doubt, exhausted (`failed` with no next attempt) or `rejected`.
     - `resolved`: True, only rows with a person's resolution; False, only without.

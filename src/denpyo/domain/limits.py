@@ -1,4 +1,4 @@
-"""Input checks for submit and enqueue (SPEC §10.5): refuse before writing anything."""
+"""Input checks for submit and enqueue: refuse before writing anything."""
 
 from __future__ import annotations
 
@@ -119,18 +119,27 @@ def check_key(key: object, what: str = "key") -> str:
     return key
 
 
+MAX_STORED_TEXT = 16_000
+"""Characters kept of a text the engine records: MariaDB's TEXT holds 65,535 bytes,
+and a character takes up to four. Longer texts (a provider's whole error page) are
+cut, never refused: the outcome would be lost with them."""
+
+
 def storable_text(text: str) -> str:
     """`text` as every database keeps it: a NUL (PostgreSQL's text refuses it) and a
-    lone surrogate (no UTF-8 form) are written as escapes, everything else as is.
-    For what the engine records but nobody typed: an error, a remote id, a verdict."""
+    lone surrogate (no UTF-8 form) are written as escapes, and a text past
+    `MAX_STORED_TEXT` is cut, saying so; everything else as is. For what the engine
+    records but nobody typed: an error, a remote id, a verdict."""
     if "\x00" in text:
         text = text.replace("\x00", "\\x00")
-    if text.isascii():
-        return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode()
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode()
+    if len(text) > MAX_STORED_TEXT:
+        kept = MAX_STORED_TEXT - 40
+        text = f"{text[:kept]} … [{len(text) - kept:,} more characters cut]"
     return text
 
 

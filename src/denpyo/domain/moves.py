@@ -20,6 +20,8 @@ from denpyo.errors import InvalidInput
 
 KEEPABLE = frozenset({Status.FAILED, Status.REJECTED})
 _TEXT_FIELDS = ("remote_id", "last_error", "resolution", "detail")
+_ENDS = frozenset({Status.SYNCED, Status.FAILED, Status.REJECTED})
+"""How an attempt may end: the moves out of `requesting` but to itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,9 +392,10 @@ class Settle:
         return self.last_error or self.remote_id
 
     def __post_init__(self) -> None:
-        if self.to_status is Status.REQUESTING:
-            raise InvalidInput("an attempt ends synced, failed or rejected, not requesting")
-        check_move(Status.REQUESTING, self.to_status)
+        if self.to_status not in _ENDS:
+            raise InvalidInput(
+                f"an attempt ends synced, failed or rejected, not {self.to_status.value}"
+            )
         if self.row.locked_by is None:
             raise InvalidInput(f"submission {self.row.id}: only its holder settles an attempt")
         for name in ("remote_id", "last_error"):

@@ -9,12 +9,13 @@ reconciler from each growing their own idea of what "retry" means.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
 from denpyo.domain.alert import Alert
 from denpyo.domain.backoff import Backoff
+from denpyo.domain.settings import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
 from denpyo.errors import Rejected, Transient, require
@@ -44,7 +45,7 @@ def describe(exc: BaseException) -> str:
 
 
 def classify_exception(exc: BaseException) -> Outcome:
-    """SPEC §6: Rejected → rejected; Transient → failed; anything else is ambiguous,
+    """Rejected → rejected; Transient → failed; anything else is ambiguous,
     because the request may have left (a timeout, a dropped connection, a bug
     after the provider answered)."""
     if isinstance(exc, Rejected):
@@ -58,8 +59,8 @@ def classify_exception(exc: BaseException) -> Outcome:
 class RetryPolicy:
     """A channel's rules for what happens after a failure."""
 
-    max_attempts: int = 8
-    backoff: Backoff = field(default_factory=Backoff)
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = DEFAULT_BACKOFF
     can_verify: bool = False
     idempotent: bool = False
 

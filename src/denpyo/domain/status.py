@@ -1,4 +1,4 @@
-"""The four statuses of a submission and the moves between them (SPEC §4)."""
+"""The four statuses of a submission and the moves between them."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ FINAL = frozenset({Status.SYNCED, Status.REJECTED})
 
 
 def check_move(current: Status | str, target: Status | str) -> None:
-    """Raise `TransitionNotAllowed` unless SPEC §4 allows `current -> target`."""
+    """Raise `TransitionNotAllowed` unless `ALLOWED_MOVES` has `current -> target`."""
     move = (Status(current), Status(target))
     if move not in ALLOWED_MOVES:
         raise TransitionNotAllowed(f"a submission cannot move from {move[0]} to {move[1]}")

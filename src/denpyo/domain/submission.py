@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from denpyo.domain import rules
 from denpyo.domain.lease import Lease
 from denpyo.domain.status import ErrorKind, Status
 
@@ -34,9 +35,9 @@ class Submission:
     resolution: str | None = None
     supersedes: int | None = None
     in_doubt: bool = False
-    """The call may or may not have arrived (SPEC §3), judged by the database
-    clock when the row was read: `requesting` with its lease run out, or
-    `failed` with an ambiguous error."""
+    """The call may or may not have arrived, judged by the database clock when the
+    row was read: `requesting` with its lease run out, or `failed` with an
+    ambiguous error (`rules.in_doubt`)."""
     lease: Lease | None = field(default=None, compare=False, repr=False)
     """This process's hold on the row while it sends it (None when it holds none)."""
 
@@ -66,15 +67,13 @@ class Submission:
 
     @property
     def in_flight(self) -> bool:
-        """A sender held a live lease on the row when it was read."""
-        return (
-            self.status is Status.REQUESTING and self.locked_until is not None and not self.in_doubt
-        )
+        """A sender held a live lease on the row when it was read (`rules.in_flight`)."""
+        return rules.in_flight(self)
 
     @property
     def is_exhausted(self) -> bool:
-        """`failed` with no next attempt: only a person moves it now."""
-        return self.status is Status.FAILED and self.next_attempt_at is None
+        """`failed` with no next attempt and not in doubt (`rules.is_exhausted`)."""
+        return rules.is_exhausted(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from denpyo.domain.audit import (
     RemoteRecord,
     compare_ids,
     compare_remote,
-    missing,
+    missing_at_provider,
 )
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered
@@ -46,7 +46,8 @@ BATCH = 500
 """Records compared per query, and ledger rows per page."""
 
 Progress = Callable[[int, int], None]
-"""`progress(steps_done, steps)`."""
+"""`progress(done, total)`: told how far a long run (an audit's steps, a reconcile's rows)
+has come, from the thread that waits for it."""
 
 
 class Auditor:
@@ -159,7 +160,7 @@ class Auditor:
                         report.discrepancies.append(found)
                     continue
                 why = "" if isinstance(verdict, NotDelivered) else f" (verify: {verdict.why})"
-            report.discrepancies.append(missing(row, why))
+            report.discrepancies.append(missing_at_provider(row, why))
 
     def _synced(self, channel: str, start: datetime, end: datetime) -> Iterator[Submission]:
         after: tuple[datetime, int] | None = None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.policy import Outcome, OutcomeKind, RetryPolicy, classify_exception
+from denpyo.domain.settings import DEFAULT_BACKOFF, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.errors import require
@@ -31,7 +32,7 @@ class ChannelSpec:
     `lease` is the seconds an attempt may run before its row counts as in doubt:
     make it comfortably longer than the call's own timeout. `classify` may map
     an exception to an `Outcome`; returning None falls back to the default
-    classification (SPEC §6). `idempotency_window` is how long the provider
+    classification (`classify_exception`). `idempotency_window` is how long the provider
     remembers a key (Stripe: 24 h; a JetStream stream: its duplicate window):
     past it, an idempotent channel's in-doubt row is never resent on the strength
     of its key (policy.resend_in_window). `list_remote` gives the provider's own
@@ -42,9 +43,9 @@ class ChannelSpec:
     send: SendFn
     verify: VerifyFn | None = None
     idempotent: bool = False
-    max_attempts: int = 8
-    backoff: Backoff = field(default_factory=Backoff)
-    lease: float = 60.0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = DEFAULT_BACKOFF
+    lease: float = DEFAULT_LEASE
     concurrency: int | None = None
     rate_limit: float | None = None
     classify: Classifier | None = None

@@ -20,6 +20,13 @@ from denpyo.domain.limits import (
     check_same_payload,
     encode_payload,
 )
+from denpyo.domain.settings import (
+    DEFAULT_BACKOFF,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_LEASE,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_POLL_INTERVAL,
+)
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.engine.alerts import AlertHandler, Alerts
@@ -45,6 +52,7 @@ from denpyo.errors import (
 )
 from denpyo.store import NewSubmission, Store, open_store
 from denpyo.store.base import AsyncStore
+from denpyo.store.dialects import DIALECTS
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -103,9 +111,9 @@ class Ledger:
         *,
         verify: VerifyFn | None = None,
         idempotent: bool = False,
-        max_attempts: int = 8,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         backoff: Backoff | None = None,
-        lease: float = 60.0,
+        lease: float = DEFAULT_LEASE,
         concurrency: int | None = None,
         rate_limit: float | None = None,
         classify: Classifier | None = None,
@@ -130,7 +138,7 @@ class Ledger:
                 verify=verify,
                 idempotent=idempotent,
                 max_attempts=max_attempts,
-                backoff=backoff or Backoff(),
+                backoff=DEFAULT_BACKOFF if backoff is None else backoff,
                 lease=lease,
                 concurrency=concurrency,
                 rate_limit=rate_limit,
@@ -316,7 +324,11 @@ class Ledger:
     # -- work -------------------------------------------------------------------------
 
     def work(
-        self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
+        self,
+        *,
+        until_idle: bool = False,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> WorkReport:
         """Send enqueued rows, retry due failures, reconcile in-doubt rows.
         With `until_idle`, return once nothing is due; otherwise run until stopped
@@ -325,19 +337,23 @@ class Ledger:
         return self._run_worker(worker, worker.run(until_idle=until_idle))
 
     async def awork(
-        self, *, until_idle: bool = False, concurrency: int = 16, poll_interval: float = 1.0
+        self,
+        *,
+        until_idle: bool = False,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> WorkReport:
         """`work` on the running event loop."""
         worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
         return await worker.run(until_idle=until_idle)
 
-    def reconcile(self, *, concurrency: int = 16) -> WorkReport:
+    def reconcile(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> WorkReport:
         """One pass over the in-doubt rows that are due: verify, settle, resend or alert,
         with up to `concurrency` verifies in flight."""
         worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
         return self._run_worker(worker, worker.reconcile_pass())
 
-    async def areconcile(self, *, concurrency: int = 16) -> WorkReport:
+    async def areconcile(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> WorkReport:
         """`reconcile` on the running event loop."""
         worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
         return await worker.reconcile_pass()
@@ -394,7 +410,7 @@ class Ledger:
         """A runner on the ledger's threads; `ops`: the claims and changes of a
         running worker (`Store.async_ops`), by default run in those threads."""
         if self._db is None:
-            threads = 1 if self.store.dialect == "sqlite" else 4
+            threads = DIALECTS[self.store.dialect].db_threads
             self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
             self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
         return AsyncRunner(self.store, self._db, self._calls, ops)
@@ -453,7 +469,7 @@ class Ledger:
         ordering_key: str | None,
         supersedes: int | None = None,
     ) -> tuple[ChannelSpec, NewSubmission]:
-        """Check everything before anything is written (SPEC §10.5)."""
+        """Check everything before anything is written: bad input writes nothing."""
         spec = self._spec(channel)
         check_key(key)
         if ordering_key is not None:

@@ -42,13 +42,19 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Change, Move
+from denpyo.domain.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE,
+    DEFAULT_LEASE,
+    DEFAULT_POLL_INTERVAL,
+    WorkerSettings,
+)
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
 from denpyo.engine.pacing import TokenBucket
-from denpyo.errors import require
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -115,18 +121,16 @@ class Worker:
         self,
         ledger: Ledger,
         *,
-        concurrency: int = 16,
-        poll_interval: float = 1.0,
-        grace: float = 30.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        grace: float = DEFAULT_GRACE,
         actor: str | None = None,
     ) -> None:
-        require(concurrency >= 1, "the worker's concurrency must be at least 1")
-        require(poll_interval > 0, "the worker's poll_interval must be positive seconds")
-        require(grace >= 0, "the worker's grace must not be negative")
+        settings = WorkerSettings(concurrency, poll_interval, grace)  # refuses a bad one
         self.ledger = ledger
-        self.concurrency = concurrency
-        self.poll_interval = poll_interval
-        self.grace = grace
+        self.concurrency = settings.concurrency
+        self.poll_interval = settings.poll_interval
+        self.grace = settings.grace
         self.flows = Flows(
             ledger.store, ledger.alerts, actor or ledger.new_actor("worker"), ledger.calls
         )
@@ -459,7 +463,7 @@ class Worker:
     # -- background: leases and wake-ups ----------------------------------------------------
 
     def _shortest_lease(self) -> float:
-        return min([spec.lease for spec in self.ledger.channels.values()] or [60.0])
+        return min([spec.lease for spec in self.ledger.channels.values()] or [DEFAULT_LEASE])
 
     async def _heartbeat(self) -> None:
         """Renew the leases of held rows every third of the shortest lease, and keep

@@ -1,4 +1,4 @@
-"""Opening a store from a database URL."""
+"""Opening a store from a database URL: its scheme names the database (store/dialects.py)."""
 
 from __future__ import annotations
 
@@ -6,35 +6,32 @@ import os
 from urllib.parse import unquote, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
-from denpyo.extras import missing
 from denpyo.store.base import NewSubmission, Store
+from denpyo.store.dialects import BY_SCHEME, Dialect
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "open_store", "shown_url"]
-
-SCHEMES = {
-    "sqlite": "sqlite",
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "postgresql+psycopg": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "mysql+pymysql": "mysql",
-}
 
 
 def dialect_of(url: str) -> str:
     """The dialect a URL names, or InvalidDatabaseURL with the reason."""
+    return _dialect(url).name
+
+
+def _dialect(url: str) -> Dialect:
+    """The database a URL names (store/dialects.py), or InvalidDatabaseURL."""
     if not isinstance(url, str) or "://" not in url:
         raise InvalidDatabaseURL(
             f"not a database URL: {url!r} (expected sqlite:///path.db, "
             "postgresql://user@host/db or mysql://user@host/db)"
         )
     scheme = url.split("://", 1)[0].lower()
-    if scheme not in SCHEMES:
+    dialect = BY_SCHEME.get(scheme)
+    if dialect is None:
+        schemes = ", ".join(sorted(BY_SCHEME))
         raise InvalidDatabaseURL(
-            f"unsupported database {scheme!r} in {url!r}; use one of: {', '.join(sorted(SCHEMES))}"
+            f"unsupported database {scheme!r} in {url!r}; use one of: {schemes}"
         )
-    return SCHEMES[scheme]
+    return dialect
 
 
 def shown_url(url: str) -> str:
@@ -42,8 +39,9 @@ def shown_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    if dialect_of(url) == "sqlite":
-        return f"sqlite:///{os.path.abspath(sqlite_path(url))}"
+    dialect = _dialect(url)
+    if dialect.embedded:
+        return f"{dialect.name}:///{os.path.abspath(sqlite_path(url))}"
     userinfo, at, host = rest.rpartition("@")
     if at and ":" in userinfo:
         return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
@@ -67,27 +65,13 @@ def sqlite_path(url: str) -> str:
 
 def open_store(url: str) -> Store:
     """Open (lazily connect) the store a URL names."""
-    dialect = dialect_of(url)
-    if dialect == "sqlite":
-        from denpyo.store.sqlite import SqliteStore
-
-        return SqliteStore(sqlite_path(url))
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError as exc:
-        raise InvalidDatabaseURL(f"malformed port in {url!r}") from exc
-    if not parts.path.strip("/"):
-        raise InvalidDatabaseURL(f"{url!r} names no database (…/dbname)")
-    if dialect == "postgresql":
+    dialect = _dialect(url)
+    if not dialect.embedded:
+        parts = urlsplit(url)
         try:
-            from denpyo.store.postgresql import PostgresStore
-        except ImportError as exc:
-            raise missing("postgresql", "a PostgreSQL URL", exc) from exc
-        return PostgresStore(url.replace("postgresql+psycopg://", "postgresql://", 1))
-    try:
-        from denpyo.store.mysql import MysqlStore  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as exc:
-        raise missing("mysql", "a MariaDB URL", exc) from exc
-    store: Store = MysqlStore(url)
-    return store
+            parts.port  # noqa: B018 - raises on a malformed port
+        except ValueError as exc:
+            raise InvalidDatabaseURL(f"malformed port in {url!r}") from exc
+        if not parts.path.strip("/"):
+            raise InvalidDatabaseURL(f"{url!r} names no database (…/dbname)")
+    return dialect.store_class().from_url(url)

@@ -6,9 +6,11 @@ on the caller's connection (`BridgedTx`): the row commits or rolls back with
 the application's own write. Two thread hops per statement are the price;
 the statements themselves are the same as `enqueue`'s.
 
-Drivers are recognised by their type's module, so none is imported here:
-psycopg's `AsyncConnection`, asyncpg, aiosqlite, aiomysql, and SQLAlchemy's
-`AsyncConnection` and `AsyncSession` over any of them.
+Drivers are recognised by their type's module and name (`AsyncExecutor.driver`),
+so none is imported here: psycopg's `AsyncConnection`, asyncpg, aiosqlite,
+aiomysql, and SQLAlchemy's `AsyncConnection` and `AsyncSession` over any of them.
+Each database's record lists the executors that are its own (store/dialects.py);
+store/callers.py finds the one for a caller's connection.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from denpyo.errors import ConfigurationError, StoreError
+from denpyo.errors import StoreError
 from denpyo.store.base import Row, Tx
 
 T = TypeVar("T")
@@ -28,7 +30,8 @@ T = TypeVar("T")
 class AsyncExecutor(ABC):
     """Runs statements on one asyncio driver connection."""
 
-    dialect: str
+    driver: ClassVar[tuple[str, str]]
+    """The connection class it takes: (the driver's top module, the class's name)."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -45,7 +48,7 @@ class AsyncExecutor(ABC):
 
 
 class PsycopgExecutor(AsyncExecutor):
-    dialect = "postgresql"
+    driver = ("psycopg", "AsyncConnection")
 
     async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
         from psycopg.rows import dict_row
@@ -79,7 +82,7 @@ def numbered(sql: str) -> tuple[str, list[str]]:
 
 
 class AsyncpgExecutor(AsyncExecutor):
-    dialect = "postgresql"
+    driver = ("asyncpg", "Connection")
 
     async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
         text, names = numbered(sql)
@@ -106,7 +109,7 @@ def _asyncpg_error(exc: Exception) -> Exception:
 
 
 class AiosqliteExecutor(AsyncExecutor):
-    dialect = "sqlite"
+    driver = ("aiosqlite", "Connection")
 
     async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
         async with self.conn.execute(sql, dict(params)) as cursor:
@@ -120,7 +123,7 @@ class AiosqliteExecutor(AsyncExecutor):
 
 
 class AiomysqlExecutor(AsyncExecutor):
-    dialect = "mysql"
+    driver = ("aiomysql", "Connection")
 
     async def fetch_all(self, sql: str, params: Mapping[str, Any]) -> list[Row]:
         async with self.conn.cursor() as cursor:
@@ -133,34 +136,6 @@ class AiomysqlExecutor(AsyncExecutor):
         async with self.conn.cursor() as cursor:
             await cursor.execute(sql, dict(params))
             return int(cursor.rowcount)
-
-
-EXECUTORS: dict[tuple[str, str], type[AsyncExecutor]] = {
-    ("psycopg", "AsyncConnection"): PsycopgExecutor,
-    ("asyncpg", "Connection"): AsyncpgExecutor,
-    ("aiosqlite", "Connection"): AiosqliteExecutor,
-    ("aiomysql", "Connection"): AiomysqlExecutor,
-}
-
-
-async def executor_for(conn: Any) -> AsyncExecutor:
-    """The executor for an application's asyncio connection; SQLAlchemy's are
-    unwrapped to their driver connection, in the session's transaction."""
-    module = type(conn).__module__
-    if module.startswith("sqlalchemy"):
-        if hasattr(conn, "get_bind"):  # AsyncSession: its connection, begun if need be
-            conn = await conn.connection()
-        raw = await conn.get_raw_connection()
-        conn = raw.driver_connection
-    for klass in type(conn).__mro__:
-        found = EXECUTORS.get((klass.__module__.split(".")[0], klass.__name__))
-        if found is not None:
-            return found(conn)
-    raise ConfigurationError(
-        f"aenqueue cannot join a {module}.{type(conn).__name__} transaction; conn must be "
-        "a psycopg AsyncConnection, an asyncpg Connection, an aiosqlite Connection, an "
-        "aiomysql Connection, or a SQLAlchemy AsyncConnection or AsyncSession"
-    )
 
 
 class BridgedConnection:

@@ -4,14 +4,22 @@
 database implements all of them. A SQL database gets almost all of them from
 `SqlStore` (store/sql_store.py) by supplying:
 
+- its record in `DIALECTS` (store/dialects.py): its URL schemes, its store
+  class, the extra that brings its driver, and the rest that is not SQL;
 - `sql/<dialect>.sql`, the named queries that its classes list in `QUERIES`,
   and `migrations/<dialect>/`, the numbered schema scripts;
 - `transaction()`, `reading()` and `one_statement()`: contexts that yield a `Tx`,
   the executor below, which runs one named statement at a time and knows no
-  query names;
+  query names (store/connections.py), and how its driver's errors read
+  (`DriverErrors`, there too);
 - the four writes inside a transaction (record one, record many, claim, move):
   from `PortableSqlStore` (store/portable.py: several portable statements each;
-  SQLite and MariaDB), or its own (PostgreSQL: one statement each).
+  SQLite and MariaDB), or its own (PostgreSQL: one statement each);
+- where its driver differs, its conversions of times, JSON and lists: rows to
+  objects in store/rows.py, values to parameters in store/params.py.
+
+The caller's own connections, checked and bridged from asyncio, are
+store/callers.py (the asyncio drivers: store/async_conn.py).
 
 The worker's hot path, claims and settles, also has an async form, `AsyncStore`:
 `InThreads` runs the sync operations in the worker's database threads, and a
@@ -62,8 +70,14 @@ class Page:
 class Store(ABC):
     """Every operation on the ledger's tables. Each database implements all of them."""
 
-    dialect: ClassVar[str]
+    dialect: ClassVar[str]  # its record's name in store/dialects.py
     notifies: ClassVar[bool] = False  # the database wakes workers when a row commits
+
+    @classmethod
+    @abstractmethod
+    def from_url(cls, url: str) -> Store:
+        """The store a URL names (a scheme of its database's, checked already by
+        `open_store`); it connects at first use."""
 
     # -- schema ------------------------------------------------------------------------
 

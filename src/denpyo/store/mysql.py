@@ -25,7 +25,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -39,13 +39,16 @@ from pymysql.constants import CLIENT
 # end up with a second copy of `pymysql.err` whose classes PyMySQL never raises.
 from pymysql.err import IntegrityError, InterfaceError, MySQLError
 
-from denpyo.errors import ConfigurationError, InvalidDatabaseURL, SchemaError, StoreError
+from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError
 from denpyo.store import shown_url
 from denpyo.store.base import Row, Tx
+from denpyo.store.connections import DriverErrors
+from denpyo.store.dialects import DIALECTS
 from denpyo.store.portable import PortableSqlStore
 from denpyo.store.queries import split_statements
 
-SCHEMES = ("mysql", "mariadb", "mysql+pymysql")
+MYSQL = DIALECTS["mysql"]
+SCHEMES = MYSQL.schemes
 URL_OPTIONS = ("charset", "connect_timeout", "unix_socket", "ssl_ca")
 CONNECT_TIMEOUT = 10
 SESSION_SETUP = (
@@ -70,6 +73,27 @@ COUNTS_FOLD_BATCHES = 5  # folds per heartbeat at most
 COUNTS_DROP_CHUNK = 500
 
 Connection = pymysql.connections.Connection
+
+
+def _code(exc: MySQLError) -> int | None:
+    code = exc.args[0] if exc.args else None
+    return code if isinstance(code, int) else None
+
+
+def _message(exc: MySQLError) -> str:
+    if len(exc.args) >= 2 and isinstance(exc.args[1], str):
+        return exc.args[1]
+    return str(exc) or type(exc).__name__
+
+
+ERRORS = DriverErrors(
+    MYSQL,
+    MySQLError,
+    lambda exc: _code(exc) == ER_NO_SUCH_TABLE and "denpyo_" in _message(exc),
+    _message,
+)
+"""PyMySQL's errors as denpyo's, read by their message (ER_NO_SUCH_TABLE on a
+denpyo_ table: the tables are missing)."""
 
 
 def connect_args(url: str) -> dict[str, Any]:
@@ -179,7 +203,8 @@ class MysqlTx(Tx):
 
 
 class MysqlStore(PortableSqlStore):
-    dialect = "mysql"
+    dialect = MYSQL.name
+    driver_errors = ERRORS
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_counts_take", "submission_counts_drop", "submission_counts_add",
@@ -194,6 +219,12 @@ class MysqlStore(PortableSqlStore):
         self._local = threading.local()
         self._all: list[Connection] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> MysqlStore:
+        return cls(url)
+
+    # -- conversions (store/rows.py, store/params.py): DATETIME(6) is naive UTC ----
 
     def parse_time(self, value: Any) -> datetime | None:
         """DATETIME(6) arrives naive; every time denpyo writes is UTC."""
@@ -319,13 +350,13 @@ class MysqlStore(PortableSqlStore):
         except MySQLError as exc:
             self._discard(conn)
             if not _lost(exc):
-                raise _translated(exc) from exc
+                raise ERRORS.translated(exc) from exc
         conn = self._connection()
         try:
             conn.begin()
         except MySQLError as exc:
             self._discard(conn)
-            raise _translated(exc) from exc
+            raise ERRORS.translated(exc) from exc
         return conn
 
     @contextmanager
@@ -337,14 +368,14 @@ class MysqlStore(PortableSqlStore):
                     f"not {type(conn).__name__}"
                 )
             # The caller's transaction: run inside it, never commit it.
-            with _wrapped():
+            with ERRORS.wrapped():
                 tx = MysqlTx(self, conn)
                 self.check_same_database(tx, conn)
                 yield tx
             return
         own = self._begin()
         try:
-            with _wrapped():
+            with ERRORS.wrapped():
                 yield MysqlTx(self, own)
                 own.commit()
         except Exception:
@@ -356,9 +387,6 @@ class MysqlStore(PortableSqlStore):
             # than asked to ROLLBACK.
             self._discard(own)
             raise
-
-    def errors(self) -> AbstractContextManager[None]:
-        return _wrapped()
 
     def duplicate(self, exc: BaseException) -> bool:
         return _channel_key_taken(exc)
@@ -392,35 +420,9 @@ def check_server(info: str) -> None:
         )
 
 
-@contextmanager
-def _wrapped() -> Iterator[None]:
-    """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
-    try:
-        yield
-    except MySQLError as exc:
-        raise _translated(exc) from exc
-
-
-def _translated(exc: MySQLError) -> StoreError | SchemaError:
-    if _code(exc) == ER_NO_SUCH_TABLE and "denpyo_" in _message(exc):
-        return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
-    return StoreError(f"MariaDB: {_message(exc)}")
-
-
 def _lost(exc: MySQLError) -> bool:
     """The connection is gone (or PyMySQL already closed it after a socket error)."""
     return _code(exc) in CONNECTION_LOST or isinstance(exc, InterfaceError)
-
-
-def _code(exc: MySQLError) -> int | None:
-    code = exc.args[0] if exc.args else None
-    return code if isinstance(code, int) else None
-
-
-def _message(exc: MySQLError) -> str:
-    if len(exc.args) >= 2 and isinstance(exc.args[1], str):
-        return exc.args[1]
-    return str(exc) or type(exc).__name__
 
 
 def _channel_key_taken(exc: BaseException) -> bool:

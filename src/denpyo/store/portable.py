@@ -19,8 +19,7 @@ from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.store.base import NewSubmission, Tx
-from denpyo.store.sql_store import (
-    SqlStore,
+from denpyo.store.params import (
     distinct_groups,
     event_params,
     event_row,
@@ -28,6 +27,7 @@ from denpyo.store.sql_store import (
     move_params,
     settle_params,
 )
+from denpyo.store.sql_store import SqlStore
 
 
 class PortableSqlStore(SqlStore):

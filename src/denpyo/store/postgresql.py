@@ -25,20 +25,28 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.submission import Submission
-from denpyo.errors import ConfigurationError, SchemaError, StoreError
+from denpyo.errors import ConfigurationError, StoreError
 from denpyo.store import shown_url
 from denpyo.store.base import AsyncStore, NewSubmission, Row, Tx
-from denpyo.store.sql_store import (
+from denpyo.store.connections import DriverErrors
+from denpyo.store.dialects import DIALECTS
+from denpyo.store.params import (
     Group,
-    SqlStore,
     distinct_groups,
     insert_params,
     move_params,
     seconds,
     settle_params,
 )
+from denpyo.store.sql_store import SqlStore
 
 log = logging.getLogger("denpyo.store")
+
+POSTGRESQL = DIALECTS["postgresql"]
+ERRORS = DriverErrors(
+    POSTGRESQL, psycopg.Error, lambda exc: isinstance(exc, pg_errors.UndefinedTable)
+)
+"""psycopg's errors as denpyo's (`UndefinedTable`: the tables are missing)."""
 
 
 class PostgresTx(Tx):
@@ -89,7 +97,8 @@ class PostgresStore(SqlStore):
     """The writes in one statement each, events and NOTIFY included: fewer round
     trips on the hot path than the portable writes of store/portable.py."""
 
-    dialect = "postgresql"
+    dialect = POSTGRESQL.name
+    driver_errors = ERRORS
     notifies = True
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
@@ -106,6 +115,11 @@ class PostgresStore(SqlStore):
         self.conninfo = conninfo
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self.max_connections = max_connections
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """libpq reads the URL itself, once `+psycopg` is off its scheme."""
+        return cls(url.replace("postgresql+psycopg://", "postgresql://", 1))
 
     @property
     def pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
@@ -146,12 +160,12 @@ class PostgresStore(SqlStore):
                     f"not {type(conn).__name__}"
                 )
             # The caller's transaction: run inside it, never commit it.
-            with _wrapped(), conn.cursor(row_factory=dict_row) as cursor:
+            with ERRORS.wrapped(), conn.cursor(row_factory=dict_row) as cursor:
                 tx = PostgresTx(self, cursor)
                 self.check_same_database(tx, conn)
                 yield tx
             return
-        with _wrapped():
+        with ERRORS.wrapped():
             own = self._begin()
             try:
                 with own.cursor() as cur:
@@ -171,9 +185,6 @@ class PostgresStore(SqlStore):
 
     def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
         return self.transaction(conn) if conn is not None else self._autocommit()
-
-    def errors(self) -> AbstractContextManager[None]:
-        return _wrapped()
 
     def reading(self) -> AbstractContextManager[Tx]:
         return self._autocommit()
@@ -251,7 +262,7 @@ class PostgresStore(SqlStore):
         conn = tx.cursor.connection
         query = self.queries["submission_record_many"]
         cursors = []
-        with _wrapped(), conn.pipeline():
+        with ERRORS.wrapped(), conn.pipeline():
             for chunk in _chunks(news, RECORD_CHUNK):
                 cursor = conn.cursor(row_factory=dict_row)
                 cursor.execute(query, _record_many_params(chunk, actor))
@@ -276,7 +287,7 @@ class PostgresStore(SqlStore):
         leaves the transaction (the caller's or the ledger's) uncommitted: no row,
         no event."""
         cursor, written = tx.cursor, []
-        with _wrapped():
+        with ERRORS.wrapped():
             cursor.execute("SAVEPOINT denpyo_record_many")
             try:
                 with cursor.copy(self.queries["submission_copy"]) as copy:
@@ -345,12 +356,16 @@ class PostgresStore(SqlStore):
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """One statement per kind of change in each group of distinct rows (usually
         one in all: a worker's commit of settles, a person's move)."""
+        if len(changes) == 1:  # an inline submit's settle, a person's move: no grouping
+            [change] = changes
+            if isinstance(change, Settle):
+                query, params = _settle_statement([(0, change)])
+            else:
+                query, params = _move_statement([(0, change)])
+            row = tx.fetch_one(query, params)
+            return self.moved([((query, params), [(0, change)])], [[row] if row else []], 1)
         statements = _statements(changes)
-        if len(statements) == 1:
-            (query, params), part = statements[0]
-            rows = [tx.fetch_all(query, params)] if len(part) > 1 else [_one(tx, query, params)]
-        else:
-            rows = [tx.fetch_all(query, params) for (query, params), _ in statements]
+        rows = [tx.fetch_all(query, params) for (query, params), _ in statements]
         return self.moved(statements, rows, len(changes))
 
     def moved(
@@ -441,7 +456,7 @@ class PostgresAsync(AsyncStore):
         session the server ended (a restart) rolled everything back: they run again
         on another session, until the pool's sessions from before the restart are spent."""
         queries = self.store.queries
-        with _wrapped():
+        with ERRORS.wrapped():
             for attempt in range(1, self.max_connections + 2):
                 try:
                     async with self.pool.connection() as conn:
@@ -543,12 +558,6 @@ def _move_statement(moves: Sequence[tuple[int, Move]]) -> tuple[str, dict[str, A
     return "submission_move_batch", _batch_params(moves)
 
 
-def _one(tx: Tx, query: str, params: dict[str, Any]) -> list[Row]:
-    """A lone change's statement: its row, or none."""
-    row = tx.fetch_one(query, params)
-    return [] if row is None else [row]
-
-
 def _settle_params(settles: Sequence[Settle]) -> dict[str, Any]:
     """One typed array per field a settle changes; an array of nothing but NULLs
     (no error on a run of successes, say) goes as one NULL."""
@@ -610,7 +619,7 @@ class _Autocommit:
             return PostgresTx(self.store, self.conn.cursor(), self.reconnect)
         except psycopg.Error as exc:  # no `with` body ran: __exit__ will not return it
             self.store.pool.putconn(self.conn)
-            raise _translated(exc) from exc
+            raise ERRORS.translated(exc) from exc
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any
@@ -619,20 +628,4 @@ class _Autocommit:
             self.conn.close()  # interrupted mid-protocol: never reuse it
         self.store.pool.putconn(self.conn)
         if isinstance(exc, psycopg.Error):
-            raise _translated(exc) from exc
-
-
-def _translated(exc: psycopg.Error) -> StoreError | SchemaError:
-    """A driver error as StoreError (missing tables as SchemaError)."""
-    if isinstance(exc, pg_errors.UndefinedTable):
-        return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
-    return StoreError(f"PostgreSQL: {exc}")
-
-
-@contextmanager
-def _wrapped() -> Iterator[None]:
-    """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise _translated(exc) from exc
+            raise ERRORS.translated(exc) from exc

@@ -1,39 +1,40 @@
 """Every operation of the store over named SQL queries, for any SQL database.
 
 A database supplies its connections (`transaction`, and `reading` and
-`one_statement` where it has a cheaper way), its query file, and the four writes
-inside a transaction (`record_in`, `record_many_in`, `move_in`, and the claims):
-see store/base.py. Everything else (reads, counts, renewals, pruning,
-migrations, and how a write is wrapped in its transaction) is written once here,
-so that the databases cannot drift apart in behaviour, only in SQL.
+`one_statement` where it has a cheaper way: store/connections.py), its query
+file, and the four writes inside a transaction (`record_in`, `record_many_in`,
+`move_in`, and the claims): see store/base.py. Everything else (reads, counts,
+renewals, pruning, migrations, and how a write is wrapped in its transaction) is
+written once here, so that the databases cannot drift apart in behaviour, only
+in SQL. The rest of a SQL store is in its own modules: the caller's connections
+(store/callers.py), rows to objects (store/rows.py), statement parameters
+(store/params.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import weakref
 from abc import abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Change, Move, Settle
-from denpyo.domain.status import ERROR_KINDS, STATUSES, Status
+from denpyo.domain.moves import Change, Move
+from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import ConfigurationError, InvalidInput, LeaseLost, SchemaError, StoreError
-from denpyo.store.async_conn import BridgedConnection, BridgedTx, executor_for
-from denpyo.store.base import NewSubmission, Page, Row, Store, Tx
-from denpyo.store.queries import load_migrations, load_queries
+from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError
+from denpyo.store.base import NewSubmission, Page, Tx
+from denpyo.store.callers import CallerConnections
+from denpyo.store.params import Params, filter_params, seconds
+from denpyo.store.queries import load_migrations
+from denpyo.store.rows import Rows
 
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(Store):
+class SqlStore(CallerConnections, Rows, Params):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
@@ -56,26 +57,7 @@ class SqlStore(Store):
     """The named queries this class runs; each layer below lists its own, and a
     database's query file defines exactly the union (tests/unit/test_queries.py)."""
 
-    def __init__(self) -> None:
-        self.queries = load_queries(self.dialect)
-        self._own_identity: Row | None = None
-        self._same: weakref.WeakSet[Any] = weakref.WeakSet()  # callers' connections checked
-
     # -- what a SQL database supplies ---------------------------------------------------
-
-    @abstractmethod
-    def transaction(self, conn: Any = None) -> AbstractContextManager[Tx]:
-        """A transaction on the store's own connection (committed at the end), or
-        inside the caller's open transaction on `conn` (never committed here)."""
-
-    def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
-        """The context of an operation a database may complete in one atomic statement
-        (PostgreSQL's), sparing the BEGIN and COMMIT round trips."""
-        return self.transaction(conn)
-
-    def reading(self) -> AbstractContextManager[Tx]:
-        """A transaction that only reads (SQLite: without taking the write lock)."""
-        return self.transaction()
 
     @abstractmethod
     def record_in(
@@ -93,107 +75,6 @@ class SqlStore(Store):
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """`Store.move` inside a transaction: a settle by the database's
         `submission_settle` statement, any other move by its move statement."""
-
-    def check_same_database(self, tx: Tx, conn: Any) -> None:
-        """Refuse a caller's connection to another database: a row written there lands
-        where no worker looks. Each server says which database the connection works in
-        (`database_identity`), once per connection where the driver lets it be
-        remembered (sqlite3's cannot: there the question is a local call)."""
-        remembered = _weakly_referable(conn)
-        if remembered and conn in self._same:
-            return
-        if self._own_identity is None:
-            self._own_identity = self.own_identity()
-        theirs = tx.fetch_one("database_identity")
-        if theirs is None or not self.same_database(self._own_identity or {}, theirs):
-            raise ConfigurationError(
-                f"conn works in {_described(theirs)}, but this ledger stores in "
-                f"{_described(self._own_identity)}: nothing was written"
-            )
-        if remembered:
-            self._same.add(conn)
-
-    def own_identity(self) -> Row | None:
-        """Which database the store's own connections work in (`database_identity`)."""
-        with self.reading() as own:
-            return own.fetch_one("database_identity")
-
-    def same_database(self, ours: Row, theirs: Row) -> bool:
-        return dict(ours) == dict(theirs)
-
-    def errors(self) -> AbstractContextManager[None]:
-        """Where the driver's errors become StoreError (and missing tables SchemaError)."""
-        return nullcontext()
-
-    def duplicate(self, exc: BaseException) -> bool:
-        """Whether an INSERT's error means its channel and key exist (where the
-        database has no ON CONFLICT and says so by an error)."""
-        return False
-
-    def _in(self, conn: Any, *, one_statement: bool = False) -> AbstractContextManager[Tx]:
-        """The store's transaction, or the caller's (`conn`: a driver connection, or
-        an asyncio one reached from a thread)."""
-        if isinstance(conn, BridgedConnection):
-            return self._bridged(conn)
-        return self.one_statement(conn) if one_statement else self.transaction(conn)
-
-    @contextmanager
-    def _bridged(self, conn: BridgedConnection) -> Iterator[Tx]:
-        with self.errors():
-            tx = BridgedTx(conn, self.queries, self.duplicate)
-            self.check_same_database(tx, conn.executor.conn)
-            yield tx
-
-    async def arecord(
-        self, new: NewSubmission, *, actor: str, conn: Any
-    ) -> tuple[Submission, bool]:
-        bridged = await self._bridge(conn)
-        return await asyncio.to_thread(self.record, new, actor=actor, conn=bridged)
-
-    async def arecord_many(
-        self,
-        news: Iterable[NewSubmission],
-        *,
-        actor: str,
-        check: Callable[[NewSubmission, Submission], None],
-        conn: Any,
-    ) -> int:
-        bridged = await self._bridge(conn)
-        return await asyncio.to_thread(
-            self.record_many, news, actor=actor, check=check, conn=bridged
-        )
-
-    async def _bridge(self, conn: Any) -> BridgedConnection:
-        executor = await executor_for(conn)
-        if executor.dialect != self.dialect:
-            raise ConfigurationError(
-                f"this ledger stores in {self.dialect}; conn is a {executor.dialect} "
-                "connection: nothing was written"
-            )
-        return BridgedConnection(executor, asyncio.get_running_loop())
-
-    def parse_time(self, value: Any) -> datetime | None:
-        """Turn a driver's timestamp into an aware UTC datetime."""
-        if value is None or isinstance(value, datetime):
-            return value
-        parsed = datetime.fromisoformat(str(value))
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-    def parse_payload(self, value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str | bytes) else value
-
-    def id_list(self, ids: Sequence[int]) -> Any:
-        """A list of row ids as one query parameter (SQLite: a JSON array)."""
-        return sorted(ids)
-
-    def text_list(self, values: Sequence[str]) -> Any:
-        """A list of strings as one query parameter (SQLite: a JSON array)."""
-        return list(values)
-
-    def time_param(self, value: datetime) -> Any:
-        """An aware datetime as a query parameter that compares with the stored times
-        (and so can use their indexes)."""
-        return value.astimezone(UTC)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -558,209 +439,3 @@ class SqlStore(Store):
         with self.reading() as tx:
             row = tx.fetch_one("submission_ordering_waits", params)
         return bool(row and row["waits"])
-
-    def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
-        """A row as read. With `known`, the same row as read before a move: what a
-        move never changes (the payload, the key, when it was created…) is taken
-        from there, not sent back nor parsed again."""
-        if known is None:
-            sub_id, channel, key, idempotency_key = (
-                int(row["id"]), row["channel"], row["key"], row["idempotency_key"]
-            )  # fmt: skip
-            payload, ordering_key = self.parse_payload(row["payload"]), row["ordering_key"]
-            created_at, supersedes = self.parse_time(row["created_at"]), row["supersedes"]
-        else:
-            sub_id, channel, key, idempotency_key = (
-                known.id, known.channel, known.key, known.idempotency_key
-            )  # fmt: skip
-            payload, ordering_key = known.payload, known.ordering_key
-            created_at, supersedes = known.created_at, known.supersedes
-        error_kind, parse_time = row["error_kind"], self.parse_time
-        return Submission(
-            sub_id, channel, key, idempotency_key, payload, STATUSES[row["status"]],
-            int(row["attempts"]), parse_time(row["next_attempt_at"]), row["locked_by"],
-            parse_time(row["locked_until"]), row["remote_id"], row["last_error"],
-            ERROR_KINDS[error_kind] if error_kind else None, ordering_key, created_at,
-            parse_time(row["updated_at"]), parse_time(row["synced_at"]), row["resolution"],
-            supersedes, bool(row["in_doubt"]),
-        )  # fmt: skip
-
-    def recorded(self, row: Row, new: NewSubmission, params: Mapping[str, Any]) -> Submission:
-        """The row `submission_insert` wrote from `params` (`insert_params`): what the
-        statement computed (its id and times) comes back in `row`, the rest was sent."""
-        return Submission(
-            int(row["id"]), new.channel, new.key, new.idempotency_key,
-            self.parse_payload(new.payload_json), Status.REQUESTING, params["attempts"],
-            self.parse_time(row["next_attempt_at"]), params["locked_by"],
-            self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
-            self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,
-            new.supersedes, False,
-        )  # fmt: skip
-
-    def settled(self, row: Row, settle: Settle) -> Submission:
-        """The row a settle moved: what the statement could not know from the settle
-        and the row as held comes back in `row`."""
-        known = settle.row
-        return Submission(
-            known.id, known.channel, known.key, known.idempotency_key, known.payload,
-            settle.to_status, known.attempts, self.parse_time(row["next_attempt_at"]), None,
-            None, row["remote_id"], settle.last_error, settle.error_kind, known.ordering_key,
-            known.created_at, self.parse_time(row["updated_at"]),
-            self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,
-            bool(row["in_doubt"]),
-        )  # fmt: skip
-
-    def to_event(self, row: Row) -> Event:
-        at = self.parse_time(row["at"])
-        assert at is not None
-        return Event(
-            id=int(row["id"]),
-            submission_id=int(row["submission_id"]),
-            at=at,
-            kind=row["kind"],
-            from_status=Status(row["from_status"]) if row["from_status"] else None,
-            to_status=Status(row["to_status"]) if row["to_status"] else None,
-            attempt=int(row["attempt"]),
-            actor=row["actor"],
-            detail=row["detail"],
-            duration_ms=row["duration_ms"],
-        )
-
-
-def insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[str, Any]:
-    return {
-        "channel": new.channel,
-        "key": new.key,
-        "idempotency_key": new.idempotency_key,
-        "payload": new.payload_json,
-        "ordering_key": new.ordering_key,
-        "supersedes": new.supersedes,
-        "attempts": 1 if lease else 0,
-        "locked_by": actor if lease else None,
-        "lease": seconds(lease),
-    }
-
-
-def seconds(value: float | None) -> float | None:
-    """Durations go to SQL rounded to milliseconds (SQLite reads them as text)."""
-    return None if value is None else round(max(float(value), 0.0), 3)
-
-
-Group = list[tuple[int, Change]]
-"""Changes that name each row once, with their places among the changes asked for."""
-
-
-def distinct_groups(changes: Sequence[Change]) -> list[Group]:
-    """Changes (with their position) in consecutive groups that name each row once:
-    one statement applies one change per row, so a row named again begins the next
-    group."""
-    groups: list[Group] = []
-    seen: set[int] = set()
-    for ordinal, change in enumerate(changes):
-        if not groups or change.submission_id in seen:
-            groups.append([])
-            seen = set()
-        groups[-1].append((ordinal, change))
-        seen.add(change.submission_id)
-    return groups
-
-
-def _weakly_referable(value: Any) -> bool:
-    try:
-        weakref.ref(value)
-    except TypeError:
-        return False
-    return True
-
-
-def _described(identity: Row | None) -> str:
-    if not identity:
-        return "an unknown database"
-    return ", ".join(f"{name} {value}" for name, value in identity.items())
-
-
-def filter_params(flt: Filter) -> dict[str, Any]:
-    """An operator's filter as the parameters of `{{list_filter}}` (and its limit)."""
-    statuses = [status.value for status in flt.statuses]
-    padded = (statuses * 4)[:4] if statuses else [None] * 4
-    return {
-        "all_statuses": not statuses,
-        **{f"status{i}": value for i, value in enumerate(padded)},
-        "channel": flt.channel,
-        "since": flt.since.isoformat() if flt.since else None,
-        "until": flt.until.isoformat() if flt.until else None,
-        "key_prefix": flt.key_prefix,
-        "in_doubt": _flag(flt.in_doubt),
-        "needs_attention": _flag(flt.needs_attention),
-        "resolved": _flag(flt.resolved),
-        "limit": flt.limit,
-    }
-
-
-def _flag(value: bool | None) -> int | None:
-    """An optional yes/no filter as SQL sees it: 1, 0, or NULL for "either"."""
-    return None if value is None else int(value)
-
-
-def event_row(
-    submission_id: int,
-    kind: str,
-    from_status: Status | None,
-    to_status: Status | None,
-    attempt: int,
-    actor: str,
-    detail: str | None = None,
-    duration_ms: int | None = None,
-) -> dict[str, Any]:
-    """`event_insert`'s parameters: one line of a submission's history."""
-    return {
-        "submission_id": submission_id,
-        "kind": kind,
-        "from_status": from_status,
-        "to_status": to_status,
-        "attempt": attempt,
-        "actor": actor,
-        "detail": detail,
-        "duration_ms": duration_ms,
-    }
-
-
-def event_params(change: Change, attempt: int) -> dict[str, Any]:
-    """`event_insert`'s parameters for the event a change records (`change.event`)."""
-    assert change.event is not None
-    return event_row(
-        change.submission_id, change.event, change.from_status, change.to_status, attempt,
-        change.actor, change.detail, change.duration_ms,
-    )  # fmt: skip
-
-
-def move_params(move: Move) -> dict[str, Any]:
-    return {
-        "id": move.submission_id,
-        "from_status": move.from_status.value,
-        "to_status": move.to_status.value,
-        "holder": move.holder,
-        "locked_by": move.new_holder,
-        "lease": seconds(move.lease),
-        "attempt_delta": move.attempt_delta,
-        "retry_in": seconds(move.retry_in),
-        "remote_id": move.remote_id,
-        "keep_error": move.keep_error,
-        "error_kind": move.error_kind.value if move.error_kind else None,
-        "last_error": move.last_error,
-        "resolution": move.resolution,
-    }
-
-
-def settle_params(settle: Settle) -> dict[str, Any]:
-    """`submission_settle`'s parameters: what a settle changes, and the holder it
-    expects."""
-    return {
-        "id": settle.submission_id,
-        "holder": settle.holder,
-        "to_status": settle.to_status.value,
-        "retry_in": seconds(settle.retry_in),
-        "remote_id": settle.remote_id,
-        "error_kind": settle.error_kind.value if settle.error_kind else None,
-        "last_error": settle.last_error,
-    }

@@ -19,8 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from denpyo.errors import ConfigurationError, SchemaError, StoreError
+from denpyo.errors import ConfigurationError, SchemaError
+from denpyo.store import sqlite_path
 from denpyo.store.base import Row, Tx
+from denpyo.store.connections import DriverErrors
+from denpyo.store.dialects import DIALECTS
 from denpyo.store.portable import PortableSqlStore
 from denpyo.store.queries import split_statements
 
@@ -31,6 +34,13 @@ PRAGMAS = (
     "PRAGMA synchronous = FULL",
     "PRAGMA foreign_keys = ON",
 )
+SQLITE = DIALECTS["sqlite"]
+ERRORS = DriverErrors(
+    SQLITE,
+    sqlite3.Error,
+    lambda exc: isinstance(exc, sqlite3.OperationalError) and "no such table: denpyo_" in str(exc),
+)
+"""sqlite3's errors as denpyo's ("no such table: denpyo_…": the tables are missing)."""
 
 
 class SqliteTx(Tx):
@@ -62,7 +72,8 @@ class SqliteTx(Tx):
 
 
 class SqliteStore(PortableSqlStore):
-    dialect = "sqlite"
+    dialect = SQLITE.name
+    driver_errors = ERRORS
     MOVE_RETURNS_ROW = True
 
     def __init__(self, path: str) -> None:
@@ -71,6 +82,12 @@ class SqliteStore(PortableSqlStore):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteStore:
+        return cls(sqlite_path(url))
+
+    # -- conversions (store/rows.py, store/params.py): times are stored as text ----
 
     def id_list(self, ids: Sequence[int]) -> Any:
         return json.dumps(sorted(ids))
@@ -147,7 +164,7 @@ class SqliteStore(PortableSqlStore):
     @contextmanager
     def _theirs(self, conn: sqlite3.Connection) -> Iterator[Tx]:
         """The caller's transaction: run inside it, never commit it."""
-        with _wrapped():
+        with ERRORS.wrapped():
             previous = conn.row_factory
             conn.row_factory = sqlite3.Row
             try:
@@ -166,9 +183,6 @@ class SqliteStore(PortableSqlStore):
         """The same file, however its path was spelled (a temporary one is nobody's)."""
         mine, other = ours.get("file"), theirs.get("file")
         return bool(mine and other and os.path.exists(other) and os.path.samefile(mine, other))
-
-    def errors(self) -> AbstractContextManager[None]:
-        return _wrapped()
 
     def reading(self) -> AbstractContextManager[Tx]:
         """Readers do not queue behind writers: in WAL mode they see the last commit."""
@@ -197,7 +211,7 @@ class _OwnTransaction:
         try:
             self.conn.execute(self.begin)
         except sqlite3.Error as exc:
-            raise _translated(exc) from exc
+            raise ERRORS.translated(exc) from exc
         return SqliteTx(self.store, self.conn)
 
     def __exit__(
@@ -213,22 +227,6 @@ class _OwnTransaction:
             if conn.in_transaction:  # a COMMIT that failed: never leave it open
                 with contextlib.suppress(sqlite3.Error):  # the first error is the one to tell
                     conn.execute("ROLLBACK")
-            raise _translated(error) from (exc or error)
+            raise ERRORS.translated(error) from (exc or error)
         if isinstance(exc, sqlite3.Error):
-            raise _translated(exc) from exc
-
-
-def _translated(exc: sqlite3.Error) -> StoreError | SchemaError:
-    """A driver error as StoreError (missing tables as SchemaError)."""
-    if isinstance(exc, sqlite3.OperationalError) and "no such table: denpyo_" in str(exc):
-        return SchemaError("the denpyo tables are missing: run `denpyo migrate`")
-    return StoreError(f"SQLite: {exc}")
-
-
-@contextmanager
-def _wrapped() -> Iterator[None]:
-    """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise _translated(exc) from exc
+            raise ERRORS.translated(exc) from exc

@@ -44,7 +44,7 @@ class FakeProvider:
     The server runs in daemon threads, so it serves synchronous and asynchronous
     code alike: on aiohttp when it is installed (``transport="auto"``), else on
     the standard library's ``http.server``; ``"aiohttp"`` or ``"stdlib"`` choose
-    one. Both answer alike. Faults (see SPEC §9):
+    one. Both answer alike. Faults:
 
     - ``fail_rate``: 503 with ``Retry-After: 1``; nothing recorded.
     - ``reject_rate``: 422; nothing recorded (counted as rejected).

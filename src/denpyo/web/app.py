@@ -17,6 +17,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from denpyo.domain.filters import parse_statuses
+from denpyo.domain.rules import allowed_actions
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine import operator as op
@@ -214,6 +215,7 @@ class Dashboard(Actions):
             status=context.pop("status", 200),
             h=found,
             sub=sub,
+            actions=allowed_actions(sub, superseded_by=found.superseded_by),
             payload=present.pretty(shown),
             chain_back=chain_back[::-1],
             redacted=shown != sub.payload,

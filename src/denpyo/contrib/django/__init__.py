@@ -20,33 +20,15 @@ from urllib.parse import quote, urlencode
 
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import ConfigurationError
+from denpyo.store.dialects import DIALECTS, Dialect
 
 __all__ = ["close_ledger", "database_url", "get_ledger", "url_of"]
 
 # The last part of a Django ENGINE (Django's own, GeoDjango's, and wrappers that
-# keep the name) -> denpyo's URL scheme.
-ENGINES = {
-    "sqlite3": "sqlite",
-    "spatialite": "sqlite",
-    "postgresql": "postgresql",
-    "postgresql_psycopg2": "postgresql",
-    "postgis": "postgresql",
-    "mysql": "mysql",
+# keep the name) -> denpyo's database (`Dialect.django_engines`).
+ENGINES: dict[str, Dialect] = {
+    engine: dialect for dialect in DIALECTS.values() for engine in dialect.django_engines
 }
-# OPTIONS that mean the same to libpq in a URL; the rest (Django's own, or a
-# pool) are not the ledger's business.
-POSTGRES_OPTIONS = (
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "connect_timeout",
-    "options",
-    "target_session_attrs",
-    "service",
-    "passfile",
-)
-MYSQL_OPTIONS = ("connect_timeout", "unix_socket")
 
 _lock = threading.Lock()
 _ledger: Ledger | None = None
@@ -109,42 +91,42 @@ def url_of(database: Mapping[str, Any]) -> str:
     host:port/name`; a HOST that is a path is the server's Unix socket.
     """
     engine = str(database.get("ENGINE") or "")
-    scheme = ENGINES.get(engine.rsplit(".", 1)[-1])
-    if scheme is None:
+    dialect = ENGINES.get(engine.rsplit(".", 1)[-1])
+    if dialect is None:
+        *others, last = [known.title for known in DIALECTS.values()]
         raise ConfigurationError(
             f"denpyo cannot use the database engine {engine!r}: "
-            "it stores in SQLite, PostgreSQL or MariaDB (set DENPYO_DATABASE_URL)"
+            f"it stores in {', '.join(others)} or {last} (set DENPYO_DATABASE_URL)"
         )
     name = str(database.get("NAME") or "")
-    if scheme == "sqlite":
+    if dialect.embedded:
         if name in ("", ":memory:") or name.startswith("file:") or "mode=memory" in name:
             raise ConfigurationError(
-                f"the SQLite database {name!r} is not a file another connection can open: "
+                f"the {dialect.title} database {name!r} is not a file another connection can open: "
                 "give Django's database a file NAME (and TEST NAME), or set DENPYO_DATABASE_URL"
             )
-        return "sqlite:///" + quote(os.path.abspath(name))
+        return f"{dialect.name}:///" + quote(os.path.abspath(name))
     if not name:
         raise ConfigurationError(
             f"the {engine} database has no NAME; set DENPYO_DATABASE_URL to reach it"
         )
+    # Only the OPTIONS that mean the same in its URL; the rest (Django's own, or a
+    # pool) are not the ledger's business.
     options: Mapping[str, Any] = database.get("OPTIONS") or {}
-    query = {key: str(options[key]) for key in _options_for(scheme) if options.get(key)}
+    query = {key: str(options[key]) for key in dialect.django_options if options.get(key)}
     host = str(database.get("HOST") or "")
+    socket_path, *socket_port = dialect.socket_options
     if host.startswith("/"):
-        query["host" if scheme == "postgresql" else "unix_socket"] = host
+        query[socket_path] = host
         host = ""
     elif ":" in host:
         host = f"[{host}]"  # an IPv6 address
     port = str(database.get("PORT") or "")
-    if port and not host and scheme == "postgresql":
-        query["port"] = port  # the socket's name ends in its port
+    if port and not host and socket_port:
+        query[socket_port[0]] = port  # the socket's name ends in its port (libpq)
     user = quote(str(database.get("USER") or ""), safe="")
     password = quote(str(database.get("PASSWORD") or ""), safe="")
     login = f"{user}:{password}@" if password else f"{user}@" if user else ""
     address = f"{host}:{port}" if port and host else host
-    url = f"{scheme}://{login}{address}/{quote(name, safe='')}"
+    url = f"{dialect.name}://{login}{address}/{quote(name, safe='')}"
     return f"{url}?{urlencode(query)}" if query else url
-
-
-def _options_for(scheme: str) -> tuple[str, ...]:
-    return POSTGRES_OPTIONS if scheme == "postgresql" else MYSQL_OPTIONS

@@ -24,9 +24,10 @@ from django.db import router
 from django.db.migrations import RunSQL
 
 from denpyo.errors import ConfigurationError, StoreError
-from denpyo.store.queries import DIALECTS, load_migrations, load_queries, split_statements
+from denpyo.store.dialects import DIALECTS, Dialect
+from denpyo.store.queries import load_migrations, load_queries, split_statements
 
-# Django's `connection.vendor` is the name of denpyo's dialect for all three.
+# Django's `connection.vendor` is the name of denpyo's dialect for each of them.
 VENDORS = frozenset(DIALECTS)
 
 
@@ -55,11 +56,11 @@ class ApplySchema(RunSQL):
         if not router.allow_migrate(connection.alias, app_label, **self.hints):
             return
         dialect = _dialect(connection.vendor)
-        queries = load_queries(dialect)
-        script = dict(load_migrations(dialect))[self.version]
+        queries = load_queries(dialect.name)
+        script = dict(load_migrations(dialect.name))[self.version]
         # PostgreSQL runs a script whole (function bodies hold semicolons); the
         # others take one statement per call, as the store's own migrate does.
-        statements = [script] if dialect == "postgresql" else split_statements(script)
+        statements = [script] if dialect.whole_scripts else split_statements(script)
         # The literal row `denpyo sql` prints too (store/queries.py ddl()).
         record = f"INSERT INTO denpyo_schema_version (version) VALUES ({int(self.version)})"
         if schema_editor.collect_sql:
@@ -75,17 +76,17 @@ class ApplySchema(RunSQL):
             self._run_sql(schema_editor, [*statements, record])
 
 
-def _dialect(vendor: str) -> str:
+def _dialect(vendor: str) -> Dialect:
     if vendor not in VENDORS:
         raise ConfigurationError(
             f"denpyo has no schema for Django's {vendor!r} database; "
             f"it supports {', '.join(sorted(VENDORS))}"
         )
-    return vendor
+    return DIALECTS[vendor]
 
 
 @contextmanager
-def _migration_lock(connection: Any, dialect: str, queries: dict[str, str]) -> Iterator[None]:
+def _migration_lock(connection: Any, dialect: Dialect, queries: dict[str, str]) -> Iterator[None]:
     """`denpyo migrate`'s lock (store/sql/<dialect>.sql `schema_lock`).
 
     PostgreSQL's is a transaction lock, held until the Django migration commits;
@@ -95,7 +96,7 @@ def _migration_lock(connection: Any, dialect: str, queries: dict[str, str]) -> I
     """
     with connection.cursor() as cursor:
         cursor.execute(queries["schema_lock"])
-        if dialect == "mysql" and cursor.fetchone()[0] != 1:
+        if dialect.session_lock and cursor.fetchone()[0] != 1:
             raise StoreError(
                 "another process has held the migration lock of this database (GET_LOCK "
                 "'denpyo_migrate:<database>') for 60 s: is a `denpyo migrate` stuck?"
@@ -103,6 +104,6 @@ def _migration_lock(connection: Any, dialect: str, queries: dict[str, str]) -> I
     try:
         yield
     finally:
-        if dialect == "mysql":
+        if dialect.session_lock:
             with connection.cursor() as cursor:
                 cursor.execute(queries["schema_unlock"])

@@ -6,7 +6,9 @@ writes an event naming the person (``operator:<name>``: `by`, else the login
 name) with their note, and a row that moved meanwhile is left alone
 (`LeaseLost`, nothing written). Input is checked before anything is written; a
 refusal is an `InvalidInput` (unknown reference, missing note, "in doubt: not
-without force") or a `TransitionNotAllowed` (SPEC §4 forbids the move).
+without force") or a `TransitionNotAllowed` (no move between statuses allows it).
+Whether a row allows an action is `denpyo.domain.rules.allowed_actions`, which
+the dashboard and `denpyo show` read too: they offer only what is accepted here.
 
 What each action does, by the row it meets. A row being sent right now (a live
 lease) is never touched; a row a person resolved is not retried.
@@ -20,8 +22,8 @@ lease) is never touched; a row a person resolved is not retried.
   and due now, which the claim query reads as "never attempted": a worker sends
   it again. ``rejected`` and ``synced`` rows: `TransitionNotAllowed`.
 - **abandon** (note required): ``failed``/``rejected`` keep their status, get the
-  `resolution` and lose any next attempt (SPEC §4: a person's resolution keeps
-  the status). A ``requesting`` row not in flight becomes ``failed`` with no
+  `resolution` and lose any next attempt (a person's resolution keeps the
+  status). A ``requesting`` row not in flight becomes ``failed`` with no
   next attempt: `error_kind` ``ambiguous`` if it was ever attempted (it may have
   arrived, and stays counted in doubt, but no longer needs attention), else
   ``transient`` ("never sent").
@@ -32,9 +34,11 @@ lease) is never touched; a row a person resolved is not retried.
   resent once is refused.
 - **mark synced** (remote id and note required): ``failed`` or an attempted,
   not in-flight ``requesting`` row → ``synced`` with the provider's id. From
-  ``rejected`` SPEC §4 has no such move: `TransitionNotAllowed`.
+  ``rejected`` there is no such move: `TransitionNotAllowed`.
 """
 
+from denpyo.domain.rules import label
+from denpyo.engine.audit import Progress
 from denpyo.engine.operator._act import (
     MAX_NOTE_LENGTH,
     SAME_PAYLOAD,
@@ -57,7 +61,6 @@ from denpyo.engine.operator._read import (
     event_json,
     find,
     history,
-    label,
     list_submissions,
     make_filter,
     operator_actor,
@@ -67,7 +70,6 @@ from denpyo.engine.operator._read import (
     submission_json,
 )
 from denpyo.engine.operator._run import (
-    Progress,
     ReconcileSummary,
     audit,
     reconcile,

@@ -1,6 +1,7 @@
 """A person's changes: retry, abandon, resend, mark synced. Each is a `Move`.
 
-The table of what each does to which row is in `denpyo.engine.operator`.
+The table of what each does to which row is in `denpyo.engine.operator`; whether
+a row allows it is `denpyo.domain.rules`, which the dashboard and the CLI read too.
 Everything is checked before anything is written; each change is one
 compare-and-set with its event, so a crash leaves it applied or not at all.
 """
@@ -11,20 +12,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from denpyo.domain import rules
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
+from denpyo.domain.rules import Permit, label
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
-from denpyo.engine.operator._read import (
-    find,
-    iso,
-    label,
-    list_submissions,
-    operator_actor,
-    submission_json,
-)
+from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
 
@@ -139,25 +135,11 @@ def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
 
 
 def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> Move:
-    if sub.resolution is not None:
-        raise InvalidInput(f"{label(sub)} was resolved by a person ({sub.resolution}); not retried")
-    if sub.status is Status.FAILED:
-        if sub.in_doubt:
-            _forced(sub, force, "retry")
-            return Move.forced_retry(sub, actor, f"forced retry of an in-doubt row: {note}")
-        return Move.retry(sub, actor, note or "retry requested")
-    if sub.status is Status.REQUESTING:
-        _not_in_flight(sub)
-        if not sub.in_doubt:
-            raise InvalidInput(f"{label(sub)} has not been sent yet; a worker will send it")
-        _forced(sub, force, "retry")
+    answer = rules.may_retry(sub)
+    answer.check(force)
+    if answer.permit is Permit.FORCE:
         return Move.forced_retry(sub, actor, f"forced retry of an in-doubt row: {note}")
-    if sub.status is Status.REJECTED:
-        raise TransitionNotAllowed(
-            f"{label(sub)} was rejected by the provider; sending it unchanged cannot help: "
-            "resend it as a new submission (resolve --resend) or abandon it"
-        )
-    raise TransitionNotAllowed(f"{label(sub)} is synced: final, nothing to retry")
+    return Move.retry(sub, actor, note or "retry requested")
 
 
 # -- resolve ----------------------------------------------------------------------------------
@@ -194,8 +176,7 @@ def resolve_abandon(
     row is returned as it is, unchanged."""
     note = check_note(note)
     sub = find(ledger, ref)
-    if sub.resolution is not None:
-        raise InvalidInput(f"{label(sub)} is already resolved: {sub.resolution}")
+    rules.may_abandon(sub).check()
     actor = operator_actor(by)
     move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
     if dry_run:
@@ -212,17 +193,7 @@ def resolve_mark_synced(
     if not remote_id:
         raise InvalidInput("the provider's id (--remote-id) is required to mark a row synced")
     sub = find(ledger, ref)
-    if sub.status is Status.SYNCED:
-        raise TransitionNotAllowed(f"{label(sub)} is already synced (remote id {sub.remote_id})")
-    if sub.status is Status.REJECTED:
-        raise TransitionNotAllowed(
-            f"{label(sub)} was rejected by the provider: a submission cannot move from "
-            "rejected to synced; abandon it, or resend it as a new submission"
-        )
-    if sub.status is Status.REQUESTING:
-        _not_in_flight(sub)
-        if sub.attempts == 0:
-            raise InvalidInput(f"{label(sub)} was never sent, so it cannot have arrived")
+    rules.may_mark_synced(sub).check()
     actor = operator_actor(by)
     move = Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
     return Resolution("mark_synced", _apply_one(ledger, move), from_status=sub.status)
@@ -245,16 +216,7 @@ def resolve_resend(
     """
     note = check_note(note)
     sub = find(ledger, ref)
-    if sub.status is Status.SYNCED:
-        raise TransitionNotAllowed(
-            f"{label(sub)} is synced: it arrived; a new call needs a new key (submit it)"
-        )
-    _not_in_flight(sub)
-    newer = ledger.store.find_superseding(sub.id)
-    if newer is not None:
-        raise InvalidInput(f"{label(sub)} was already resent as {label(newer)}")
-    if sub.in_doubt or (sub.status is Status.REQUESTING and sub.attempts > 0):
-        _forced(sub, force_in_doubt, "resend")
+    rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force_in_doubt)
     body = sub.payload if payload is SAME_PAYLOAD else payload
     new = NewSubmission(
         channel=sub.channel,
@@ -276,19 +238,17 @@ def resolve_resend(
 
 
 def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
-    """The move that ends all automatic work on a row and records the resolution."""
-    if sub.status in (Status.FAILED, Status.REJECTED):
+    """The move that ends all automatic work on a row and records the resolution (on
+    a row the rules let the person abandon or resend)."""
+    if sub.status is not Status.REQUESTING:
         return Move.give_up(sub, actor, event, resolution, note)
-    if sub.status is Status.REQUESTING:
-        _not_in_flight(sub)
-        attempted = sub.attempts > 0  # an attempt was made: it may have arrived
-        failure = (
-            (ErrorKind.AMBIGUOUS, sub.last_error or "the outcome of the last attempt is unknown")
-            if attempted
-            else (ErrorKind.TRANSIENT, sub.last_error or "never sent")
-        )
-        return Move.give_up(sub, actor, event, resolution, note, failure)
-    raise TransitionNotAllowed(f"{label(sub)} is synced: final, nothing to {event}")
+    attempted = sub.attempts > 0  # an attempt was made: it may have arrived
+    failure = (
+        (ErrorKind.AMBIGUOUS, sub.last_error or "the outcome of the last attempt is unknown")
+        if attempted
+        else (ErrorKind.TRANSIENT, sub.last_error or "never sent")
+    )
+    return Move.give_up(sub, actor, event, resolution, note, failure)
 
 
 def _free_resend_key(ledger: Ledger, sub: Submission) -> str:
@@ -315,23 +275,6 @@ def check_note(note: str | None, what: str = "this action") -> str:
         except UnicodeEncodeError:
             raise InvalidInput("the note is not valid Unicode text (a lone surrogate)") from None
     return text
-
-
-def _not_in_flight(sub: Submission) -> None:
-    if sub.in_flight:
-        raise InvalidInput(
-            f"{label(sub)} is being sent right now by {sub.locked_by} (lease until "
-            f"{iso(sub.locked_until)}); wait for it to settle"
-        )
-
-
-def _forced(sub: Submission, force: bool, action: str) -> None:
-    if not force:
-        raise InvalidInput(
-            f"{label(sub)} is in doubt: the call may have arrived, and a {action} could "
-            "double it; check the provider, then mark it synced (resolve --mark-synced), or "
-            f"{action} with --force-in-doubt and a note"
-        )
 
 
 def _apply_one(ledger: Ledger, move: Move) -> Submission:

@@ -32,18 +32,14 @@ def operator_actor(by: str | None = None) -> str:
     return f"operator:{name}"
 
 
-def label(sub: Submission) -> str:
-    return f"#{sub.id} ({sub.channel}:{sub.key})"
-
-
 @dataclass(frozen=True, slots=True)
 class StatusReport:
     """Counts for `denpyo status`, read with the database clock (`now`).
 
-    `in_doubt` counts every row in doubt (SPEC §3), resolved or not; `exhausted`
-    counts unresolved `failed` rows with no next attempt that are not in doubt;
-    `rejected_open` unresolved `rejected` rows; `needs_attention` the unresolved
-    rows among all three. `pending` counts rows the engine still has to move
+    `in_doubt` counts every row in doubt, resolved or not; `exhausted` the
+    unresolved exhausted rows; `rejected_open` unresolved `rejected` rows;
+    `needs_attention` the unresolved rows among all three (`denpyo.domain.rules`
+    says what each means, row by row). `pending` counts rows the engine still has to move
     (`requesting`, or `failed` with a next attempt); `oldest_pending` is the
     creation time of the oldest of them.
     """

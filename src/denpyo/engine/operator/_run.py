@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.audit import AuditReport
 from denpyo.domain.filters import parse_when
+from denpyo.domain.settings import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_POLL_INTERVAL
+from denpyo.engine.audit import Progress
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
 
-Progress = Callable[[int, int], None]
-"""`progress(done, total)`, called from the waiting thread while a pass runs."""
 
 _TICK = 0.1
 
@@ -118,9 +118,9 @@ def audit(
 def serve(
     ledger: Ledger,
     *,
-    concurrency: int = 16,
-    poll_interval: float = 1.0,
-    grace: float = 30.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    grace: float = DEFAULT_GRACE,
     signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM),
 ) -> WorkReport:
     """Run the worker until one of `signals` arrives; then stop claiming, give back
@@ -131,12 +131,6 @@ def serve(
     under its lease; the lease runs out and the reconciler verifies it.
     """
     require_channels(ledger, "the worker")
-    if concurrency < 1:
-        raise ConfigurationError("concurrency must be at least 1")
-    if poll_interval <= 0:
-        raise ConfigurationError("the poll interval must be positive seconds")
-    if grace < 0:
-        raise ConfigurationError("the grace period must not be negative")
     worker = Worker(ledger, concurrency=concurrency, poll_interval=poll_interval, grace=grace)
     loop = ledger.bridge.loop
 

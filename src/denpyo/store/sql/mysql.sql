@@ -10,7 +10,7 @@
 -- denpyo_submissions_channel_key MysqlTx.insert reads as "no row"; submission_move is
 -- the UPDATE alone, whose matched-row count (the FOUND_ROWS flag) says whether it won.
 
--- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+-- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
 

@@ -1,7 +1,7 @@
 -- Named queries for PostgreSQL. Each query starts with a line `-- name: what it does`.
 -- Times come from the database clock (now()); claims skip rows other workers hold.
 
--- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+-- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= now())
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
 

@@ -2,7 +2,7 @@
 -- Times come from the database clock as UTC text; a lease of N seconds is
 -- strftime(..., 'now', '+N seconds'). Writers run inside BEGIN IMMEDIATE.
 
--- @in_doubt: the call may or may not have arrived (SPEC §3): `requesting` with its lease run out, or an ambiguous failure
+-- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
 

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.contrib.django import get_ledger
+from denpyo.domain.settings import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_POLL_INTERVAL
 from denpyo.engine import operator as op
 from denpyo.errors import DenpyoError
 
@@ -33,19 +34,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--concurrency", type=int, default=16, help="Calls in flight at once (16)."
+            "--concurrency",
+            type=int,
+            default=DEFAULT_CONCURRENCY,
+            help=f"Calls in flight at once ({DEFAULT_CONCURRENCY}).",
         )
         parser.add_argument(
             "--poll-interval",
             type=float,
-            default=1.0,
-            help="Seconds between looks for due rows when idle (1.0).",
+            default=DEFAULT_POLL_INTERVAL,
+            help=f"Seconds between looks for due rows when idle ({DEFAULT_POLL_INTERVAL}).",
         )
         parser.add_argument(
             "--grace",
             type=float,
-            default=30.0,
-            help="On SIGINT/SIGTERM, seconds the calls in flight get to finish (30).",
+            default=DEFAULT_GRACE,
+            help="On SIGINT/SIGTERM, seconds the calls in flight get to finish "
+            f"({DEFAULT_GRACE:g}).",
         )
         parser.add_argument(
             "--processes",

@@ -1,0 +1,244 @@
+"""What a row is and what a person may do with it, in one place.
+
+The operator's actions refuse by these rules, and the dashboard and the CLI show
+the actions they allow, so no screen offers what the engine would refuse. The
+store's SQL says the same in its fragments (`@in_doubt`, `@needs_a_person` in
+store/sql/*.sql) and its running counts' kinds; a conformance test holds the two
+together on every database. Pure: a row is judged as it was read (its `in_doubt`
+by the database clock at that moment), never by this process's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.errors import InvalidInput, TransitionNotAllowed
+
+if TYPE_CHECKING:
+    from denpyo.domain.submission import Submission
+
+
+def label(sub: Submission) -> str:
+    """How messages name a row: ``#12 (channel:key)``."""
+    return f"#{sub.id} ({sub.channel}:{sub.key})"
+
+
+# -- what a row is ----------------------------------------------------------------------------
+
+
+def in_doubt(sub: Submission) -> bool:
+    """The call may or may not have arrived: `requesting` with its lease run out, or
+    `failed` with an ambiguous error. The database decides it when the row is read
+    (`Submission.in_doubt`): a lease runs out by its clock, not by this host's."""
+    return sub.in_doubt
+
+
+def in_flight(sub: Submission) -> bool:
+    """A sender held a live lease on the row when it was read: nobody else touches it."""
+    return sub.status is Status.REQUESTING and sub.locked_until is not None and not sub.in_doubt
+
+
+def is_exhausted(sub: Submission) -> bool:
+    """`failed` with no next attempt, and not in doubt: attempts used up (or given
+    up by a person). An ambiguous failure with no next step is in doubt instead,
+    since its call may have arrived."""
+    return (
+        sub.status is Status.FAILED
+        and sub.next_attempt_at is None
+        and sub.error_kind is not ErrorKind.AMBIGUOUS
+    )
+
+
+def needs_person(sub: Submission) -> bool:
+    """Only a person moves it on: not resolved yet, and in doubt, exhausted or rejected."""
+    return sub.resolution is None and (
+        sub.in_doubt or is_exhausted(sub) or sub.status is Status.REJECTED
+    )
+
+
+# -- what a person may do -----------------------------------------------------------------------
+
+
+class Action(StrEnum):
+    """A person's action on one row (the CLI's `retry` and `resolve`, the dashboard's buttons)."""
+
+    RETRY = "retry"
+    ABANDON = "abandon"
+    RESEND = "resend"
+    MARK_SYNCED = "mark_synced"
+
+
+class Permit(StrEnum):
+    """Whether a row allows an action now: yes, only forced, or no."""
+
+    ALLOWED = "allowed"
+    FORCE = "force"
+    """Only with `force_in_doubt` and a note: the call may have arrived, and doing it
+    again could double its effect."""
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Whether `action` may be done on a row, and if not (or only forced), why, in the
+    words the refusal uses. `forbidden`: refused because no move between statuses
+    allows it (`TransitionNotAllowed`), rather than by the row's state now
+    (`InvalidInput`: being sent, never sent, resolved, already resent)."""
+
+    action: Action
+    permit: Permit
+    reason: str = ""
+    forbidden: bool = False
+
+    @property
+    def offered(self) -> bool:
+        """A screen shows the action: allowed, or allowed with force."""
+        return self.permit is not Permit.REFUSED
+
+    @property
+    def needs_force(self) -> bool:
+        return self.permit is Permit.FORCE
+
+    def check(self, force: bool = False) -> None:
+        """Raise the refusal, if this is one (a forced action without `force` is)."""
+        if self.permit is Permit.REFUSED:
+            raise (TransitionNotAllowed if self.forbidden else InvalidInput)(self.reason)
+        if self.permit is Permit.FORCE and not force:
+            raise InvalidInput(self.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class RowActions:
+    """The answer for each action on one row, as `allowed_actions` gives them."""
+
+    retry: Answer
+    abandon: Answer
+    resend: Answer
+    mark_synced: Answer
+
+    def __iter__(self) -> Iterator[Answer]:
+        return iter((self.retry, self.abandon, self.resend, self.mark_synced))
+
+    @property
+    def offered(self) -> list[Answer]:
+        return [answer for answer in self if answer.offered]
+
+
+def allowed_actions(sub: Submission, *, superseded_by: Submission | None = None) -> RowActions:
+    """Every action's answer for `sub`. `superseded_by`: the resend that replaced it
+    (`Store.find_superseding`), without which a resend is judged as if none had."""
+    return RowActions(
+        may_retry(sub), may_abandon(sub), may_resend(sub, superseded_by), may_mark_synced(sub)
+    )
+
+
+def may_retry(sub: Submission) -> Answer:
+    """A `failed` row due now under its key; in doubt (a `requesting` one too), forced."""
+    if sub.resolution is not None:
+        return _refused(
+            Action.RETRY, f"{label(sub)} was resolved by a person ({sub.resolution}); not retried"
+        )
+    if sub.status is Status.FAILED:
+        return _forced(sub, Action.RETRY) if sub.in_doubt else Answer(Action.RETRY, Permit.ALLOWED)
+    if sub.status is Status.REQUESTING:
+        if in_flight(sub):
+            return _busy(sub, Action.RETRY)
+        if not sub.in_doubt:
+            return _refused(
+                Action.RETRY, f"{label(sub)} has not been sent yet; a worker will send it"
+            )
+        return _forced(sub, Action.RETRY)
+    if sub.status is Status.REJECTED:
+        return _forbidden(
+            Action.RETRY,
+            f"{label(sub)} was rejected by the provider; sending it unchanged cannot help: "
+            "resend it as a new submission (resolve --resend) or abandon it",
+        )
+    return _forbidden(Action.RETRY, f"{label(sub)} is synced: final, nothing to retry")
+
+
+def may_abandon(sub: Submission) -> Answer:
+    """Give up on an unresolved row that is not synced and not being sent."""
+    if sub.resolution is not None:
+        return _refused(Action.ABANDON, f"{label(sub)} is already resolved: {sub.resolution}")
+    if sub.status is Status.SYNCED:
+        return _forbidden(Action.ABANDON, f"{label(sub)} is synced: final, nothing to abandon")
+    if in_flight(sub):
+        return _busy(sub, Action.ABANDON)
+    return Answer(Action.ABANDON, Permit.ALLOWED)
+
+
+def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answer:
+    """Replace a row not synced and not being sent by a new one, once; forced when
+    its call may have arrived (in doubt, or `requesting` after an attempt)."""
+    if sub.status is Status.SYNCED:
+        return _forbidden(
+            Action.RESEND,
+            f"{label(sub)} is synced: it arrived; a new call needs a new key (submit it)",
+        )
+    if in_flight(sub):
+        return _busy(sub, Action.RESEND)
+    if superseded_by is not None:
+        return _refused(Action.RESEND, f"{label(sub)} was already resent as {label(superseded_by)}")
+    if sub.in_doubt or (sub.status is Status.REQUESTING and sub.attempts > 0):
+        return _forced(sub, Action.RESEND)
+    return Answer(Action.RESEND, Permit.ALLOWED)
+
+
+def may_mark_synced(sub: Submission) -> Answer:
+    """Record that a person found the call at the provider: from `failed`, or from a
+    `requesting` row attempted and not being sent; never from `rejected`."""
+    if sub.status is Status.SYNCED:
+        return _forbidden(
+            Action.MARK_SYNCED, f"{label(sub)} is already synced (remote id {sub.remote_id})"
+        )
+    if sub.status is Status.REJECTED:
+        return _forbidden(
+            Action.MARK_SYNCED,
+            f"{label(sub)} was rejected by the provider: a submission cannot move from "
+            "rejected to synced; abandon it, or resend it as a new submission",
+        )
+    if sub.status is Status.REQUESTING:
+        if in_flight(sub):
+            return _busy(sub, Action.MARK_SYNCED)
+        if sub.attempts == 0:
+            return _refused(
+                Action.MARK_SYNCED, f"{label(sub)} was never sent, so it cannot have arrived"
+            )
+    return Answer(Action.MARK_SYNCED, Permit.ALLOWED)
+
+
+def _refused(action: Action, reason: str) -> Answer:
+    return Answer(action, Permit.REFUSED, reason)
+
+
+def _forbidden(action: Action, reason: str) -> Answer:
+    return Answer(action, Permit.REFUSED, reason, forbidden=True)
+
+
+def _busy(sub: Submission, action: Action) -> Answer:
+    return _refused(
+        action,
+        f"{label(sub)} is being sent right now by {sub.locked_by} (lease until "
+        f"{_iso(sub.locked_until)}); wait for it to settle",
+    )
+
+
+def _forced(sub: Submission, action: Action) -> Answer:
+    verb = action.value
+    return Answer(
+        action,
+        Permit.FORCE,
+        f"{label(sub)} is in doubt: the call may have arrived, and a {verb} could "
+        "double it; check the provider, then mark it synced (resolve --mark-synced), or "
+        f"{verb} with --force-in-doubt and a note",
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

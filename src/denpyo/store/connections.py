@@ -1,0 +1,108 @@
+"""How a SQL store reaches its database: its connection modes, and its driver's errors.
+
+A database's module supplies `transaction()`, on the store's own connection or
+inside the caller's open transaction on theirs, and where it has a cheaper way,
+`reading()` and `one_statement()`. `_in` picks the store's transaction or the
+caller's, an asyncio connection reached from a thread included (store/callers.py).
+
+Whatever the driver raises leaves the store as StoreError, or SchemaError where
+it means that denpyo's tables are missing, with the driver's error as
+`__cause__`. Each database's module says which errors are its driver's, which
+of them mean a missing table, and how one reads (`DriverErrors`); the wrapping
+is written once, here.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, ClassVar, Generic, TypeVar
+
+from denpyo.errors import SchemaError, StoreError
+from denpyo.store.async_conn import BridgedConnection
+from denpyo.store.base import Store, Tx
+from denpyo.store.dialects import Dialect
+from denpyo.store.queries import load_queries
+
+E = TypeVar("E", bound=BaseException)
+
+MISSING_TABLES = "the denpyo tables are missing: run `denpyo migrate`"
+
+
+class DriverErrors(Generic[E]):
+    """How one driver's errors leave a store: `error`, the class of all of them;
+    `missing_table(exc)`, whether one means that denpyo's tables are missing;
+    `message(exc)`, its text for the StoreError (named after the database)."""
+
+    __slots__ = ("error", "message", "missing_table", "title")
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        error: type[E],
+        missing_table: Callable[[E], bool],
+        message: Callable[[E], str] = str,
+    ) -> None:
+        self.title = dialect.title
+        self.error = error
+        self.missing_table = missing_table
+        self.message = message
+
+    def translated(self, exc: E) -> StoreError | SchemaError:
+        """A driver error as StoreError (missing tables as SchemaError)."""
+        if self.missing_table(exc):
+            return SchemaError(MISSING_TABLES)
+        return StoreError(f"{self.title}: {self.message(exc)}")
+
+    @contextmanager
+    def wrapped(self) -> Iterator[None]:
+        """Driver errors leave as StoreError (missing tables as SchemaError), cause kept."""
+        try:
+            yield
+        except self.error as exc:
+            raise self.translated(exc) from exc
+
+
+class ConnectionModes(Store):
+    """The contexts a SQL store's operations run in, each yielding a `Tx`."""
+
+    driver_errors: ClassVar[DriverErrors[Any]]
+    """How the database's driver errors read (its module sets it)."""
+
+    def __init__(self) -> None:
+        self.queries = load_queries(self.dialect)
+
+    @abstractmethod
+    def transaction(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """A transaction on the store's own connection (committed at the end), or
+        inside the caller's open transaction on `conn` (never committed here)."""
+
+    def one_statement(self, conn: Any = None) -> AbstractContextManager[Tx]:
+        """The context of an operation a database may complete in one atomic statement
+        (PostgreSQL's), sparing the BEGIN and COMMIT round trips."""
+        return self.transaction(conn)
+
+    def reading(self) -> AbstractContextManager[Tx]:
+        """A transaction that only reads (SQLite: without taking the write lock)."""
+        return self.transaction()
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Where the driver's errors become StoreError (and missing tables SchemaError)."""
+        return self.driver_errors.wrapped()
+
+    def duplicate(self, exc: BaseException) -> bool:
+        """Whether an INSERT's error means its channel and key exist (where the
+        database has no ON CONFLICT and says so by an error)."""
+        return False
+
+    def _in(self, conn: Any, *, one_statement: bool = False) -> AbstractContextManager[Tx]:
+        """The store's transaction, or the caller's (`conn`: a driver connection, or
+        an asyncio one reached from a thread)."""
+        if isinstance(conn, BridgedConnection):
+            return self._bridged(conn)
+        return self.one_statement(conn) if one_statement else self.transaction(conn)
+
+    @abstractmethod
+    def _bridged(self, conn: BridgedConnection) -> AbstractContextManager[Tx]:
+        """The caller's transaction on an asyncio connection (store/callers.py)."""

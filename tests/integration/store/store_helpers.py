@@ -1,0 +1,61 @@
+"""What the store's tests share. The store's contract is the same on SQLite,
+PostgreSQL and MariaDB; each test runs on a fresh real database of each (the
+`store` fixture of tests/conftest.py), under concurrency where it matters."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from conftest import driver_connection
+from denpyo import Status
+from denpyo.domain.moves import Settle
+from denpyo.domain.policy import AttemptDecision
+from denpyo.domain.status import ErrorKind
+from denpyo.domain.submission import Submission
+from denpyo.store import NewSubmission, Store
+
+SQL = Callable[[str], list[tuple[Any, ...]]]
+
+
+def new(key: str, channel: str = "c") -> NewSubmission:
+    return NewSubmission(channel, key, str(uuid.uuid4()), '{"n": 1}')
+
+
+@contextmanager
+def plans(store: Store, backend: str, db_url: str) -> Iterator[Callable[[str, Any], str]]:
+    """`plan(name, params)`: the database's plan of a named query, on a connection of its
+    own (PostgreSQL with sequential scans off, so that an empty table's plan shows
+    whether an index can serve the query at all)."""
+    conn = driver_connection(backend, db_url)
+    try:
+        cursor = conn.cursor()
+        if backend == "postgresql":
+            cursor.execute("SET enable_seqscan = off")
+        explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
+
+        def plan(name: str, params: Any) -> str:
+            cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
+            return "\n".join(str(row) for row in cursor.fetchall())
+
+        yield plan
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def settled(store: Store, key: str, outcome: AttemptDecision, channel: str = "c") -> Submission:
+    """A row recorded, sent once, and settled with `outcome`."""
+    sub, _ = store.record(new(key, channel), actor="h", lease=60)
+    [after] = store.move([Settle.of(sub, "h", outcome, 5)])
+    assert after is not None
+    return after
+
+
+SYNCED = AttemptDecision(Status.SYNCED, remote_id="r-1")
+REJECTED = AttemptDecision(Status.REJECTED, ErrorKind.REJECTED, "no such address")
+EXHAUSTED = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=None)
+RETRYING = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=60)
+AMBIGUOUS = AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=60)
