@@ -10,13 +10,16 @@ from denpyo.domain.audit import AuditReport, Discrepancy, DiscrepancyKind, Remot
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
 from denpyo.domain.policy import Outcome, OutcomeKind
+from denpyo.domain.report import ReportRow
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.engine.alerts import Alert
+from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.ledger import Ledger
 from denpyo.engine.worker import WorkReport
 from denpyo.errors import (
+    ArchiveError,
     ConfigurationError,
     DenpyoError,
     InvalidDatabaseURL,
@@ -44,6 +47,8 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
     "Alert",
+    "ArchiveError",
+    "ArchiveReport",
     "AuditReport",
     "Backoff",
     "ConfigurationError",
@@ -67,6 +72,7 @@ __all__ = [
     "PayloadTooLarge",
     "Rejected",
     "RemoteRecord",
+    "ReportRow",
     "SchemaError",
     "Status",
     "StoreError",

@@ -17,6 +17,7 @@
     ├── LeaseLost                   another process settled or took the row first
     │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
+    ├── ArchiveError                the archive cannot be written, or did not read back as written
     ├── DemoError                   the demo could not play its story
     ├── SubmissionError             submit() ended without `synced`; .submission tells the state
     │   ├── SubmissionRejected      the provider refused on business grounds
@@ -105,6 +106,12 @@ class LeaseExpired(LeaseLost):
 
 class StoreError(DenpyoError):
     """The database refused an operation; the driver's exception is `__cause__`."""
+
+
+class ArchiveError(DenpyoError):
+    """An archive target cannot be written (missing, read-only, refused), or a file
+    written there did not read back as written: nothing may be deleted from the
+    database on its account."""
 
 
 class DemoError(DenpyoError):

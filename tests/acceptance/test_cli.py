@@ -4,6 +4,7 @@ its output for people, its `--json` parsed back, its exit codes, and its refusal
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -680,4 +681,47 @@ def test_prune(db_url: str) -> None:
     bad = denpyo_cli("prune", "--older-than", "ninety days", db=db_url)
     assert bad.returncode == 2 and "duration" in bad.stderr
     with denpyo.Ledger(db_url) as ledger:
-        assert ledger.get("c", "old") is None and ledger.get("c", "open") is not None
+        old, still = ledger.get("c", "old"), ledger.get("c", "open")
+        assert old is not None and old.removed_at is not None, "its key and outcome stay"
+        assert still is not None and still.removed_at is None
+
+
+def test_prune_by_state_report_and_archive(db_url: str, tmp_path: Path) -> None:
+    """Per-state ages, the report before and after, the archive, `show` of an
+    archived key, and bad input: one line, exit 2, nothing removed."""
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        ledger.channel("p")(lambda sub: (_ for _ in ()).throw(denpyo.Rejected("no")))
+        ledger.submit("c", "a", {})
+        ledger.submit("c", "b", {})
+        with contextlib.suppress(denpyo.SubmissionRejected):
+            ledger.submit("p", "x", {})
+    before = as_json(denpyo_cli("report", "--by", "day", "--json", db=db_url))
+    assert {(r["channel"], r["status"], r["count"]) for r in before} == {
+        ("c", "synced", 2),
+        ("p", "rejected", 1),
+    }
+    for args, says in (
+        (["prune", "--synced", "-1d"], "duration"),
+        (["prune", "--bogus", "1d"], "No such option"),
+        (["prune"], "how old"),
+        (["report", "--by", "week"], "week"),
+        (["archive", "--to", str(tmp_path / "f" / "x"), "--older-than", "0s"], "cannot write"),
+        (["archive", "--to", "ftp://h/x", "--older-than", "0s"], "ftp"),
+    ):
+        if args[0] == "archive" and "cannot" in says:
+            (tmp_path / "f").write_text("a file, not a folder")
+        bad = denpyo_cli(*args, db=db_url)
+        assert bad.returncode == 2, (args, bad.stderr)
+        assert says in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    done = as_json(denpyo_cli("prune", "--synced", "0s", "--rejected", "1d", "--json", db=db_url))
+    assert done["deleted"] == 2
+    archived = denpyo_cli(
+        "archive", "--to", str(tmp_path / "archive"), "--older-than", "0s", db=db_url
+    )
+    assert archived.returncode == 0 and "archived and removed 0 row(s)" in archived.stdout
+    assert as_json(denpyo_cli("report", "--by", "day", "--json", db=db_url)) == before
+    shown = denpyo_cli("show", "c:a", db=db_url)
+    assert shown.returncode == 0 and "pruned" in shown.stdout
+    table = denpyo_cli("report", db=db_url)
+    assert table.returncode == 0 and "synced" in table.stdout

@@ -315,7 +315,8 @@ def test_prune_deletes_old_settled_rows_in_batches(ledger: denpyo.Ledger, sql: A
     )
     ledger.submit("c", "recent", {})
     assert ledger.prune(older_than=90 * 86400, batch_size=10) == 25
-    assert ledger.get("c", "old3") is None
+    old = ledger.get("c", "old3")
+    assert old is not None and old.removed_at is not None, "its key and outcome stay"
     assert ledger.get("c", "old-pending") is not None and ledger.get("c", "recent") is not None
     orphans = sql(
         "SELECT COUNT(*) FROM denpyo_events e WHERE NOT EXISTS "

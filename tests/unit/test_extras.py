@@ -11,7 +11,7 @@ import pytest
 
 BLOCKED = (
     "psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats",
-    "starlette", "jinja2", "prometheus_client",
+    "starlette", "jinja2", "prometheus_client", "pyarrow", "duckdb",
 )  # fmt: skip
 
 
@@ -33,6 +33,7 @@ def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
         ("import denpyo.web", "dashboard"),
         ("import denpyo.metrics", "dashboard"),
         ("import denpyo.testing; denpyo.testing.FakeProvider(transport='aiohttp')", "http"),
+        ("import denpyo.archive; denpyo.archive.Archive('archive')", "archive"),
     ],
 )
 def test_a_part_without_its_extra_says_which_to_install(code: str, extra: str) -> None:

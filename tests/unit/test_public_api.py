@@ -15,7 +15,8 @@ EXPECTED = {
     "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
     "LeaseLost", "StoreError", "SubmissionError", "SubmissionRejected", "SubmissionFailed",
     "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
-    "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired",
+    "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
+    "ArchiveReport", "ReportRow",
 }  # fmt: skip
 
 

@@ -45,7 +45,7 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
     for dialect in DIALECTS:
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
-        shared = {"in_doubt", "needs_a_person", "list_filter"}
+        shared = {"in_doubt", "needs_a_person", "list_filter", "removable"}
         index_predicates = {"ready_index", "in_doubt_index", "attention_index"}
         assert shared <= set(fragments) <= shared | index_predicates, dialect
         queries = load_queries(dialect)

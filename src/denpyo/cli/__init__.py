@@ -3,7 +3,7 @@ into `denpyo.engine.operator` (or the Ledger), with tables for people and
 `--json` for scripts. Exit codes: 0 fine, 1 needs attention (`--check`), 2 usage
 or input error."""
 
-from denpyo.cli import actions, commands, demo  # noqa: F401 - registers the commands
+from denpyo.cli import actions, commands, demo, keeping  # noqa: F401 - registers the commands
 from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, main
 
 __all__ = ["EXIT_ATTENTION", "EXIT_INPUT", "EXIT_OK", "main"]

@@ -12,7 +12,6 @@ from denpyo.cli import render
 from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.cli.rows import RowFilters, row_filters
-from denpyo.domain.filters import parse_duration
 from denpyo.domain.limits import decode_payload
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
@@ -412,38 +411,6 @@ def _supervise(
     code = Supervisor(commands, say).run()
     say(f"all worker processes have stopped; exit code {code}")
     return code
-
-
-@main.command()
-@click.option(
-    "--older-than",
-    "older_than",
-    required=True,
-    metavar="DURATION",
-    help="Age of the settled rows to delete (by creation time): 90d, 12w, 36h.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1, max=100_000),
-    default=1000,
-    show_default=True,
-    help="Rows deleted per transaction, so no lock is held for long.",
-)
-@json_option
-@pass_env
-def prune(env: Env, older_than: str, batch_size: int, as_json: bool) -> None:
-    """Delete settled rows (synced, and rejected or exhausted rows a person resolved)
-    created before the cutoff, with their events, in small batches. Rows still open,
-    in doubt, or waiting for a person are never deleted.
-
-    Example: denpyo --db postgresql://app@db/app prune --older-than 90d
-    """
-    seconds = parse_duration(older_than)
-    deleted = env.ledger.prune(older_than=seconds, batch_size=batch_size)
-    if as_json:
-        render.emit_json({"deleted": deleted, "older_than_seconds": seconds})
-    else:
-        render.out.print(f"deleted {deleted} settled row(s) created more than {older_than} ago")
 
 
 def _log_to_stderr(level: int) -> None:

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
+from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import Action, RowActions, allowed_actions
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
@@ -135,6 +136,25 @@ def show_status(report: StatusReport) -> None:
     out.print(f"pending {report.pending}{oldest}")
 
 
+def show_report(rows: Sequence[ReportRow], by: str) -> None:
+    """One line per period and channel, a column per status (`--json` keeps the rows)."""
+    table = Table(title=f"Submissions by {by} of creation (UTC)", title_justify="left")
+    table.add_column(by)
+    table.add_column("channel")
+    for st in Status:
+        table.add_column(st.value, justify="right", style=STATUS_STYLE[st])
+    table.add_column("total", justify="right", style="bold")
+    lines: dict[tuple[str, str], dict[str, int]] = {}
+    for row in rows:
+        lines.setdefault((row.period, row.channel), {})[row.status] = row.count
+    for (period, channel), counts in lines.items():
+        cells = [str(counts.get(st.value, 0)) for st in Status]
+        table.add_row(period, escape(channel), *cells, str(sum(counts.values())))
+    if not lines:
+        table.add_row("(no rows)", "", *("" for _ in Status), "")
+    out.print(table)
+
+
 LIST_COLUMNS = (
     ("id", "right"),
     ("channel", "left"),
@@ -228,12 +248,19 @@ def show_history(found: History, *, full: bool = False) -> None:
         rows.append(("ordering key", escape(sub.ordering_key)))
     if sub.supersedes:
         rows.append(("supersedes", f"#{sub.supersedes}"))
+    if sub.removed_at is not None:
+        where = f"archived to {escape(sub.archived_to)}" if sub.archived_to else "pruned"
+        rows.append(("removed", f"{ago(sub.removed_at, now)}  ({_stamp(sub.removed_at)}), {where}"))
     if found.superseded_by:
         rows.append(("superseded by", label(found.superseded_by)))
     rows.append(("actions", actions_text(allowed_actions(sub, superseded_by=found.superseded_by))))
     for name, value in rows:
         grid.add_row(name, value)
     out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
+    if sub.removed_at is not None:
+        kept = f"in the archive at {sub.archived_to}" if sub.archived_to else "not kept"
+        out.print(f"payload and history: {kept}; the key and its outcome stay", markup=False)
+        return
     payload = json.dumps(sub.payload, ensure_ascii=False)
     out.print("payload: " + clip(payload), markup=False, soft_wrap=True)
     table = Table(title="history", title_justify="left")

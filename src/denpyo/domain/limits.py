@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidKey, KeyReused, PayloadNotJSON, PayloadTooLarge
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
@@ -151,6 +152,14 @@ def check_channel_name(name: object) -> str:
             "letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
         )
     return name
+
+
+def check_same_call(sub: Submission, payload_json: str) -> None:
+    """`KeyReused` unless the row a channel and key already have was recorded with this
+    payload. A removed row's payload is not kept: its key alone says the call was
+    made, and is answered with its outcome."""
+    if sub.removed_at is None:
+        check_same_payload(sub.channel, sub.key, sub.payload, payload_json)
 
 
 def check_same_payload(channel: str, key: str, recorded: Any, payload_json: str) -> None:

@@ -137,8 +137,21 @@ def allowed_actions(sub: Submission, *, superseded_by: Submission | None = None)
     )
 
 
+def removed(sub: Submission, action: Action) -> Answer | None:
+    """A removed row (pruned, or archived and deleted) takes no move: only a resend,
+    as a new row."""
+    if sub.removed_at is None or action is Action.RESEND:
+        return None
+    where = f"archived to {sub.archived_to}" if sub.archived_to else "pruned"
+    return _refused(
+        action, f"{label(sub)} was removed from the table ({where}): resend it or leave it"
+    )
+
+
 def may_retry(sub: Submission) -> Answer:
     """A `failed` row due now under its key; in doubt (a `requesting` one too), forced."""
+    if gone := removed(sub, Action.RETRY):
+        return gone
     if sub.resolution is not None:
         return _refused(
             Action.RETRY, f"{label(sub)} was resolved by a person ({sub.resolution}); not retried"
@@ -164,6 +177,8 @@ def may_retry(sub: Submission) -> Answer:
 
 def may_abandon(sub: Submission) -> Answer:
     """Give up on an unresolved row that is not synced and not being sent."""
+    if gone := removed(sub, Action.ABANDON):
+        return gone
     if sub.resolution is not None:
         return _refused(Action.ABANDON, f"{label(sub)} is already resolved: {sub.resolution}")
     if sub.status is Status.SYNCED:
@@ -193,6 +208,8 @@ def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answ
 def may_mark_synced(sub: Submission) -> Answer:
     """Record that a person found the call at the provider: from `failed`, or from a
     `requesting` row attempted and not being sent; never from `rejected`."""
+    if gone := removed(sub, Action.MARK_SYNCED):
+        return gone
     if sub.status is Status.SYNCED:
         return _forbidden(
             Action.MARK_SYNCED, f"{label(sub)} is already synced (remote id {sub.remote_id})"

@@ -40,6 +40,15 @@ class Submission:
     ambiguous error (`rules.in_doubt`)."""
     lease: Lease | None = field(default=None, compare=False, repr=False)
     """This process's hold on the row while it sends it (None when it holds none)."""
+    removed_at: datetime | None = None
+    """When the row left the table (pruned, or archived and deleted). Such a
+    Submission is what denpyo_keys remembers of it: its id, key, idempotency key,
+    status, attempts, error kind, remote id, resolution and times as they were; no
+    payload (None), no last error, no history (in the archive, if it was archived)."""
+    archived_to: str | None = None
+    """Where the row was archived before it was deleted (None: live, or pruned)."""
+    superseded_by: int | None = None
+    """A removed row's resend, remembered (a live row's is found by its `supersedes`)."""
 
     def held(self, lease: Lease) -> Submission:
         """This row with this process's hold on it. Built field by field in order: on
@@ -49,7 +58,8 @@ class Submission:
             self.attempts, self.next_attempt_at, self.locked_by, self.locked_until,
             self.remote_id, self.last_error, self.error_kind, self.ordering_key,
             self.created_at, self.updated_at, self.synced_at, self.resolution,
-            self.supersedes, self.in_doubt, lease,
+            self.supersedes, self.in_doubt, lease, self.removed_at, self.archived_to,
+            self.superseded_by,
         )  # fmt: skip
 
     def lease_left(self) -> float | None:

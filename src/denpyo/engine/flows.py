@@ -21,7 +21,7 @@ from typing import Any
 
 from denpyo.domain.alert import Alert
 from denpyo.domain.lease import Lease
-from denpyo.domain.limits import check_same_payload
+from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
 from denpyo.domain.status import FINAL, ErrorKind, Status
@@ -129,7 +129,7 @@ class Flows:
             if (yield from self._waits_in_order(sub)):
                 return (yield from self._give_back(held, "waits for the rows before it"))
             return (yield from self.attempt(spec, held))
-        check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
+        check_same_call(sub, new.payload_json)
         after: Submission = yield from self.resume(spec, sub)
         if after.resolution is not None:  # a person resolved it while this submit read it
             return (yield from self._successor(after))

@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from denpyo.domain.audit import AuditReport
@@ -17,9 +17,11 @@ from denpyo.domain.limits import (
     MAX_PAYLOAD_BYTES,
     check_channel_name,
     check_key,
-    check_same_payload,
+    check_same_call,
     encode_payload,
 )
+from denpyo.domain.report import ReportRow, check_period, fold
+from denpyo.domain.retention import Retention
 from denpyo.domain.settings import (
     DEFAULT_BACKOFF,
     DEFAULT_CONCURRENCY,
@@ -29,7 +31,9 @@ from denpyo.domain.settings import (
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
+from denpyo.engine import archiving
 from denpyo.engine.alerts import AlertHandler, Alerts
+from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.audit import Auditor, Progress
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
@@ -78,6 +82,9 @@ class Ledger:
 
     `url` defaults to `DENPYO_DATABASE_URL`, then `sqlite:///denpyo.db`; an empty
     one is refused (`InvalidDatabaseURL`), never taken for the default.
+    `keys_kept_for`: seconds from a row's creation for which its key stays known
+    after its row is removed (`prune`, `archive`), so that submitting it again calls
+    nothing; None (the default): for ever.
     """
 
     def __init__(
@@ -87,7 +94,13 @@ class Ledger:
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         on_alert: AlertHandler | None = None,
         name: str | None = None,
+        keys_kept_for: float | None = None,
     ) -> None:
+        if keys_kept_for is not None and not (
+            isinstance(keys_kept_for, int | float) and keys_kept_for >= 0
+        ):
+            raise InvalidInput(f"keys_kept_for must be seconds >= 0 or None, not {keys_kept_for!r}")
+        self.keys_kept_for = keys_kept_for
         self.url = database_url(url)
         self.store: Store = open_store(self.url)
         self.max_payload_bytes = max_payload_bytes
@@ -218,7 +231,7 @@ class Ledger:
             self._check_supersedes(channel, supersedes, conn)
         sub, created = self.store.record(new, actor=self.flows.actor, conn=conn)
         if not created:
-            check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
+            check_same_call(sub, new.payload_json)
         return sub
 
     def enqueue_many(
@@ -282,7 +295,7 @@ class Ledger:
         _, new = self._prepare(channel, key, payload, ordering_key)
         sub, created = await self.store.arecord(new, actor=self.flows.actor, conn=conn)
         if not created:
-            check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
+            check_same_call(sub, new.payload_json)
         return sub
 
     async def aenqueue_many(
@@ -391,18 +404,84 @@ class Ledger:
         auditor = Auditor(self.store, self.bridge, self._sync)
         return auditor.run(spec, since, until, step=step, slack=slack, progress=progress)
 
-    def prune(self, *, older_than: float, batch_size: int = 1000) -> int:
-        """Delete settled rows (and their events) created more than `older_than` seconds
-        ago, in batches of `batch_size` so that no transaction holds locks for long.
-        Rows still open, in doubt, or waiting for a person are never pruned."""
-        if older_than < 0 or batch_size < 1:
-            raise InvalidInput("older_than must be >= 0 seconds and batch_size >= 1")
+    def prune(
+        self,
+        *,
+        older_than: float | None = None,
+        synced: float | None = None,
+        rejected: float | None = None,
+        abandoned: float | None = None,
+        batch_size: int = 1000,
+    ) -> int:
+        """Remove settled rows, each state after its own age in seconds since the row was
+        created: `synced`, `rejected` (resolved by a person), `abandoned` (failed rows a
+        person resolved); `older_than` for every state not given. Rows still open, in
+        doubt, or waiting for a person are never removed. Their keys stay known (a key
+        submitted again calls nothing and returns its outcome) and their counts stay in
+        `report`; keys older than `keys_kept_for` are forgotten. In batches of
+        `batch_size`, so that no transaction holds locks for long. Returns how many
+        rows went."""
+        retention = Retention.of(
+            older_than=older_than, synced=synced, rejected=rejected, abandoned=abandoned
+        )
+        _check_batch_size(batch_size)
         total = 0
-        while True:
-            deleted = self.store.prune(older_than, batch_size)
-            total += deleted
-            if deleted < batch_size:
-                return total
+        while batch := self.store.removable(retention, batch_size):
+            removed = self.store.remove([sub.id for sub in batch], retention)
+            total += removed
+            if len(batch) < batch_size or not removed:  # none: another transaction holds
+                break  # them (store/removal.py); the next prune takes them
+        if self.keys_kept_for is not None:
+            while self.store.forget_keys(self.keys_kept_for, batch_size) >= batch_size:
+                pass
+        return total
+
+    def archive(
+        self,
+        to: str | os.PathLike[str],
+        *,
+        older_than: float | None = None,
+        synced: float | None = None,
+        rejected: float | None = None,
+        abandoned: float | None = None,
+        batch_size: int = 1000,
+        progress: Callable[[int], None] | None = None,
+    ) -> ArchiveReport:
+        """`prune`, with each batch written first to Parquet under `to` (a folder, or
+        `s3://bucket/prefix`), read back, and only then removed: the rows under
+        `submissions/`, their events under `events/`, by channel and month. A target
+        that cannot be written fails first (`ArchiveError`), nothing removed. Needs
+        the `archive` extra."""
+        from denpyo.archive import Archive
+
+        retention = Retention.of(
+            older_than=older_than, synced=synced, rejected=rejected, abandoned=abandoned
+        )
+        _check_batch_size(batch_size)
+        target = Archive(to)
+        return archiving.archive(
+            self.store, target, retention, batch_size=batch_size, progress=progress
+        )
+
+    def report(
+        self,
+        *,
+        by: str = "month",
+        channel: str | None = None,
+        since: date | None = None,
+        until: date | None = None,
+    ) -> list[ReportRow]:
+        """How many rows were created per period (`day` or `month`, UTC), channel and
+        status, in [since, until) (days; default: all of them): the live rows where
+        they stand now, the removed ones where they stood when they went. The same
+        before and after a prune."""
+        check_period(by)
+        first = since or date(1970, 1, 1)
+        if until is None:
+            last = max(self.store.now().date(), first) + timedelta(days=1)
+        elif (last := until) <= first:
+            raise InvalidInput(f"the report's since ({first}) must come before until ({last})")
+        return fold(self.store.report_counts(first, last, channel), by)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -520,6 +599,11 @@ class Ledger:
         return sub  # `requesting`, not yet attempted: a worker will send it
 
 
+def _check_batch_size(batch_size: int) -> None:
+    if type(batch_size) is not int or batch_size < 1:
+        raise InvalidInput(f"batch_size must be a whole number >= 1, not {batch_size!r}")
+
+
 def database_url(url: str | None) -> str:
     """The URL given, else `DENPYO_DATABASE_URL`, else the default file. An empty URL
     given on purpose is refused: an unset variable in a script (`--db "$DB"`) must not
@@ -535,7 +619,7 @@ def database_url(url: str | None) -> str:
 
 
 def _same_call(new: NewSubmission, sub: Submission) -> None:
-    check_same_payload(new.channel, new.key, sub.payload, new.payload_json)
+    check_same_call(sub, new.payload_json)
 
 
 def _dbapi_connection(conn: Any) -> Any:

@@ -33,11 +33,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Change, Move
+from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 
@@ -156,6 +157,22 @@ class Store(ABC):
         `InvalidInput` when the new channel and key exist already. Returns (new, old)."""
 
     @abstractmethod
+    def record_resend_of_removed(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        detail: str,
+        old_id: int,
+        resolution: Callable[[int], str],
+    ) -> tuple[Submission, Submission]:
+        """`record_resend` of a removed row (`get` finds its memory): record `new` and
+        write `resolution(new id)` and the new row to the memory of `old_id`, in one
+        transaction. `new.supersedes` is None: the row it
+        replaces is gone. Raises `LeaseLost` (nothing written) when the memory was
+        resent or forgotten meanwhile. Returns (new, old as remembered now)."""
+
+    @abstractmethod
     def claim_ready(
         self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
@@ -190,11 +207,39 @@ class Store(ABC):
         Returns the ids renewed. A row taken by someone else is not renewed, nor one a
         settle has locked at this instant (never waited for: no deadlock with it)."""
 
+    # -- removal: rows leave, their keys and counts stay (store/removal.py) ---------------
+
     @abstractmethod
-    def prune(self, older_than: float, batch_size: int = 1000) -> int:
-        """Delete one batch of settled rows (and their events) created more than
-        `older_than` seconds ago: `synced`, and `rejected` or exhausted `failed` rows
-        that a person has resolved. Returns how many."""
+    def removable(self, retention: Retention, limit: int = 1000) -> list[Submission]:
+        """One batch of the rows `retention` lets go (settled, older than their state's
+        age), oldest first, as read now."""
+
+    @abstractmethod
+    def remove(
+        self, ids: Sequence[int], retention: Retention, *, archived_to: str | None = None
+    ) -> int:
+        """Remove these rows, those of them `retention` still lets go (one that moved
+        since it was read stays): remember each key and outcome (`archived_to`: where
+        the row was archived), add them to the removed counts, delete their history and
+        them. Returns how many went. From then on `get`, `get_by_key` and an insert of
+        the same key find the remembered outcome."""
+
+    @abstractmethod
+    def events_of(self, ids: Sequence[int]) -> list[Event]:
+        """The histories of many rows (a batch the archive writes), oldest first."""
+
+    @abstractmethod
+    def forget_keys(self, older_than: float, limit: int = 1000) -> int:
+        """Forget one batch of remembered keys whose rows were created more than
+        `older_than` seconds ago (`keys_kept_for`); returns how many."""
+
+    @abstractmethod
+    def report_counts(
+        self, since: date, until: date, channel: str | None = None
+    ) -> list[tuple[date, str, str, str, int]]:
+        """(day, channel, status, error kind or "", rows) for the rows created in
+        [since, until): the live ones where they stand now, and the removed ones as
+        they were when they went."""
 
     # -- reads ---------------------------------------------------------------------------
 

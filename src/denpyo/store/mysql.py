@@ -11,6 +11,10 @@ MariaDB has no `UPDATE ... RETURNING` and no `ON CONFLICT`: its writes are the
 portable ones of store/portable.py, and `MysqlTx.insert` reads a duplicate
 (channel, key) as "no row". It has no LISTEN/NOTIFY: workers poll.
 
+A removal (`remove_in`) commits the keys of the rows it removes, waits until every
+transaction that may still read denpyo_keys as it was before has ended, and only
+then deletes the rows: the database user needs the PROCESS privilege to see them.
+
 A connection that the server dropped (restart, KILL, idle timeout) is thrown
 away; the next transaction opens a fresh one. A transaction that was open when
 it happened fails with StoreError and is rolled back by the server; one that
@@ -21,8 +25,11 @@ nothing was sent but BEGIN.
 from __future__ import annotations
 
 import contextlib
+import logging
+import random
 import re
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,6 +69,7 @@ CONNECTION_LOST = frozenset({1053, 1927, 2006, 2013, 2055, 4031})
 CONNECT_REFUSED = frozenset({1044, 1045, 1049})
 ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
+ER_SPECIFIC_ACCESS_DENIED = 1227
 CHANNEL_KEY_INDEX = "denpyo_submissions_channel_key"
 MINIMUM_MARIADB = (10, 6)  # FOR UPDATE SKIP LOCKED; INSERT/DELETE ... RETURNING since 10.5
 COUNTS_FOLD_LIMIT = 20_000  # rows of running counts per fold
@@ -71,8 +79,18 @@ COUNTS_FOLD_BATCHES = 5  # folds per heartbeat at most
 # transaction holds (a paused writer's, another fold's) and deadlocks with a fold
 # doing the same: seen under the chaos tests.
 COUNTS_DROP_CHUNK = 500
+# Ids per statement of a removal, for the same reason: it locks the rows it reads.
+REMOVE_CHUNK = 500
+# Seconds a removal waits for the transactions older than its keys before it gives up
+# (removing nothing that time).
+REMOVAL_WAIT = 30.0
+# InnoDB refreshes its list of transactions (information_schema.INNODB_TRX) only once
+# 0.1 s passed without anyone reading it: a quicker read gets the same copy and puts
+# the refresh off again. So a removal reads it less often than this.
+TRX_LIST_IDLE = 0.12
 
 Connection = pymysql.connections.Connection
+log = logging.getLogger("denpyo.store")
 
 
 def _code(exc: MySQLError) -> int | None:
@@ -180,9 +198,11 @@ class MysqlTx(Tx):
 
     def insert(self, query: str, params: Mapping[str, Any]) -> Row | None:
         """INSERT ... RETURNING; an existing (channel, key) gives None, as ON CONFLICT DO
-        NOTHING does elsewhere. Only that unique index counts: a clash on the
-        idempotency key, or any other error, still raises. InnoDB undoes just the failed
-        statement, so the transaction goes on (and the caller's, on its connection)."""
+        NOTHING does elsewhere: a remembered one because the statement's SELECT finds
+        nothing to insert and so returns no row, a live one by error 1062 on its unique
+        index. Only that index counts: a clash on the idempotency key, or any other
+        error, still raises. InnoDB undoes just the failed statement, so the
+        transaction goes on (and the caller's, on its connection)."""
         try:
             return self.fetch_one(query, params)
         except IntegrityError as exc:
@@ -208,7 +228,9 @@ class MysqlStore(PortableSqlStore):
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_counts_take", "submission_counts_drop", "submission_counts_add",
-            "submission_count_channels", "schema_unlock",
+            "submission_count_channels", "schema_unlock", "key_remembered",
+            "submission_remove_lock", "removed_count_add", "submission_remove",
+            "transaction_mark", "transactions_open",
         }
     )  # fmt: skip
 
@@ -300,6 +322,136 @@ class MysqlStore(PortableSqlStore):
                 tx.execute_many("submission_counts_add", folded)
         return len(rows)
 
+    # -- removal (store/removal.py) ---------------------------------------------------
+
+    def remove_in(self, params: dict[str, Any]) -> int:
+        """Remember the keys, wait, then delete; how many rows went (0 when the wait
+        gave up).
+
+        Once a row is gone, only the NOT EXISTS of `submission_insert` stops a second
+        row with its key, and it reads denpyo_keys through a read view: one per
+        statement in READ COMMITTED (this store's connections), one per transaction in
+        REPEATABLE READ (an application's transaction that `enqueue(conn=...)` joins;
+        there InnoDB even reads an INSERT ... SELECT's source as it is now). A view
+        made before the keys were committed may not see them, and InnoDB makes a view
+        only inside a transaction it has started, so every such view belongs to a
+        transaction that began before the commit: once all of those have ended, every
+        insert sees the keys, and the rows can go. Until then an insert of a removed
+        key still meets its live row. A transaction that has only begun (BEGIN, no
+        read yet) has no view and is not listed; one that holds a consistent snapshot
+        is listed, whether or not it has read a row. The keys are remembered without
+        locking the rows: an insert in REPEATABLE READ reads denpyo_keys with locks,
+        and the keys wait for it to end instead.
+        """
+        ids: list[int] = []
+        with self.transaction() as tx:
+            for chunk in _chunks(params["ids"]):
+                tx.execute("key_remember", {**params, "ids": chunk})
+                remembered = tx.fetch_all("key_remembered", {"ids": chunk})
+                ids += [int(row["id"]) for row in remembered]
+        if not ids:
+            return 0
+        # Committed. A crash from here on leaves keys remembered for rows still live:
+        # reads prefer the live row, an insert meets it, and the next removal takes
+        # them again.
+        if not self._wait_for_older_writers():
+            return 0
+        removed = 0
+        with self.transaction() as tx:
+            for chunk in _chunks(ids):  # only keys the wait covered
+                # The keys' records first, then the rows: the order in which an insert
+                # of one of the keys locks them in REPEATABLE READ (its NOT EXISTS, then
+                # the live row), so that neither waits for the other in a circle.
+                tx.execute("key_remember", {**params, "ids": chunk})
+                rows = tx.fetch_all("submission_remove_lock", {**params, "ids": chunk})
+                if not rows:
+                    continue
+                # The rows retention still lets go, locked until the commit: their
+                # memory, their counts and the delete are about the same rows.
+                final = {**params, "ids": [int(row["id"]) for row in rows]}
+                tx.execute("key_remember", final)  # as they are now, locked
+                tx.execute("removed_count_add", final)
+                # Their events go with them (ON DELETE CASCADE).
+                removed += len(tx.fetch_all("submission_remove", final))
+        # A crash before that commit rolled all of it back: the keys stay remembered,
+        # the rows live, and the counts as they were.
+        return removed
+
+    def _wait_for_older_writers(self) -> bool:
+        """Wait until every transaction open now (but read-only ones, which cannot
+        insert) has ended: True; False (and a warning) after REMOVAL_WAIT seconds.
+
+        They are read from information_schema.INNODB_TRX, a copy that InnoDB refreshes
+        only once 0.1 s passed without a read: the copy at hand may be older than the
+        keys' commit. So a new connection begins a read-only transaction first (the
+        mark; connection ids are never reused), and a copy counts only once it shows
+        that connection: it was made after the commit, and lists every older
+        transaction still open, as does every later copy. No clock is compared (the
+        list gives a transaction's start in whole seconds, in the server's own time
+        zone). A transaction is known by its connection and start (its id changes when
+        it first writes); a newer one of the same connection begun in the same second
+        is waited for as well, which only waits longer. The list is the server's: a
+        long transaction in another database holds removals up too.
+        """
+        began = time.monotonic()
+        waiting: set[tuple[int, datetime]] | None = None
+        rows: list[Row] = []
+        mark = self._connect()
+        try:
+            with ERRORS.wrapped():
+                with mark.cursor() as cursor:
+                    cursor.execute("START TRANSACTION READ ONLY")
+                tx = MysqlTx(self, mark)
+                tx.fetch_one("transaction_mark")
+                while True:
+                    rows = self._open_transactions(tx)
+                    if waiting is not None or any(row["own"] for row in rows):
+                        now_open = {
+                            (int(row["thread"]), row["started"]) for row in rows if not row["own"]
+                        }
+                        waiting = now_open if waiting is None else waiting & now_open
+                        if not waiting:
+                            return True
+                    if time.monotonic() - began >= REMOVAL_WAIT:
+                        break
+                    # At random, so that removals reading the list at once leave it
+                    # unread for 0.1 s now and then.
+                    time.sleep(TRX_LIST_IDLE * (1 + random.random()))
+        finally:
+            _close_quietly(mark)  # ends its transaction
+        waited = time.monotonic() - began
+        if waiting is None:
+            log.warning(
+                "removed nothing from %s: in %.0f s its list of open transactions "
+                "(information_schema.INNODB_TRX) was never refreshed after the keys were "
+                "remembered (something reads it more often than every 0.1 s?)",
+                self.where, waited,
+            )  # fmt: skip
+            return False
+        thread, started = min(waiting, key=lambda trx: trx[1])
+        mine = [row["started"] for row in rows if row["own"]]
+        age = waited + ((mine[0] - started).total_seconds() if mine else 0.0)
+        log.warning(
+            "removed nothing from %s: a transaction that began before the removed rows' "
+            "keys were remembered was still open after %.0f s (the oldest: connection "
+            "%d, open for %.0f s); the rows stay, and their keys are remembered",
+            self.where, waited, thread, age,
+        )  # fmt: skip
+        return False
+
+    def _open_transactions(self, tx: Tx) -> list[Row]:
+        """`transactions_open`; without the PROCESS privilege, a StoreError that says so."""
+        try:
+            return tx.fetch_all("transactions_open")
+        except MySQLError as exc:
+            if _code(exc) == ER_SPECIFIC_ACCESS_DENIED:
+                raise StoreError(
+                    f"MariaDB at {self.where}: removing rows needs the PROCESS privilege, to "
+                    "see which transactions are open (information_schema.INNODB_TRX); "
+                    "their keys are remembered, no row was removed"
+                ) from exc
+            raise
+
     # -- connections --------------------------------------------------------------
 
     def _connection(self) -> Connection:
@@ -308,6 +460,14 @@ class MysqlStore(PortableSqlStore):
             return conn
         if conn is not None:
             self._discard(conn)
+        conn = self._connect()
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def _connect(self) -> Connection:
+        """A new connection, set up (SESSION_SETUP), not yet any thread's own."""
         try:
             conn = pymysql.connect(**self.args, autocommit=False, client_flag=CLIENT.FOUND_ROWS)
         except MySQLError as exc:
@@ -327,9 +487,6 @@ class MysqlStore(PortableSqlStore):
         except MySQLError as exc:
             _close_quietly(conn)
             raise StoreError(f"MariaDB at {self.where}: {_message(exc)}") from exc
-        self._local.conn = conn
-        with self._lock:
-            self._all.append(conn)
         return conn
 
     def _discard(self, conn: Connection) -> None:
@@ -418,6 +575,13 @@ def check_server(info: str) -> None:
         raise ConfigurationError(
             f"denpyo's MySQL store needs MariaDB {need} or later; this server is {info!r}"
         )
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    """`ids` in order, REMOVE_CHUNK at a time."""
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), REMOVE_CHUNK):
+        yield ordered[start : start + REMOVE_CHUNK]
 
 
 def _lost(exc: MySQLError) -> bool:

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
@@ -106,7 +107,8 @@ class PostgresStore(SqlStore):
             "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
             "submission_settle_many", "submission_settle_one",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
-            "submission_get_recorded_before",
+            "submission_get_recorded_before", "key_get_recorded_before", "snapshot_holder",
+            "submission_remove",
         }
     )  # fmt: skip
 
@@ -282,10 +284,12 @@ class PostgresStore(SqlStore):
         COPY has no ON CONFLICT: a key recorded already fails it, at its end. Then
         the savepoint is rolled back with every row of the copy, and the rows go in
         again by `submission_record_many`, which skips such keys: a batch that
-        repeats keys (a retried import, say) is written twice. A bad item met during
-        the copy rolls the savepoint back too, and raises. A crash at any point
-        leaves the transaction (the caller's or the ledger's) uncommitted: no row,
-        no event."""
+        repeats keys (a retried import, say) is written twice. COPY has no WHERE
+        either: a remembered key whose row was removed goes in. The statement that
+        writes the events finds it first, writes nothing, and the copy is undone and
+        written again the same way. A bad item met during the copy rolls the
+        savepoint back too, and raises. A crash at any point leaves the transaction
+        (the caller's or the ledger's) uncommitted: no row, no event."""
         cursor, written = tx.cursor, []
         with ERRORS.wrapped():
             cursor.execute("SAVEPOINT denpyo_record_many")
@@ -312,6 +316,9 @@ class PostgresStore(SqlStore):
                     "actor": actor,
                 }
                 row = tx.fetch_one("submission_record_copied", params)
+                if row is not None and row["remembered"]:
+                    _forget(cursor)
+                    return self._record_pipelined(tx, written, actor)
                 created = int(row["created"]) if row else 0
             cursor.execute("RELEASE SAVEPOINT denpyo_record_many")
         if created != len(written):  # never: the events would not match the rows
@@ -321,7 +328,9 @@ class PostgresStore(SqlStore):
     def recorded_before(
         self, tx: Tx, news: Sequence[NewSubmission]
     ) -> Iterator[tuple[NewSubmission, Submission]]:
-        """One statement per `RECORD_CHUNK` * 10 items, instead of a read per item."""
+        """Two statements per `RECORD_CHUNK` * 10 items, instead of reads per item: the
+        live rows, then the remembered keys no live row holds (their outcomes, as
+        `_existing` finds them), in the batch's order."""
         for start in range(0, len(news), RECORD_CHUNK * 10):
             chunk = news[start : start + RECORD_CHUNK * 10]
             params = {
@@ -329,8 +338,76 @@ class PostgresStore(SqlStore):
                 "key": [new.key for new in chunk],
                 "idempotency_key": [new.idempotency_key for new in chunk],
             }
-            for row in tx.fetch_all("submission_get_recorded_before", params):
-                yield chunk[int(row["ord"]) - 1], self.to_submission(row)
+            found = [
+                (int(row["ord"]), self.to_submission(row))
+                for row in tx.fetch_all("submission_get_recorded_before", params)
+            ]
+            found += [
+                (int(row["ord"]), self.to_kept(row))
+                for row in tx.fetch_all("key_get_recorded_before", params)
+            ]
+            for ordinal, existing in sorted(found, key=lambda pair: pair[0]):
+                yield chunk[ordinal - 1], existing
+
+    def remove_in(self, params: dict[str, Any]) -> int:
+        """Remember the keys and commit them (a); wait until no other session of this
+        database may still hold a snapshot taken before that commit (b); then delete
+        the rows whose keys were remembered, with their history, remember them as
+        deleted and count them, in one statement (c).
+
+        The wait closes a race. An insert asks denpyo_keys (NOT EXISTS) on its
+        statement's snapshot (its transaction's, in REPEATABLE READ), and meets a live
+        row through the unique index. Were the row deleted while an insert's snapshot
+        predates the key, the NOT EXISTS would miss the key, and ON CONFLICT, having
+        waited for the deleting transaction to commit, would find the row dead and
+        insert (it takes no new snapshot): the key sent twice. Only a snapshot taken
+        after (a) committed is sure to see the key; (b) waits until every live
+        snapshot is such, so that an insert either sees the key or meets the row. A
+        session whose oldest snapshot's xmin is at or before (a)'s transaction id is
+        waited for: every snapshot taken before (a) committed, and those taken after
+        while an older transaction still ran: never too early, sometimes longer.
+
+        If such a session stays past `REMOVAL_WAIT` seconds, nothing is deleted this
+        time (0) and a warning names it; the keys remembered meanwhile stay, harmless:
+        reads prefer the live row, and an insert of the key meets the row either way.
+        Only rows whose keys are remembered are deleted in (c): one that became
+        removable after (a) waits for the next removal."""
+        with self.transaction() as tx:
+            remembered = tx.fetch_one("key_remember", params)
+        # A crash from here until (c) commits leaves keys remembered for rows still
+        # live: reads prefer the rows, inserts meet them, a later removal rewrites them.
+        if remembered is None or not int(remembered["kept"]):
+            return 0
+        if not self._wait_for_snapshots_before(str(remembered["xid"])):
+            return 0
+        with self._autocommit() as tx:  # (c): one statement, so all of it or none
+            row = tx.fetch_one("submission_remove", params)
+        return int(row["removed"]) if row else 0
+
+    def _wait_for_snapshots_before(self, xid: str) -> bool:
+        """Whether, within `REMOVAL_WAIT` seconds, no other session of this database
+        holds a snapshot as old as transaction `xid`. Each look is a transaction of
+        its own: pg_stat_activity is read afresh in each."""
+        deadline = time.monotonic() + REMOVAL_WAIT
+        pause = 0.01
+        with self._autocommit() as tx:
+            while True:
+                holder = tx.fetch_one("snapshot_holder", {"xid": xid})
+                if holder is None:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning(
+                        "removal put off after %.0f s: session pid %s may still read the "
+                        "table as it was before the removed keys were remembered (its "
+                        "snapshot %s transactions old, its transaction open %s s); nothing "
+                        "was deleted, the rows stay for a later removal",
+                        REMOVAL_WAIT, holder["pid"], holder["xmin_age"],
+                        "?" if holder["seconds"] is None else f"{holder['seconds']:.1f}",
+                    )  # fmt: skip
+                    return False
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.1)
 
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
@@ -482,6 +559,10 @@ RECORD_CHUNK = 1000
 
 COPY_FROM = 100
 """Rows from which a bulk enqueue goes by COPY (measured: bench/CHANGES.md)."""
+
+REMOVAL_WAIT = 30.0
+"""Seconds a removal waits for older snapshots to go before it puts the deletion off
+(`PostgresStore.remove_in`)."""
 
 
 def _chunks(items: Iterable[NewSubmission], size: int) -> Iterator[list[NewSubmission]]:

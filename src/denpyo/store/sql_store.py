@@ -27,14 +27,14 @@ from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
-from denpyo.store.params import Params, filter_params, seconds
+from denpyo.store.params import filter_params, seconds
 from denpyo.store.queries import load_migrations
-from denpyo.store.rows import Rows
+from denpyo.store.removal import Removal
 
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(CallerConnections, Rows, Params):
+class SqlStore(CallerConnections, Removal):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
@@ -46,7 +46,7 @@ class SqlStore(CallerConnections, Rows, Params):
             "event_list",
             "submission_list", "submission_count_by_status", "submission_count_attention",
             "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
-            "submission_prune", "submission_get_by_idempotency_keys",
+            "submission_get_by_idempotency_keys",
             "submission_list_synced", "event_first_attempt",
             "submission_last_id", "submission_page", "submission_search",
             "submission_attention_page", "outcome_fold_lock", "outcome_fold_upto",
@@ -164,9 +164,10 @@ class SqlStore(CallerConnections, Rows, Params):
                 yield new, existing
 
     def _existing(self, tx: Tx, new: NewSubmission) -> Submission | None:
-        """The row an insert found in its way, read in the same transaction."""
+        """The row an insert found in its way, read in the same transaction: the live
+        row, or the remembered outcome of a removed one."""
         row = tx.fetch_one("submission_get_existing", {"channel": new.channel, "key": new.key})
-        return self.to_submission(row) if row else None
+        return self.to_submission(row) if row else self.kept(tx, new.channel, new.key)
 
     def record_resend(
         self,
@@ -188,6 +189,32 @@ class SqlStore(CallerConnections, Rows, Params):
                     "recorded; nothing was written: look again"
                 )
             return created, old
+
+    def record_resend_of_removed(
+        self,
+        new: NewSubmission,
+        *,
+        actor: str,
+        detail: str,
+        old_id: int,
+        resolution: Callable[[int], str],
+    ) -> tuple[Submission, Submission]:
+        with self.transaction() as tx:
+            created = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
+            if created is None:
+                raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
+            params = {
+                "id": old_id,
+                "new_id": created.id,
+                "resolution": resolution(created.id),
+            }
+            old = self.kept_by_id(tx, old_id)
+            if old is None or not tx.execute("key_resent", params):  # rolls the new row back
+                raise LeaseLost(
+                    f"submission {old_id} was resent or forgotten meanwhile; nothing was "
+                    "written: look again"
+                )
+            return created, self.kept_by_id(tx, old_id) or old
 
     def move(self, changes: Sequence[Change]) -> list[Submission | None]:
         distinct = len({change.submission_id for change in changes}) == len(changes)
@@ -217,25 +244,17 @@ class SqlStore(CallerConnections, Rows, Params):
                     renewed.update(found)
         return renewed
 
-    def prune(self, older_than: float, batch_size: int = 1000) -> int:
-        """Small batches keep each transaction short."""
-        with self.transaction() as tx:
-            rows = tx.fetch_all(
-                "submission_prune", {"older_than": seconds(older_than), "limit": batch_size}
-            )
-        return len(rows)
-
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, submission_id: int, *, conn: Any = None) -> Submission | None:
         with self.reading() if conn is None else self._in(conn) as tx:
             row = tx.fetch_one("submission_get", {"id": submission_id})
-        return self.to_submission(row) if row else None
+            return self.to_submission(row) if row else self.kept_by_id(tx, submission_id)
 
     def get_by_key(self, channel: str, key: str) -> Submission | None:
         with self.reading() as tx:
             row = tx.fetch_one("submission_get_by_key", {"channel": channel, "key": key})
-        return self.to_submission(row) if row else None
+            return self.to_submission(row) if row else self.kept(tx, channel, key)
 
     def events(self, submission_id: int) -> list[Event]:
         with self.reading() as tx:
@@ -396,7 +415,12 @@ class SqlStore(CallerConnections, Rows, Params):
             rows = tx.fetch_all(
                 "submission_get_by_idempotency_keys", {"keys": self.text_list(keys)}
             )
-        return [self.to_submission(row) for row in rows]
+            found = [self.to_submission(row) for row in rows]
+            if len(found) < len(set(keys)):
+                live = {sub.idempotency_key for sub in found}
+                gone = [key for key in keys if key not in live]
+                found += self.kept_by_idempotency_keys(tx, gone)
+        return found
 
     def list_synced(
         self,
@@ -430,7 +454,7 @@ class SqlStore(CallerConnections, Rows, Params):
     def find_superseding(self, submission_id: int) -> Submission | None:
         with self.reading() as tx:
             row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
-        return self.to_submission(row) if row else None
+            return self.to_submission(row) if row else self.kept_superseding(tx, submission_id)
 
     def ordering_waits(self, sub: Submission) -> bool:
         if sub.ordering_key is None:

@@ -15,9 +15,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from denpyo.errors import ConfigurationError, SchemaError
 from denpyo.store import sqlite_path
@@ -75,6 +75,9 @@ class SqliteStore(PortableSqlStore):
     dialect = SQLITE.name
     driver_errors = ERRORS
     MOVE_RETURNS_ROW = True
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {"removed_count_add", "event_remove", "submission_remove"}
+    )
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -105,6 +108,18 @@ class SqliteStore(PortableSqlStore):
             return datetime.fromisoformat(f"{value}+00:00")
         except ValueError:
             return super().parse_time(value)
+
+    def remove_in(self, params: dict[str, Any]) -> int:
+        """One transaction: SQLite has one writer, so no insert of a removed key can
+        pass between its row leaving and its key arriving."""
+        with self.transaction() as tx:
+            tx.execute("key_remember", params)
+            tx.execute("removed_count_add", params)
+            tx.execute("event_remove", params)
+            return len(tx.fetch_all("submission_remove", params))
+
+    def day_param(self, day: date) -> Any:
+        return day.isoformat()
 
     def time_param(self, value: datetime) -> Any:
         """The stored text form ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compares as text."""

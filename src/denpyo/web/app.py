@@ -216,7 +216,7 @@ class Dashboard(Actions):
             h=found,
             sub=sub,
             actions=allowed_actions(sub, superseded_by=found.superseded_by),
-            payload=present.pretty(shown),
+            payload="" if sub.removed_at else present.pretty(shown),
             chain_back=chain_back[::-1],
             redacted=shown != sub.payload,
             **context,

@@ -1,4 +1,5 @@
-"""Prune takes only settled rows, with their history."""
+"""Removal takes only the rows retention lets go, with their history, and leaves
+their keys and counts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from store_helpers import new
 
 from denpyo import Status
 from denpyo.domain.moves import Move
+from denpyo.domain.retention import Retention
 from denpyo.store import Store
 
 
@@ -20,7 +22,12 @@ def test_prune_deletes_only_settled_rows_and_their_history(store: Store) -> None
     waiting, _ = store.record(new("waiting"), actor="t")
     held, _ = store.record(new("held"), actor="h", lease=60)
     time.sleep(0.02)  # created strictly before the cutoff, on a millisecond clock
-    assert store.prune(older_than=0, batch_size=10) == 1
-    assert store.get(settled.id) is None and store.events(settled.id) == []
+    everything = Retention.of(older_than=0)
+    found = store.removable(everything, 10)
+    assert [sub.id for sub in found] == [settled.id]
+    assert store.remove([sub.id for sub in found], everything) == 1
+    kept = store.get(settled.id)
+    assert kept is not None and kept.removed_at is not None and store.events(settled.id) == []
     assert store.get(waiting.id) is not None and store.get(held.id) is not None
-    assert store.prune(older_than=0, batch_size=10) == 0
+    assert store.removable(everything, 10) == []
+    assert store.remove([waiting.id, held.id], everything) == 0, "never one retention keeps"

@@ -217,24 +217,47 @@ def resolve_resend(
     note = check_note(note)
     sub = find(ledger, ref)
     rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force_in_doubt)
-    body = sub.payload if payload is SAME_PAYLOAD else payload
+    body = _payload_of(sub) if payload is SAME_PAYLOAD else payload
     new = NewSubmission(
         channel=sub.channel,
         key=_free_resend_key(ledger, sub),
         idempotency_key=new_idempotency_key(),
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
-        supersedes=sub.id,
+        supersedes=None if sub.removed_at else sub.id,
     )
     actor = operator_actor(by)
+    detail = f"resend of {label(sub)} by {actor}: {note}"
+    if sub.removed_at is not None:
+        created, old = ledger.store.record_resend_of_removed(
+            new,
+            actor=actor,
+            detail=detail,
+            old_id=sub.id,
+            resolution=lambda new_id: f"resent as #{new_id} by {actor}: {note}",
+        )
+        return Resolution("resend", old, created, from_status=sub.status)
 
     def replaced(created: Submission) -> Move:
         return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
 
-    created, old = ledger.store.record_resend(
-        new, actor=actor, detail=f"resend of {label(sub)} by {actor}: {note}", replace=replaced
-    )
+    created, old = ledger.store.record_resend(new, actor=actor, detail=detail, replace=replaced)
     return Resolution("resend", old, created, from_status=sub.status)
+
+
+def _payload_of(sub: Submission) -> Any:
+    """The payload to resend unchanged: the row's own; an archived row's, read back
+    from the archive; a pruned row's is not kept."""
+    if sub.removed_at is None:
+        return sub.payload
+    if sub.archived_to is not None:
+        from denpyo.archive import Archive
+
+        return Archive(sub.archived_to).payload_of(sub)
+    raise InvalidInput(
+        f"{label(sub)} was pruned: its payload is not kept; give the payload to resend "
+        "(resolve --resend --payload JSON)"
+    )
 
 
 def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:

@@ -300,6 +300,9 @@ def submission_json(sub: Submission, *, full: bool = True) -> dict[str, Any]:
         "supersedes": sub.supersedes,
         "in_doubt": sub.in_doubt,
         "in_flight": sub.in_flight,
+        "removed_at": iso(sub.removed_at),
+        "archived_to": sub.archived_to,
+        "superseded_by_id": sub.superseded_by,
     }
 
 

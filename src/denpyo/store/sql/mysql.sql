@@ -6,9 +6,19 @@
 -- `key` is a reserved word in MariaDB: always quoted.
 --
 -- MariaDB has no ON CONFLICT and no UPDATE ... RETURNING (store/portable.py writes with
--- what it has): submission_insert is a plain INSERT ... RETURNING, whose error 1062 on
--- denpyo_submissions_channel_key MysqlTx.insert reads as "no row"; submission_move is
--- the UPDATE alone, whose matched-row count (the FOUND_ROWS flag) says whether it won.
+-- what it has): submission_insert is an INSERT ... SELECT ... RETURNING, which returns no
+-- row for a remembered key, and whose error 1062 on denpyo_submissions_channel_key
+-- MysqlTx.insert reads as "no row" too; submission_move is the UPDATE alone, whose
+-- matched-row count (the FOUND_ROWS flag) says whether it won.
+
+-- @removable: retention lets the row go: synced, or rejected or failed and resolved by a person, created longer ago than its state's age (synced, rejected, abandoned seconds; NULL: kept)
+(($.status = 'synced' AND %(synced)s IS NOT NULL
+      AND $.created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(synced)s * 1000000) MICROSECOND)
+  OR ($.status = 'rejected' AND $.resolution IS NOT NULL AND %(rejected)s IS NOT NULL
+      AND $.created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(rejected)s * 1000000) MICROSECOND)
+  OR ($.status = 'failed' AND $.resolution IS NOT NULL AND $.next_attempt_at IS NULL
+      AND %(abandoned)s IS NOT NULL
+      AND $.created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(abandoned)s * 1000000) MICROSECOND))
 
 -- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= UTC_TIMESTAMP(6))
@@ -60,16 +70,22 @@ SELECT DATABASE() AS `database`, @@hostname AS host, @@port AS port;
 -- clock_now: the database clock
 SELECT UTC_TIMESTAMP(6) AS now;
 
--- submission_insert: record a new submission, back what the statement computed (its id and times); error 1062 (read as nothing) when (channel, key) exists
+-- submission_insert: record a new submission, back what the statement computed (its id and times); error 1062 (read as nothing) when (channel, key) exists, and no row when it existed and is remembered (denpyo_keys)
+-- A remembered key's row may be gone: the unique index no longer stops the insert, the
+-- NOT EXISTS does. The removal deletes a row only once every transaction that began
+-- before its key was committed has ended (MysqlStore.remove_in): whatever view of
+-- denpyo_keys this statement reads, either it sees the key or the row is still there.
 INSERT INTO denpyo_submissions (
     channel, `key`, idempotency_key, payload, status, attempts, ordering_key, supersedes,
     locked_by, locked_until, next_attempt_at
-) VALUES (
+)
+SELECT
     %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s, 'requesting', %(attempts)s,
     %(ordering_key)s, %(supersedes)s, %(locked_by)s,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND
-)
+FROM DUAL
+WHERE NOT EXISTS (SELECT 1 FROM denpyo_keys WHERE channel = %(channel)s AND `key` = %(key)s)
 RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
 
 -- submission_get: one submission by id
@@ -178,6 +194,9 @@ VALUES (%(submission_id)s, 'created', NULL, 'requesting', 0, %(actor)s),
 
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
+
+-- event_list_many: the histories of many submissions (the archive's batch), oldest first
+SELECT * FROM denpyo_events WHERE submission_id IN %(ids)s ORDER BY id;
 
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
@@ -300,15 +319,125 @@ UPDATE denpyo_submissions SET
     next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND
 WHERE id IN %(ids)s;
 
--- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
+-- submission_removable: one batch of rows that retention lets go, oldest first: synced, and rejected or failed rows a person resolved, each older than its state's age (NULL: kept)
+-- One walk of the index on (status, created_at) per state, in order, each stopping after
+-- :limit rows: a batch reads about :limit rows a state however long the history is (one
+-- range over the three states read and sorted every old row: 0.2 s at 200,000 rows).
+SELECT * FROM (
+    (SELECT *, 0 AS in_doubt
+     FROM denpyo_submissions FORCE INDEX (denpyo_submissions_status_created)
+     WHERE status = 'synced'
+       AND created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(youngest)s * 1000000) MICROSECOND
+       AND {{removable}}
+     ORDER BY created_at LIMIT %(limit)s)
+    UNION ALL
+    (SELECT *, 0 AS in_doubt
+     FROM denpyo_submissions FORCE INDEX (denpyo_submissions_status_created)
+     WHERE status = 'rejected'
+       AND created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(youngest)s * 1000000) MICROSECOND
+       AND {{removable}}
+     ORDER BY created_at LIMIT %(limit)s)
+    UNION ALL
+    (SELECT *, 0 AS in_doubt
+     FROM denpyo_submissions FORCE INDEX (denpyo_submissions_status_created)
+     WHERE status = 'failed'
+       AND created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(youngest)s * 1000000) MICROSECOND
+       AND {{removable}}
+     ORDER BY created_at LIMIT %(limit)s)
+) AS removable
+ORDER BY created_at
+LIMIT %(limit)s;
+
+-- key_remembered: which of a list of rows have their key remembered (MysqlStore.remove_in deletes no other)
+SELECT submission_id AS id FROM denpyo_keys WHERE submission_id IN %(ids)s ORDER BY submission_id;
+
+-- submission_remove_lock: which of a list of rows retention still lets go, locked until the removal's commit (MysqlStore.remove_in: the same rows for each of its statements)
+SELECT id FROM denpyo_submissions
+WHERE id IN %(ids)s AND {{removable}}
+ORDER BY id
+FOR UPDATE;
+
+-- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values and the time now (MysqlStore.remove_in remembers before it deletes, and again as it deletes)
+INSERT INTO denpyo_keys (
+    channel, `key`, idempotency_key, submission_id, status, attempts, error_kind, remote_id,
+    resolution, supersedes, superseded_by, created_at, synced_at, archived_to
+)
+SELECT s.channel, s.`key`, s.idempotency_key, s.id, s.status, s.attempts, s.error_kind,
+       s.remote_id, s.resolution, s.supersedes,
+       COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = s.id),
+                (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = s.id)),
+       s.created_at, s.synced_at, %(archived_to)s
+FROM denpyo_submissions s
+WHERE s.id IN %(ids)s
+  AND {{removable s}}
+ON DUPLICATE KEY UPDATE
+    status = VALUES(status), attempts = VALUES(attempts), error_kind = VALUES(error_kind),
+    remote_id = VALUES(remote_id), resolution = VALUES(resolution),
+    superseded_by = VALUES(superseded_by), synced_at = VALUES(synced_at),
+    archived_to = VALUES(archived_to), removed_at = UTC_TIMESTAMP(6);
+
+-- removed_count_add: the rows about to be removed, added to the counts kept per day of creation, channel, status and error kind
+INSERT INTO denpyo_removed_counts (day, channel, status, error_kind, n)
+SELECT * FROM (
+    SELECT DATE(created_at) AS day, channel, status, COALESCE(error_kind, '') AS error_kind,
+           COUNT(*) AS n
+    FROM denpyo_submissions
+    WHERE id IN %(ids)s AND {{removable}}
+    GROUP BY 1, 2, 3, 4) AS removed
+ON DUPLICATE KEY UPDATE n = denpyo_removed_counts.n + VALUES(n);
+
+-- submission_remove: the rows, once their keys and counts are taken care of; their history goes with them (the foreign key's ON DELETE CASCADE)
 DELETE FROM denpyo_submissions
+WHERE id IN %(ids)s AND {{removable}}
+RETURNING id;
+
+-- key_forget: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
+DELETE FROM denpyo_keys
 WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(older_than)s * 1000000) MICROSECOND
-  AND (status = 'synced'
-       OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
-           AND next_attempt_at IS NULL))
 ORDER BY created_at
 LIMIT %(limit)s
-RETURNING id;
+RETURNING submission_id;
+
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+UPDATE denpyo_keys SET resolution = %(resolution)s, superseded_by = %(new_id)s
+WHERE submission_id = %(id)s AND superseded_by IS NULL;
+
+-- key_get: a removed row's key and outcome, by channel and business key
+SELECT * FROM denpyo_keys WHERE channel = %(channel)s AND `key` = %(key)s;
+
+-- key_get_by_id: a removed row's key and outcome, by the row's id
+SELECT * FROM denpyo_keys WHERE submission_id = %(id)s;
+
+-- key_find_superseding: the removed resend that replaced a submission, if any
+SELECT * FROM denpyo_keys WHERE supersedes = %(id)s ORDER BY submission_id LIMIT 1;
+
+-- key_get_by_idempotency_keys: removed rows of a list of idempotency keys (the audit)
+SELECT * FROM denpyo_keys WHERE idempotency_key IN %(keys)s;
+
+-- report_counts: rows per day of creation, channel, status and error kind in [since, until) (days): the live rows where they stand now, and the removed ones as they were counted when they went
+SELECT day, channel, status, error_kind, SUM(n) AS n FROM (
+    SELECT DATE(created_at) AS day, channel, status,
+           COALESCE(error_kind, '') AS error_kind, COUNT(*) AS n
+    FROM denpyo_submissions
+    WHERE created_at >= %(since)s AND created_at < %(until)s
+      AND (%(channel)s IS NULL OR channel = %(channel)s)
+    GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT day, channel, status, error_kind, n FROM denpyo_removed_counts
+    WHERE day >= %(since)s AND day < %(until)s
+      AND (%(channel)s IS NULL OR channel = %(channel)s)
+) AS counted
+GROUP BY day, channel, status, error_kind
+ORDER BY day, channel, status, error_kind;
+
+-- transaction_mark: begin this connection's InnoDB transaction (a read, after START TRANSACTION READ ONLY): from then on the server's list of transactions shows it
+SELECT COUNT(*) AS n FROM denpyo_schema_version;
+
+-- transactions_open: the transactions that may write, and this connection's own, as InnoDB's last copy of its list shows them (MysqlStore._wait_for_older_writers)
+SELECT trx_mysql_thread_id AS thread, trx_started AS started,
+       trx_mysql_thread_id = CONNECTION_ID() AS own
+FROM information_schema.INNODB_TRX
+WHERE trx_mysql_thread_id = CONNECTION_ID() OR trx_is_read_only = 0;
 
 -- submission_counts_take: the oldest rows of the running counts, to fold; rows a writer has not committed yet are passed over, never waited for
 SELECT id, channel, status, kind, resolved, n FROM denpyo_status_counts

@@ -1,6 +1,15 @@
 -- Named queries for PostgreSQL. Each query starts with a line `-- name: what it does`.
 -- Times come from the database clock (now()); claims skip rows other workers hold.
 
+-- @removable: retention lets the row go: synced, or rejected or failed and resolved by a person, created longer ago than its state's age (synced, rejected, abandoned seconds; NULL: kept)
+(($.status = 'synced' AND %(synced)s::float8 IS NOT NULL
+      AND $.created_at < now() - make_interval(secs => %(synced)s::float8))
+  OR ($.status = 'rejected' AND $.resolution IS NOT NULL AND %(rejected)s::float8 IS NOT NULL
+      AND $.created_at < now() - make_interval(secs => %(rejected)s::float8))
+  OR ($.status = 'failed' AND $.resolution IS NOT NULL AND $.next_attempt_at IS NULL
+      AND %(abandoned)s::float8 IS NOT NULL
+      AND $.created_at < now() - make_interval(secs => %(abandoned)s::float8)))
+
 -- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= now())
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
@@ -69,6 +78,9 @@ FROM denpyo_submissions WHERE channel = %(channel)s AND key = %(key)s;
 
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = %(submission_id)s ORDER BY id;
+
+-- event_list_many: the histories of many submissions (the archive's batch), oldest first
+SELECT * FROM denpyo_events WHERE submission_id = ANY(%(ids)s::bigint[]) ORDER BY id;
 
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
@@ -190,37 +202,169 @@ UPDATE denpyo_submissions SET
     next_attempt_at = now() + make_interval(secs => %(lease)s::float8)
 WHERE id = ANY(%(ids)s::bigint[]);
 
--- submission_prune: delete one batch of settled rows created before the cutoff, with their events
+-- submission_removable: one batch of rows that retention lets go, oldest first: synced, and rejected or failed rows a person resolved, each older than its state's age (NULL: kept); read by the index on created_at, up to the youngest age
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE created_at < now() - make_interval(secs => %(youngest)s::float8)
+  AND {{removable}}
+ORDER BY created_at
+LIMIT %(limit)s;
+
+-- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values now (a removal run again after a crash); back how many, and this transaction's id, which the removal waits past before it deletes (PostgresStore.remove_in)
+WITH kept AS (
+    INSERT INTO denpyo_keys (
+        channel, key, idempotency_key, submission_id, status, attempts, error_kind,
+        remote_id, resolution, supersedes, superseded_by, created_at, synced_at, archived_to
+    )
+    SELECT s.channel, s.key, s.idempotency_key, s.id, s.status, s.attempts, s.error_kind,
+           s.remote_id, s.resolution, s.supersedes,
+           COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = s.id),
+                    (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = s.id)),
+           s.created_at, s.synced_at, %(archived_to)s::text
+    FROM denpyo_submissions s
+    WHERE s.id = ANY(%(ids)s::bigint[])
+      AND {{removable s}}
+    ORDER BY s.id  -- removals of the same rows lock their keys in the same order
+    ON CONFLICT (channel, key) DO UPDATE SET
+        idempotency_key = EXCLUDED.idempotency_key, submission_id = EXCLUDED.submission_id,
+        status = EXCLUDED.status, attempts = EXCLUDED.attempts,
+        error_kind = EXCLUDED.error_kind, remote_id = EXCLUDED.remote_id,
+        resolution = EXCLUDED.resolution, supersedes = EXCLUDED.supersedes,
+        superseded_by = EXCLUDED.superseded_by, created_at = EXCLUDED.created_at,
+        synced_at = EXCLUDED.synced_at, removed_at = EXCLUDED.removed_at,
+        archived_to = EXCLUDED.archived_to
+    RETURNING 1
+)
+SELECT COUNT(*) AS kept, pg_current_xact_id()::text AS xid FROM kept;
+
+-- snapshot_holder: the other session of this database whose oldest snapshot is oldest, if any may have been taken before transaction :xid committed (its xmin at or before :xid): the sessions a removal waits for (PostgresStore.remove_in)
+-- backend_xmin is shown to every role (backend_type is not: NULL for another role's
+-- session, which is then waited for). Autovacuum and WAL senders insert no rows.
+-- age() compares the 32-bit xids as the server does, wraparound included.
+SELECT pid, age(backend_xmin) AS xmin_age,
+    EXTRACT(epoch FROM now() - xact_start)::float8 AS seconds
+FROM pg_stat_activity
+WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND pid <> pg_backend_pid()
+  AND backend_xmin IS NOT NULL
+  AND backend_type IS DISTINCT FROM 'autovacuum worker'
+  AND backend_type IS DISTINCT FROM 'walsender'
+  AND age(backend_xmin) >= age(%(xid)s::text::xid8::xid)
+ORDER BY age(backend_xmin) DESC
+LIMIT 1;
+
+-- submission_remove: the rows of :ids that retention still lets go and whose keys key_remember committed, deleted with their history; their keys remembered as they were when deleted, and their places added to the counts kept per day of creation (UTC), channel, status and error kind; back how many went
 WITH gone AS (
-    DELETE FROM denpyo_submissions WHERE id IN (
-        SELECT id FROM denpyo_submissions
-        WHERE created_at < now() - make_interval(secs => %(older_than)s::float8)
-          AND (status = 'synced'
-               OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
-                   AND next_attempt_at IS NULL))
-        ORDER BY created_at
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED)
-    RETURNING id
+    DELETE FROM denpyo_submissions s USING denpyo_keys k
+    WHERE s.id = ANY(%(ids)s::bigint[])
+      AND {{removable s}}
+      AND k.channel = s.channel AND k.key = s.key AND k.submission_id = s.id
+    RETURNING s.id, s.channel, s.key, s.idempotency_key, s.status, s.attempts, s.error_kind,
+        s.remote_id, s.resolution, s.supersedes, s.created_at, s.synced_at
+), kept AS (  -- each key is remembered already: this takes the final values
+    INSERT INTO denpyo_keys (
+        channel, key, idempotency_key, submission_id, status, attempts, error_kind,
+        remote_id, resolution, supersedes, superseded_by, created_at, synced_at, archived_to
+    )
+    SELECT g.channel, g.key, g.idempotency_key, g.id, g.status, g.attempts, g.error_kind,
+           g.remote_id, g.resolution, g.supersedes,
+           -- the statement's snapshot still holds the rows it deletes
+           COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = g.id),
+                    (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = g.id)),
+           g.created_at, g.synced_at, %(archived_to)s::text
+    FROM gone g
+    ORDER BY g.id
+    ON CONFLICT (channel, key) DO UPDATE SET
+        idempotency_key = EXCLUDED.idempotency_key, submission_id = EXCLUDED.submission_id,
+        status = EXCLUDED.status, attempts = EXCLUDED.attempts,
+        error_kind = EXCLUDED.error_kind, remote_id = EXCLUDED.remote_id,
+        resolution = EXCLUDED.resolution, supersedes = EXCLUDED.supersedes,
+        superseded_by = EXCLUDED.superseded_by, created_at = EXCLUDED.created_at,
+        synced_at = EXCLUDED.synced_at, removed_at = EXCLUDED.removed_at,
+        archived_to = EXCLUDED.archived_to
+), counted AS (
+    INSERT INTO denpyo_removed_counts (day, channel, status, error_kind, n)
+    SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, COALESCE(error_kind, ''),
+           COUNT(*)
+    FROM gone
+    GROUP BY 1, 2, 3, 4
+    ON CONFLICT (day, channel, status, error_kind)
+    DO UPDATE SET n = denpyo_removed_counts.n + EXCLUDED.n
 ), events AS (  -- no foreign key since schema 4: the history goes with its row here
     DELETE FROM denpyo_events e USING gone WHERE e.submission_id = gone.id
 )
-SELECT id FROM gone;
+SELECT COUNT(*) AS removed FROM gone;
+
+-- key_forget: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
+DELETE FROM denpyo_keys WHERE (channel, key) IN (
+    SELECT channel, key FROM denpyo_keys
+    WHERE created_at < now() - make_interval(secs => %(older_than)s::float8)
+    ORDER BY created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING submission_id;
+
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+UPDATE denpyo_keys SET resolution = %(resolution)s, superseded_by = %(new_id)s
+WHERE submission_id = %(id)s AND superseded_by IS NULL;
+
+-- key_get: a removed row's key and outcome, by channel and business key
+SELECT * FROM denpyo_keys WHERE channel = %(channel)s AND key = %(key)s;
+
+-- key_get_by_id: a removed row's key and outcome, by the row's id
+SELECT * FROM denpyo_keys WHERE submission_id = %(id)s;
+
+-- key_find_superseding: the removed resend that replaced a submission, if any
+SELECT * FROM denpyo_keys WHERE supersedes = %(id)s ORDER BY submission_id LIMIT 1;
+
+-- key_get_by_idempotency_keys: removed rows of a list of idempotency keys (the audit)
+SELECT * FROM denpyo_keys WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- key_get_recorded_before: the remembered keys of a batch's channels and keys that no live row holds, with the item's place in the batch (a bulk insert skipped them)
+SELECT k.*, n.ord
+FROM unnest(%(channel)s::text[], %(key)s::text[]) WITH ORDINALITY AS n(channel, key, ord)
+JOIN denpyo_keys k ON k.channel = n.channel AND k.key = n.key
+WHERE NOT EXISTS (
+    SELECT 1 FROM denpyo_submissions s WHERE s.channel = n.channel AND s.key = n.key)
+ORDER BY n.ord;
+
+-- report_counts: rows per day of creation (UTC), channel, status and error kind in [since, until) (days): the live rows where they stand now, and the removed ones as they were counted when they went
+SELECT day, channel, status, error_kind, SUM(n)::bigint AS n FROM (
+    SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status,
+           COALESCE(error_kind, '') AS error_kind, COUNT(*) AS n
+    FROM denpyo_submissions
+    WHERE created_at >= %(since)s::date::timestamp AT TIME ZONE 'UTC'
+      AND created_at < %(until)s::date::timestamp AT TIME ZONE 'UTC'
+      AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+    GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT day, channel, status, error_kind, n FROM denpyo_removed_counts
+    WHERE day >= %(since)s::date AND day < %(until)s::date
+      AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+) AS counted
+GROUP BY day, channel, status, error_kind
+ORDER BY day, channel, status, error_kind;
 
 -- The writes: PostgreSQL does in one statement what the other databases do in several
 -- (store/portable.py): fewer round trips on the hot path.
 
--- submission_record: insert a row with its created (and first attempt) events, and wake the workers
+-- submission_record: insert a row with its created (and first attempt) events, and wake the workers; nothing when (channel, key) exists, or existed and is remembered (denpyo_keys)
+-- A remembered key's row may be gone: the unique index no longer stops the insert, the
+-- NOT EXISTS does, on this statement's snapshot. The removal deletes a row only once no
+-- snapshot taken before its key was committed is left (PostgresStore.remove_in): either
+-- this snapshot sees the key, or the row is still there for ON CONFLICT to meet.
 WITH new AS (
     INSERT INTO denpyo_submissions (
         channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
         locked_by, locked_until, next_attempt_at
-    ) VALUES (
-        %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s::jsonb, 'requesting',
-        %(attempts)s, %(ordering_key)s, %(supersedes)s, %(locked_by)s,
-        now() + make_interval(secs => %(lease)s::float8),
-        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
     )
+    SELECT %(channel)s::text, %(key)s::text, %(idempotency_key)s::text, %(payload)s::jsonb,
+        'requesting', %(attempts)s::int, %(ordering_key)s::text, %(supersedes)s::bigint,
+        %(locked_by)s::text, now() + make_interval(secs => %(lease)s::float8),
+        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
+    WHERE NOT EXISTS (
+        SELECT 1 FROM denpyo_keys WHERE channel = %(channel)s::text AND key = %(key)s::text)
     ON CONFLICT (channel, key) DO NOTHING
     RETURNING *
 ), events AS (
@@ -446,7 +590,7 @@ WITH moved AS (
 )
 SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_doubt FROM moved;
 
--- submission_record_many: insert many rows for the workers, with their events, in one statement
+-- submission_record_many: insert many rows for the workers, with their events, in one statement; keys that exist, or existed and are remembered (denpyo_keys), are skipped (as submission_record)
 WITH input AS (
     SELECT * FROM unnest(
         %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
@@ -456,7 +600,10 @@ WITH input AS (
     INSERT INTO denpyo_submissions
         (channel, key, idempotency_key, payload, status, attempts, ordering_key, next_attempt_at)
     SELECT channel, key, idempotency_key, payload::jsonb, 'requesting', 0, ordering_key, now()
-    FROM input ORDER BY n
+    FROM input
+    WHERE NOT EXISTS (
+        SELECT 1 FROM denpyo_keys k WHERE k.channel = input.channel AND k.key = input.key)
+    ORDER BY n
     ON CONFLICT (channel, key) DO NOTHING
     RETURNING id, channel
 ), events AS (
@@ -472,28 +619,40 @@ COPY denpyo_submissions (
     channel, key, idempotency_key, payload, ordering_key, status, attempts, next_attempt_at
 ) FROM STDIN;
 
--- submission_record_copied: the created events of the rows one COPY wrote, from the row of :first to the row of :last, and wake the workers
+-- submission_record_copied: the created events of the rows one COPY wrote, from the row of :first to the row of :last, and wake the workers; nothing written, and `remembered` true, when a copied key is remembered (denpyo_keys: its row was removed), for the copy to be undone
 -- COPY returns no ids. Its rows took their ids from this session in the order
 -- they were written (a session's ids only grow), so they lie between the ids of
 -- its first and last rows, and they were written by the same (sub)transaction as
 -- those two; rows other sessions inserted meanwhile have ids in that range too,
 -- never that xmin. The range is bounded on both sides, so that even on a table
 -- without statistics the planner reads it from the primary key.
+-- COPY has no WHERE: a remembered key whose row is gone goes in, and is found here.
+-- The removal deleted that row only once no snapshot older than its key was left
+-- (PostgresStore.remove_in), so the snapshot this statement reads (its own, or the
+-- transaction's in REPEATABLE READ) is younger than the key, and sees it.
 WITH copied AS (
     SELECT f.id AS first_id, l.id AS last_id, f.xmin
     FROM denpyo_submissions f, denpyo_submissions l
     WHERE f.idempotency_key = %(first)s AND l.idempotency_key = %(last)s
 ), new AS (
-    SELECT s.id, s.channel FROM denpyo_submissions s
+    SELECT s.id, s.channel, s.key FROM denpyo_submissions s
     WHERE s.id BETWEEN (SELECT first_id FROM copied) AND (SELECT last_id FROM copied)
       AND s.xmin = (SELECT xmin FROM copied)
+), remembered AS (
+    SELECT EXISTS (
+        SELECT 1 FROM new JOIN denpyo_keys k ON k.channel = new.channel AND k.key = new.key
+    ) AS found
 ), events AS (
     INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
-    SELECT id, 'created', NULL, 'requesting', 0, %(actor)s FROM new ORDER BY id
+    SELECT id, 'created', NULL, 'requesting', 0, %(actor)s FROM new
+    WHERE NOT (SELECT found FROM remembered)
+    ORDER BY id
 ), woken AS (
     SELECT pg_notify('denpyo', channel) FROM (SELECT DISTINCT channel FROM new) AS channels
+    WHERE NOT (SELECT found FROM remembered)
 )
-SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
+SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken,
+    (SELECT found FROM remembered) AS remembered;
 
 -- submission_get_recorded_before: the rows that hold a batch's channels and keys under other idempotency keys than the batch's (recorded before it, or by an earlier item of it), with the item's place in the batch
 SELECT s.*,

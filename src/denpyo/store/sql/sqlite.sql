@@ -2,6 +2,15 @@
 -- Times come from the database clock as UTC text; a lease of N seconds is
 -- strftime(..., 'now', '+N seconds'). Writers run inside BEGIN IMMEDIATE.
 
+-- @removable: retention lets the row go: synced, or rejected or failed and resolved by a person, created longer ago than its state's age (:synced, :rejected, :abandoned seconds; NULL: kept)
+(($.status = 'synced' AND :synced IS NOT NULL
+      AND $.created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :synced || ' seconds'))
+  OR ($.status = 'rejected' AND $.resolution IS NOT NULL AND :rejected IS NOT NULL
+      AND $.created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :rejected || ' seconds'))
+  OR ($.status = 'failed' AND $.resolution IS NOT NULL AND $.next_attempt_at IS NULL
+      AND :abandoned IS NOT NULL
+      AND $.created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :abandoned || ' seconds')))
+
 -- @in_doubt: the call may or may not have arrived: `requesting` with its lease run out, or an ambiguous failure
 ($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
@@ -56,17 +65,17 @@ SELECT file FROM pragma_database_list WHERE name = 'main';
 -- clock_now: the database clock
 SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
 
--- submission_insert: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists
+-- submission_insert: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists, or existed and is remembered (denpyo_keys)
 INSERT INTO denpyo_submissions (
     channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
     locked_by, locked_until, next_attempt_at
-) VALUES (
+) SELECT
     :channel, :key, :idempotency_key, :payload, 'requesting', :attempts, :ordering_key,
     :supersedes, :locked_by,
     CASE WHEN :lease IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END,
     strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || COALESCE(:lease, 0) || ' seconds')
-)
+WHERE NOT EXISTS (SELECT 1 FROM denpyo_keys WHERE channel = :channel AND key = :key)
 ON CONFLICT (channel, key) DO NOTHING
 RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
 
@@ -168,6 +177,9 @@ VALUES (:submission_id, 'created', NULL, 'requesting', 0, :actor),
 
 -- event_list: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
+
+-- event_list_many: the histories of many submissions (ids: a JSON array; the archive's batch), oldest first
+SELECT * FROM denpyo_events WHERE submission_id IN (SELECT value FROM json_each(:ids)) ORDER BY id;
 
 -- submission_list: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
@@ -282,16 +294,88 @@ UPDATE denpyo_submissions SET
     next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds')
 WHERE id IN (SELECT value FROM json_each(:ids));
 
--- submission_prune: delete one batch of settled rows created before the cutoff (events cascade)
-DELETE FROM denpyo_submissions WHERE id IN (
+-- submission_removable: one batch of rows that retention lets go, oldest first: synced, and rejected or failed rows a person resolved, each older than its state's age (NULL: kept)
+SELECT *, 0 AS in_doubt FROM denpyo_submissions
+WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' seconds')
+  AND {{removable}}
+ORDER BY created_at
+LIMIT :limit;
+
+-- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each (ids: a JSON array)
+INSERT INTO denpyo_keys (
+    channel, key, idempotency_key, submission_id, status, attempts, error_kind, remote_id,
+    resolution, supersedes, superseded_by, created_at, synced_at, archived_to
+)
+SELECT s.channel, s.key, s.idempotency_key, s.id, s.status, s.attempts, s.error_kind,
+       s.remote_id, s.resolution, s.supersedes,
+       COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = s.id),
+                (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = s.id)),
+       s.created_at, s.synced_at, :archived_to
+FROM denpyo_submissions s
+WHERE s.id IN (SELECT value FROM json_each(:ids))
+  AND {{removable s}}
+ON CONFLICT (channel, key) DO UPDATE SET
+    status = excluded.status, attempts = excluded.attempts, error_kind = excluded.error_kind,
+    remote_id = excluded.remote_id, resolution = excluded.resolution,
+    superseded_by = excluded.superseded_by, synced_at = excluded.synced_at,
+    archived_to = excluded.archived_to;
+
+-- removed_count_add: the rows about to be removed, added to the counts kept per day of creation, channel, status and error kind (ids: a JSON array)
+INSERT INTO denpyo_removed_counts (day, channel, status, error_kind, n)
+SELECT substr(created_at, 1, 10), channel, status, COALESCE(error_kind, ''), COUNT(*)
+FROM denpyo_submissions
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND {{removable}}
+GROUP BY 1, 2, 3, 4
+ON CONFLICT (day, channel, status, error_kind) DO UPDATE SET n = n + excluded.n;
+
+-- event_remove: the history of the rows about to be removed (ids: a JSON array)
+DELETE FROM denpyo_events WHERE submission_id IN (
     SELECT id FROM denpyo_submissions
-    WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than || ' seconds')
-      AND (status = 'synced'
-           OR (status IN ('rejected', 'failed') AND resolution IS NOT NULL
-               AND next_attempt_at IS NULL))
-    ORDER BY created_at
-    LIMIT :limit)
+    WHERE id IN (SELECT value FROM json_each(:ids)) AND {{removable}});
+
+-- submission_remove: the rows, once their keys, counts and history are taken care of (ids: a JSON array)
+DELETE FROM denpyo_submissions
+WHERE id IN (SELECT value FROM json_each(:ids)) AND {{removable}}
 RETURNING id;
+
+-- key_forget: one batch of remembered keys whose rows were created before the cutoff (keys_kept_for)
+DELETE FROM denpyo_keys WHERE (channel, key) IN (
+    SELECT channel, key FROM denpyo_keys
+    WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than || ' seconds')
+    LIMIT :limit)
+RETURNING submission_id;
+
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+UPDATE denpyo_keys SET resolution = :resolution, superseded_by = :new_id
+WHERE submission_id = :id AND superseded_by IS NULL;
+
+-- key_get: a removed row's key and outcome, by channel and business key
+SELECT * FROM denpyo_keys WHERE channel = :channel AND key = :key;
+
+-- key_get_by_id: a removed row's key and outcome, by the row's id
+SELECT * FROM denpyo_keys WHERE submission_id = :id;
+
+-- key_find_superseding: the removed resend that replaced a submission, if any
+SELECT * FROM denpyo_keys WHERE supersedes = :id ORDER BY submission_id LIMIT 1;
+
+-- key_get_by_idempotency_keys: removed rows of a list of idempotency keys (keys: a JSON array; the audit)
+SELECT * FROM denpyo_keys WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- report_counts: rows per day of creation, channel, status and error kind in [since, until) (days, text): the live rows where they stand now, and the removed ones as they were counted when they went
+SELECT day, channel, status, error_kind, SUM(n) AS n FROM (
+    SELECT substr(created_at, 1, 10) AS day, channel, status,
+           COALESCE(error_kind, '') AS error_kind, COUNT(*) AS n
+    FROM denpyo_submissions
+    WHERE created_at >= :since AND created_at < :until
+      AND (:channel IS NULL OR channel = :channel)
+    GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT day, channel, status, error_kind, n FROM denpyo_removed_counts
+    WHERE day >= :since AND day < :until AND (:channel IS NULL OR channel = :channel)
+)
+GROUP BY day, channel, status, error_kind
+ORDER BY day, channel, status, error_kind;
 
 -- The dashboard's reads: each bounded, and served by an index (schema 6).
 

@@ -1,0 +1,172 @@
+"""Keeping the ledger for years: `prune` (rows leave, their keys and counts stay)
+and `report` (the counts, before and after any prune)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from denpyo.cli import render
+from denpyo.cli.app import Env, F, json_option, main, pass_env
+from denpyo.domain.filters import parse_duration, parse_when
+from denpyo.domain.report import PERIODS
+
+
+def retention_options(batch: str) -> Callable[[F], F]:
+    """The ages of `prune` and `archive` (seconds since a row's creation, per state)
+    and their batch size (`batch`: what happens to a batch)."""
+    ages = (
+        ("older-than", "Age (since creation) after which every settled state goes: 90d."),
+        ("synced", "Age after which synced rows go: 30d."),
+        ("rejected", "Age after which rejected rows a person resolved go: 365d."),
+        ("abandoned", "Age after which failed rows a person resolved go: 365d."),
+    )
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--batch-size",
+            type=click.IntRange(min=1, max=100_000),
+            default=1000,
+            show_default=True,
+            help=batch,
+        )(fn)
+        for name, what in reversed(ages):
+            fn = click.option(
+                f"--{name}", name.replace("-", "_"), metavar="DURATION", default=None, help=what
+            )(fn)
+        return fn
+
+    return decorate
+
+
+@main.command()
+@retention_options("Rows removed per transaction, so no lock is held for long.")
+@json_option
+@pass_env
+def prune(
+    env: Env,
+    older_than: str | None,
+    synced: str | None,
+    rejected: str | None,
+    abandoned: str | None,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Remove settled rows once they are old enough, each state after its own age:
+    synced rows, and rejected or failed rows a person resolved (abandoned or resent).
+    Rows still open, in doubt, or waiting for a person are never removed. Each
+    removed row's key and outcome stay known (submitting the key again calls
+    nothing) and its counts stay in `denpyo report`.
+
+    Example: denpyo --db postgresql://app@db/app prune --synced 30d --rejected 365d --abandoned 365d
+    """
+    given = {"older_than": older_than, "synced": synced, "rejected": rejected}
+    given["abandoned"] = abandoned
+    ages = _ages(**given)
+    removed = env.ledger.prune(**ages, batch_size=batch_size)
+    if as_json:
+        render.emit_json({"deleted": removed, **{f"{k}_seconds": v for k, v in ages.items()}})
+    else:
+        told = ", ".join(f"{name.replace('_', ' ')} {given[name]}" for name in ages)
+        render.out.print(f"removed {removed} settled row(s) ({told}); their keys and counts stay")
+
+
+@main.command()
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="DIR_OR_URL",
+    help="Where the Parquet files go: a folder, or s3://bucket/prefix.",
+)
+@retention_options("Rows written, read back and removed at a time.")
+@json_option
+@pass_env
+def archive(
+    env: Env,
+    to: str,
+    older_than: str | None,
+    synced: str | None,
+    rejected: str | None,
+    abandoned: str | None,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Write old settled rows and their history as Parquet (by channel and month),
+    read the files back, and only then remove the rows, as `prune` does: their keys
+    and counts stay, and `show` says where each went. Needs denpyo[archive].
+
+    Example: denpyo archive --to s3://ledger-archive/shop --synced 30d --older-than 365d
+    """
+    ages = _ages(older_than=older_than, synced=synced, rejected=rejected, abandoned=abandoned)
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    columns = (SpinnerColumn(), TextColumn("archiving: {task.completed} rows"))
+    bar = Progress(*columns, console=render.err, transient=True)
+    task = bar.add_task("archive", total=None)
+
+    def progress(rows: int) -> None:  # started at the first batch: a refusal is one line
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=rows)
+
+    try:
+        done = env.ledger.archive(to, **ages, batch_size=batch_size, progress=progress)
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    if as_json:
+        render.emit_json(done.to_json())
+    else:
+        render.out.print(
+            f"archived and removed {done.rows} row(s) and {done.events} event(s) to "
+            f"{done.target} ({done.files} file(s), {done.bytes:,} bytes); their keys and "
+            "counts stay",
+            markup=False,
+        )
+
+
+def _ages(**given: str | None) -> dict[str, float]:
+    """The ages a person gave, in seconds (none given: refused by the ledger)."""
+    return {name: parse_duration(text) for name, text in given.items() if text is not None}
+
+
+@main.command()
+@click.option(
+    "--by",
+    type=click.Choice(PERIODS),
+    default="month",
+    show_default=True,
+    help="The period rows are counted in (by the day they were created, UTC).",
+)
+@click.option("--channel", default=None, help="Only this channel.")
+@click.option("--since", default=None, metavar="WHEN", help="From this day: 2026-03-01, 90d.")
+@click.option("--until", default=None, metavar="WHEN", help="Up to this day, not included.")
+@json_option
+@pass_env
+def report(
+    env: Env,
+    by: str,
+    channel: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
+    """How many calls were recorded per period, channel and status, for as long as
+    the ledger exists: live rows where they stand, removed ones where they stood
+    when they went (the same before and after a prune).
+
+    Example: denpyo report --by month --channel invoice-email --since 2026-01-01
+    """
+    now = env.ledger.store.now()
+    rows = env.ledger.report(
+        by=by,
+        channel=channel,
+        since=None if since is None else parse_when(since, now).date(),
+        until=None if until is None else parse_when(until, now).date(),
+    )
+    if as_json:
+        render.emit_json([row.to_json() for row in rows])
+    else:
+        render.show_report(rows, by)
