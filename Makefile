@@ -45,5 +45,5 @@ docs: setup  ## the documentation site (docs/, mkdocs.yml) into site/; warnings 
 bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~75 min)
 	$(BIN)/python bench/run.py $(BENCH_SIZES)
 
-clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+clean:  ## remove the virtualenv, the tools' caches, site/ and any build output
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site build src/*.egg-info

@@ -20,6 +20,7 @@ from denpyo.engine.ledger import Ledger
 from denpyo.engine.worker import WorkReport
 from denpyo.errors import (
     ArchiveError,
+    ChannelSignal,
     ConfigurationError,
     DenpyoError,
     InvalidDatabaseURL,
@@ -36,6 +37,7 @@ from denpyo.errors import (
     SubmissionError,
     SubmissionFailed,
     SubmissionInDoubt,
+    SubmissionNotFound,
     SubmissionRejected,
     SubmissionResolved,
     Transient,
@@ -51,6 +53,7 @@ __all__ = [
     "ArchiveReport",
     "AuditReport",
     "Backoff",
+    "ChannelSignal",
     "ConfigurationError",
     "Delivered",
     "DenpyoError",
@@ -80,6 +83,7 @@ __all__ = [
     "SubmissionError",
     "SubmissionFailed",
     "SubmissionInDoubt",
+    "SubmissionNotFound",
     "SubmissionRejected",
     "SubmissionResolved",
     "Transient",

@@ -17,6 +17,7 @@
     ├── LeaseLost                   another process settled or took the row first
     │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
+    │   └── StoreUnavailable        the database could not be reached, or hung up: try later
     ├── ArchiveError                the archive cannot be written, or did not read back as written
     ├── DemoError                   the demo could not play its story
     ├── SubmissionError             submit() ended without `synced`; .submission tells the state
@@ -106,6 +107,12 @@ class LeaseExpired(LeaseLost):
 
 class StoreError(DenpyoError):
     """The database refused an operation; the driver's exception is `__cause__`."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached (refused, timed out, starting up, full) or
+    dropped the connection: nothing is wrong with the call or the settings, so a
+    command line says "try again later" apart from a usage error."""
 
 
 class ArchiveError(DenpyoError):

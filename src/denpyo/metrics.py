@@ -22,10 +22,12 @@ Labels stay few: a channel, a status, an outcome, a reason; never a key or an id
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from denpyo.extras import missing
 
@@ -36,9 +38,10 @@ try:
         Counter,
         Histogram,
         generate_latest,
-        start_http_server,
+        make_wsgi_app,
     )
     from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.exposition import ThreadingWSGIServer
     from prometheus_client.registry import Collector
 except ImportError as exc:  # the extra is not installed
     raise missing("dashboard", "denpyo.metrics", exc) from exc
@@ -104,11 +107,43 @@ class Metrics:
         """The text format Prometheus scrapes."""
         return generate_latest(self.registry)
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> Any:
+    def serve(self, port: int, host: str = "127.0.0.1") -> WSGIServer:
         """Serve /metrics on `host:port` from a daemon thread; returns the server
-        (call `.shutdown()` to stop it)."""
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        (call `.shutdown()` to stop it). Every other path is 404: prometheus-client's
+        own server answers the metrics on any path, which hides a scrape config's
+        mistyped path behind a working scrape."""
+
+        class Server(ThreadingWSGIServer):
+            address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+        app = only_at(METRICS_PATH, make_wsgi_app(self.registry))
+        server = make_server(host, port, app, Server, handler_class=QuietHandler)
+        threading.Thread(target=server.serve_forever, name="denpyo-metrics", daemon=True).start()
         return server
+
+
+METRICS_PATH = "/metrics"
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def only_at(path: str, app: WsgiApp) -> WsgiApp:
+    """`app` at `path`, and 404 on every other path."""
+
+    def routed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == path:
+            return app(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"not found: the metrics are at {path}\n".encode()]
+
+    return routed
+
+
+class QuietHandler(WSGIRequestHandler):
+    """No line on stderr per scrape."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
 
 
 class StoreCounts(Collector):

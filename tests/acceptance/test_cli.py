@@ -426,12 +426,7 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
         (["--app", "app_no_channel:ledger", "worker"],
          "module app_no_channel registered no channel with ledger ledger; the worker needs"),
     ]  # fmt: skip
-    with ThreadPoolExecutor(8) as pool:
-        procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
-    for (args, text), proc in zip(cases, procs, strict=True):
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.startswith("error: --app ") and text in proc.stderr, (args, proc.stderr)
-        assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)
+    _refused_apps(cases, env)
     assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))
 
 
@@ -725,3 +720,161 @@ def test_prune_by_state_report_and_archive(db_url: str, tmp_path: Path) -> None:
     assert shown.returncode == 0 and "pruned" in shown.stdout
     table = denpyo_cli("report", db=db_url)
     assert table.returncode == 0 and "synced" in table.stdout
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\"
+"""A provider's error page that retitles the terminal, clears it and prints a link."""
+
+
+def test_stored_text_reaches_the_terminal_escaped(db_url: str) -> None:
+    """A key, a provider's error, a note and a name hold what others wrote: every
+    command shows their control characters escaped (`\\x1b`, `\\n`), so that nothing
+    stored retitles, clears or links the terminal, nor starts a line of its own;
+    `--json` keeps them exact, as JSON escapes."""
+    key = "order:7\nINFO nothing needs attention\x1b[1;31m"
+    with denpyo.Ledger(db_url) as ledger:
+
+        def send(sub: denpyo.Submission) -> str:
+            if sub.key == key:
+                raise denpyo.Rejected(HOSTILE)
+            raise denpyo.Transient(HOSTILE)
+
+        ledger.channel("email", max_attempts=1)(send)
+        ids = {}
+        for k in (key, "k-failed"):
+            with pytest.raises(denpyo.SubmissionError) as raised:
+                ledger.submit("email", k, {"k": k, "at": "\x1b[2J\x9b2J"})
+            ids[k] = str(raised.value.submission.id)
+    rejected, failed = ids[key], ids["k-failed"]
+    note = ["--note", "gave up\x1b]0;owned\x07\nINFO forged", "--by", "eve\x1b[2J"]
+    resolved = ok(denpyo_cli("resolve", rejected, "--abandon", *note, db=db_url))
+    procs = run_all(
+        [
+            ["list"],
+            ["show", rejected],
+            ["show", failed],
+            ["status"],
+            ["report"],
+            ["retry", "--dry-run", failed],
+            ["retry", "--dry-run", "--all"],
+            ["retry", rejected],
+        ],
+        db_url,
+    )
+    listed, shown, shown_failed, status, report, dry_run, dry_run_all, refused = procs
+    for proc in (resolved, *procs):
+        assert not any(c in proc.stdout + proc.stderr for c in "\x1b\x07\x9b"), proc.args
+    assert refused.returncode == 2 and "\\x1b]0;owned\\x07" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    for proc in procs[:-1]:
+        ok(proc)
+    escaped_key = "order:7\\nINFO nothing needs attention\\x1b[1;31m"
+    escaped_error = "\\x1b]0;owned\\x07\\x1b[2J\\x1b]8;;http://evil.example\\x1b\\click"
+    assert escaped_key in resolved.stdout
+    _, *lines = listed.stdout.splitlines()
+    assert len(lines) == 2 and all(len(line.split("\t")) == 8 for line in lines), lines
+    assert escaped_key in listed.stdout and "\\x1b]0;owned\\x07\\x1b[2J" in listed.stdout
+    assert not any(line.startswith("INFO") for line in listed.stdout.splitlines())
+    for text in (escaped_key, escaped_error, "gave up\\x1b]0;owned\\x07\\nINFO forged"):
+        assert text in shown.stdout, text
+    assert "operator:eve\\x1b[2J" in shown.stdout
+    assert "\\u001b[2J\\u009b2J" in shown.stdout  # the payload, as JSON writes it
+    assert escaped_error in shown_failed.stdout
+    assert "k-failed" in dry_run.stdout and "\\x1b]0;owned\\x07\\x1b[2J" in dry_run.stdout
+    assert "k-failed" in dry_run_all.stdout
+    assert "email" in status.stdout and "email" in report.stdout
+    as_json_list, as_json_show = run_all([["list", "--json"], ["show", rejected, "--json"]], db_url)
+    rows = {row["key"]: row for row in as_json(as_json_list)}
+    assert rows[key]["last_error"].endswith(HOSTILE) and rows[key]["payload"]["at"] == (
+        "\x1b[2J\x9b2J"
+    )
+    assert as_json(as_json_show)["submission"]["resolution"].endswith("\nINFO forged")
+    for proc in (as_json_list, as_json_show):
+        assert not any(c in proc.stdout for c in "\x1b\x07\x9b")
+
+
+def test_stored_text_is_never_read_as_markup(db_url: str) -> None:
+    """A remote id, a key or a note with square brackets is shown as written: `[/]`
+    is no markup error, `[link=…]` no link."""
+    link = "[link=http://evil.example]msg_123[/link]"
+    keys = ("k-close", "k-link", "[bold]k-resent[/]")
+    with denpyo.Ledger(db_url) as ledger:
+        modes = script_channel(ledger, max_attempts=1)
+        modes.update(dict.fromkeys(keys, "transient"))
+        ids = {}
+        for key in keys:
+            with pytest.raises(denpyo.SubmissionError) as raised:
+                ledger.submit("email", key, {})
+            ids[key] = str(raised.value.submission.id)
+    close, marked, resent = run_all(
+        [
+            ["resolve", ids["k-close"], "--mark-synced", "--remote-id", "[/]", "--note", "[/]"],
+            ["resolve", ids["k-link"], "--mark-synced", "--remote-id", link, "--note", "x"],
+            ["resolve", ids[keys[2]], "--resend", "--note", "[red]fixed[/red]"],
+        ],
+        db_url,
+    )
+    assert "(remote id [/])" in ok(close).stdout
+    assert f"(remote id {link})" in ok(marked).stdout
+    assert "[bold]k-resent[/]~resend1" in ok(resent).stdout
+    shown_close, shown_link, shown_old = run_all(
+        [["show", ids["k-close"]], ["show", ids["k-link"]], ["show", ids[keys[2]]]], db_url
+    )
+    for proc in (shown_close, shown_link, shown_old):
+        assert ok(proc).stderr == "" and "Traceback" not in proc.stdout
+    panel = [line.split()[1:4] for line in shown_close.stdout.splitlines()]
+    assert ["remote", "id", "[/]"] in panel
+    assert link in shown_link.stdout and "\x1b]8" not in shown_link.stdout
+    assert "[bold]k-resent[/]~resend1" in shown_old.stdout
+    assert "[red]fixed[/red]" in shown_old.stdout
+
+
+def test_a_url_or_a_time_it_cannot_read_is_one_line_without_a_password(tmp_path: Path) -> None:
+    """The driver's reasons included: exit 2, one line, no traceback, no password."""
+    db = f"sqlite:///{tmp_path}/times.db"
+    with denpyo.Ledger(db) as ledger:
+        ledger.migrate()
+    cases = [
+        (["--db", "postgresql://u:SecretPw@127.0.0.1:99999/x", "status"], "malformed port"),
+        (["--db", "mysql://u:SecretPw@127.0.0.1:abc/x", "status"], "malformed port"),
+        (["--db", "postgresql://u:Secret%ZZPw@127.0.0.1/x", "status"], "percent-encoded"),
+        (["--db", "postgresql://[::1", "status"], "Invalid IPv6 URL"),
+        (["--db", "mysql://root@127.0.0.1:3306/x?charset=%ZZ", "list"], "unknown charset"),
+        (["--db", db, "list", "--since", "0001-01-01"], "'0001-01-01'"),
+        (["--db", db, "list", "--until", "9999-12-31T23:00-05:00"], "out of the range"),
+    ]
+    for (args, text), proc in zip(cases, run_all([a for a, _ in cases]), strict=True):
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert text in proc.stderr and "Secret" not in proc.stderr, (args, proc.stderr)
+
+
+def test_app_takes_a_ledger_or_a_function_returning_one_and_calls_nothing_else(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`--app sys:exit` once ended `status --check` with exit 0: "fine"."""
+    (tmp_path / "factories.py").write_text(
+        "import os, sys, denpyo\n"
+        "def make():\n    return denpyo.Ledger(os.environ['DENPYO_DB'])\n"
+        "def nothing():\n    return None\n"
+        "def leaves():\n    sys.exit(0)\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "DENPYO_DB": db_url}
+    cases = [
+        (["--app", "sys:exit", "status", "--check"], "is a builtin_function_or_method, not a"),
+        (["--app", "factories:nothing", "status"], "nothing() returned a NoneType, not a"),
+        (["--app", "factories:leaves", "status", "--check"], "leaves() raised SystemExit: 0"),
+        (["--app", "factories:denpyo.Ledger", "status"], "is a type, not a denpyo.Ledger"),
+    ]
+    _refused_apps(cases, env)
+    assert ok(denpyo_cli("--app", "factories:make", "status", "--check", env=env))
+
+
+def _refused_apps(cases: list[tuple[list[str], str]], env: dict[str, str]) -> None:
+    """Each `--app` case is refused: exit 2, one line naming what it found, nothing on stdout."""
+    with ThreadPoolExecutor(8) as pool:
+        procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
+    for (args, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: --app ") and text in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)

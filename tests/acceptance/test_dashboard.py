@@ -162,6 +162,14 @@ def test_every_page_and_an_abandon_through_the_browser(
     assert row.resolution == "abandoned by operator:alice: the customer closed the account"
     assert [e.actor for e in ledger.events(row.id)][-1] == "operator:alice"
 
+    # A time no database can compare is the person's to fix: a 400 page with the reason.
+    refused = page.goto(f"{base}/submissions?since=0001-01-01")
+    assert refused is not None and refused.status == 400
+    assert "'0001-01-01'" in page.locator(".flash.error").inner_text()
+    assert refused.headers["x-frame-options"] == "DENY"
+    assert page.locator("header.top nav").count() == 1  # still signed in, with the menu
+    shots.take(page, "10-refused")
+
 
 def test_a_bulk_retry_shows_its_dry_run_and_acts_on_the_rows_seen(
     served: tuple[str, denpyo.Ledger, dict[str, int]], page: Any, tmp_path: Path

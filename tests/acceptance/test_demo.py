@@ -101,3 +101,26 @@ def test_demo_for_people_prints_each_figure_with_its_sql(tmp_path: Path) -> None
         timeout=120,
     )
     assert again.returncode == 2 and "give an empty folder" in again.stderr
+
+
+def test_demo_piped_keeps_its_lines_to_a_page_width(tmp_path: Path) -> None:
+    """`make demo > demo.txt`: no terminal and no COLUMNS. Piped commands get 1,000
+    columns so that wide tables keep their rows whole; the story's rules and prose
+    must not fill all of them, and read as they do on a roomy terminal."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "denpyo.cli", "demo", "--orders", "20", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rules = [line for line in lines if line.startswith(("1. The naive way", "side by side"))]
+    assert len(rules) == 2 and all(rule.endswith("───") for rule in rules), rules
+    tables = "┏┃┡│└━┗┣┠┌├"  # a table row is as wide as its cells, whatever the console
+    too_wide = [line for line in lines if len(line) > 100 and not line.startswith(tuple(tables))]
+    assert not too_wide, too_wide
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+    assert "none twice" in proc.stdout

@@ -1,10 +1,11 @@
 """`pip install denpyo` with no extras: the library on SQLite and the command line,
-no database driver, HTTP client or web framework. The wheel is built from this tree
-and installed into a clean virtualenv, as a user would."""
+no database driver, HTTP client or web framework. The wheel is built from a copy of
+this tree's sources and installed into a clean virtualenv, as a user would."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import venv
@@ -15,8 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXTRAS_ONLY = ("psycopg", "pymysql", "aiohttp", "starlette", "jinja2", "uvicorn",
                "prometheus-client", "aio-pika", "nats-py", "django")  # fmt: skip
-# One build of the wheel from this tree at a time: under `pytest -n 2`, these tests
-# stay on one worker (`--dist loadgroup`), which builds it once.
+# Under `pytest -n 2`, these tests stay on one worker (`--dist loadgroup`), which
+# builds the wheel once for all of them.
 pytestmark = pytest.mark.xdist_group("lean-install")
 
 
@@ -25,7 +26,8 @@ def core_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("lean")
     wheels = where / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+         str(_sources(where / "tree"))],
         check=True, cwd=where,
     )  # fmt: skip
     env = where / "venv"
@@ -33,6 +35,19 @@ def core_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [wheel] = wheels.glob("denpyo-*.whl")
     subprocess.run([*_pip(env), "install", "-q", str(wheel)], check=True)
     return env
+
+
+def _sources(tree: Path) -> Path:
+    """A copy of what the wheel is made of, in `tree`. pip builds in the folder it is
+    given: setuptools writes its build/ and the egg-info there, so two builds of this
+    tree at once (another test run in the same checkout, an editable install) tear
+    each other's build/ apart, and a stale build/ from an earlier run can put files
+    since removed into the wheel. A copy shares nothing and leaves this tree as it was."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    shutil.copytree(ROOT / "src", tree / "src", ignore=skip)
+    for name in ("pyproject.toml", "README.md"):  # the project and its long description
+        shutil.copy2(ROOT / name, tree / name)
+    return tree
 
 
 def _pip(env: Path) -> list[str | Path]:

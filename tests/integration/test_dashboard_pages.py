@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import denpyo
+from conftest import free_port
 from dashboard_seed import seed
 from denpyo.web import create_app
 
@@ -116,3 +117,75 @@ def test_a_row_page_says_when_the_providers_idempotency_window_closes(
     page = client.get(f"/submissions/{sub.id}")
     assert page.status_code == 200
     assert "the provider forgets the key at" in page.text
+
+
+def refusal(answer: Any, reason: str) -> None:
+    """A 400 page as the dashboard's other refusals look: the reason, in its flash."""
+    assert answer.status_code == 400, answer.text
+    assert 'class="flash error"' in answer.text and reason in answer.text, answer.text
+
+
+TOO_BIG = str(2**63)
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("/submissions?status=bogus", "unknown status &#39;bogus&#39;"),
+        ("/submissions?since=0001-01-01", "&#39;0001-01-01&#39;"),
+        ("/submissions?until=9999-12-31T23:59:59-05:00", "&#39;9999-12-31T23:59:59-05:00&#39;"),
+        ("/submissions?since=1900-01-01", "out of range"),
+        ("/submissions?since=nonsense", "cannot read &#39;nonsense&#39; as a time"),
+        (f"/submissions?before={TOO_BIG}", f"not &#39;{TOO_BIG}&#39;"),
+        ("/submissions?before=-1", "before must be a row id"),
+        ("/submissions?before=ten", "before must be a row id"),
+        ("/attention?before=-1", "before must be a row id"),
+        (f"/attention?before={TOO_BIG}", "before must be a row id"),
+        ("/partials/attention?before=1.5", "before must be a row id"),
+    ],
+)
+def test_a_query_that_cannot_be_read_is_a_400_with_the_reason(
+    web: TestClient, ids: dict[str, int], query: str, reason: str
+) -> None:
+    refusal(web.get(query), reason)
+
+
+def test_the_largest_row_id_is_a_page_not_an_error(web: TestClient, ids: dict[str, int]) -> None:
+    assert web.get(f"/submissions?before={2**63 - 1}").status_code == 200
+    assert web.get(f"/attention?before={2**63 - 1}").status_code == 200
+
+
+@pytest.mark.parametrize("bad", ["-1", "0", "seven", "1.5", TOO_BIG, "9" * 5000])
+def test_a_bulk_naming_no_row_id_is_a_400_and_changes_nothing(
+    web: TestClient, ledger: denpyo.Ledger, ids: dict[str, int], bad: str
+) -> None:
+    form = {"action": "abandon", "confirm": "yes", "note": "gone"}
+    answer = web.post("/bulk", data={**form, "ids": [str(ids["rejected"]), bad]})
+    refusal(answer, "a ticked row must be a row id")
+    assert ledger.get_by_id(ids["rejected"]).resolution is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("depth", [50_000, 200])
+def test_a_resend_payload_nested_too_deep_is_a_400(
+    web: TestClient, ledger: denpyo.Ledger, ids: dict[str, int], depth: int
+) -> None:
+    answer = web.post(
+        f"/submissions/{ids['rejected']}/resend",
+        data={"note": "deep", "payload": "[" * depth + "]" * depth},
+    )
+    refusal(answer, "nested more than")
+    assert ledger.store.find_superseding(ids["rejected"]) is None
+
+
+def test_an_unreachable_database_is_a_503_not_a_400(tmp_path: Any) -> None:
+    """Nothing listens at the database's address: the request was fine, the service
+    is not, so 503 and the error page (never a 400 that blames the request)."""
+    url = f"postgresql://denpyo@127.0.0.1:{free_port()}/nowhere?connect_timeout=2"
+    with denpyo.Ledger(url) as ledger:
+        client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+        client.headers.update({"authorization": f"Bearer {TOKEN}"})
+        for path in ("/attention", "/submissions?status=failed", "/submissions/7"):
+            answer = client.get(path)
+            assert answer.status_code == 503, (path, answer.text)
+            assert "the database did not answer" in answer.text
+            assert answer.headers["retry-after"]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import denpyo
@@ -251,3 +252,72 @@ def test_an_action_keeps_the_persons_name_and_note(
     assert history(ledger, ids["rejected"])[-1] == "abandon operator:alice"
     [event] = [e for e in ledger.events(ids["rejected"]) if e.kind == "abandon"]
     assert event.detail == "address wrong"
+
+
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+SECURITY = {
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
+
+
+def test_every_answer_carries_the_security_headers(ledger: denpyo.Ledger) -> None:
+    """A page, a static file, Starlette's own 404 and 405, and a 500: the headers come
+    from one place, whoever made the answer."""
+
+    async def boom(request: Any) -> Any:
+        raise RuntimeError("a bug in a page")
+
+    app = create_app(ledger, token=TOKEN)
+    app.router.routes.append(Route("/boom", boom))
+    browser = TestClient(app, base_url=ORIGIN, raise_server_exceptions=False)
+    answers = {
+        "page": (browser.get("/login"), 200),
+        "static": (browser.get("/static/denpyo.css"), 200),
+        "404": (browser.get("/no-such-page"), 404),
+        "405": (browser.get("/bulk"), 405),
+        "400": (browser.get("/submissions?status=bogus", headers=BEARER), 400),
+        "500": (browser.get("/boom"), 500),
+    }
+    for what, (answer, status) in answers.items():
+        assert answer.status_code == status, (what, answer.text)
+        for name, value in SECURITY.items():
+            assert answer.headers.get(name) == value, (what, name, answer.headers)
+        csp = answer.headers.get("content-security-policy", "")
+        assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp, what
+        assert answer.headers["cache-control"] == ("no-cache" if what == "static" else "no-store")
+    assert "POST" in answers["405"][0].headers["allow"]
+    failed = answers["500"][0]
+    assert 'class="flash error"' in failed.text and "a bug in a page" not in failed.text
+
+
+def test_a_session_cookie_with_a_signature_of_any_bytes_signs_nobody_in(
+    ledger: denpyo.Ledger,
+) -> None:
+    """The signature is compared as bytes: text outside ASCII is no signature, and no
+    error."""
+    anonymous = client(create_app(ledger, token=TOKEN))
+    cookie = {b"cookie": b"denpyo_session=eyJuIjogIm0iLCAiZSI6IDk5OTk5OTk5OTl9.\xc3\xa9\xff"}
+    assert anonymous.get("/attention", headers=cookie).status_code == 401
+    page = anonymous.get("/", headers={**cookie, b"accept": b"text/html"})
+    assert page.status_code == 303 and page.headers["location"].startswith("/login")
+
+
+def test_the_done_flash_shows_only_the_known_outcomes(
+    ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    browser, csrf = signed_in(ledger)
+    row = f"/submissions/{ids['rejected']}"
+    lure = "Your session expired, sign in again at http://evil.example/login"
+    for done in (lure, "abandoned!", "<b>x</b>"):
+        page = browser.get(row, params={"done": done})
+        assert page.status_code == 200
+        assert "evil.example" not in page.text and 'class="flash ok"' not in page.text
+    assert "Done: abandoned." in browser.get(row, params={"done": "abandoned"}).text
+    resent = browser.post(
+        f"{row}/resend", data={"note": "fixed", "csrf_token": csrf}, headers={"origin": ORIGIN}
+    )
+    assert resent.status_code == 303 and resent.headers["location"].endswith("?done=resent")
+    shown = browser.get(resent.headers["location"]).text
+    assert f"Done: created as the resend of #{ids['rejected']}." in shown

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import denpyo
@@ -111,3 +112,28 @@ def test_the_grafana_dashboard_and_alerts_use_only_exported_series(
             assert name in exported, (name, expr)
             for label in re.findall(r"(\w+)\s*[=!~]", selector):
                 assert label in exported[name], (name, label, expr)
+
+
+def test_the_worker_server_answers_metrics_at_metrics_only(tmp_path: Any) -> None:
+    """A scrape config with a mistyped path must fail, not scrape as if all were well."""
+    import urllib.error
+    import urllib.request
+
+    from conftest import free_port
+
+    port = free_port()
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/m.db") as ledger:
+        ledger.migrate()
+        server = Metrics(ledger, counts_ttl=0).attach().serve(port)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as found:
+                assert found.status == 200
+                assert b"denpyo_store_up 1.0" in found.read()
+            for path in ("/", "/metric", "/metrics/", "/anything", "/favicon.ico"):
+                with pytest.raises(urllib.error.HTTPError) as caught:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
+                assert caught.value.code == 404, path
+                assert b"denpyo_" not in caught.value.read()
+        finally:
+            server.shutdown()
+            server.server_close()

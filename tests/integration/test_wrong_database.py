@@ -4,17 +4,19 @@ cannot open. On SQLite, PostgreSQL and MariaDB where the item touches them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import denpyo
-from conftest import driver_connection
-from denpyo.errors import ConfigurationError, SchemaError
+from conftest import driver_connection, free_port
+from denpyo.errors import ConfigurationError, SchemaError, StoreUnavailable
 
 PAYLOAD = {"to": "a@example.com"}
 
@@ -151,3 +153,83 @@ def test_a_postgresql_database_that_does_not_exist_is_one_line(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
     assert 'database "no_such_database" does not exist' in done.stderr
+
+
+@pytest.fixture
+def alt_schema(postgres_url: str) -> str:
+    """A second copy of the denpyo tables, in schema `alt` of the same database."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE SCHEMA alt")
+    with denpyo.Ledger(f"{postgres_url}?options=-csearch_path%3Dalt") as in_alt:
+        in_alt.migrate()
+    return "alt"
+
+
+def _count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        return int(row[0]) if row else -1
+
+
+def test_a_connection_whose_search_path_finds_another_schema_is_refused(
+    postgres_url: str, alt_schema: str
+) -> None:
+    """The same database, but its unqualified tables are another copy: the row
+    would land where neither `get` nor any worker looks."""
+    with denpyo.Ledger(postgres_url) as ledger:
+        ledger.channel("email")(lambda sub: "sent")
+        with psycopg.connect(postgres_url, options=f"-c search_path={alt_schema}") as conn:
+            with pytest.raises(ConfigurationError, match=r"alt\.denpyo_submissions") as caught:
+                ledger.enqueue("email", "k1", PAYLOAD, conn=conn)
+            assert "public.denpyo_submissions" in str(caught.value)
+            assert "nothing was written" in str(caught.value)
+            with pytest.raises(ConfigurationError, match="nothing was written"):
+                ledger.enqueue_many("email", [("k2", PAYLOAD)], conn=conn)
+        with psycopg.connect(postgres_url, options="-c search_path=public") as conn:
+            ledger.enqueue("email", "k3", PAYLOAD, conn=conn)  # the ledger's own tables
+        assert ledger.get("email", "k3") is not None
+
+        async def on_asyncio() -> None:
+            aconn = await psycopg.AsyncConnection.connect(
+                postgres_url, options=f"-c search_path={alt_schema}"
+            )
+            try:
+                with pytest.raises(ConfigurationError, match=r"alt\.denpyo_submissions"):
+                    await ledger.aenqueue("email", "k4", PAYLOAD, conn=aconn)
+                await aconn.commit()
+            finally:
+                await aconn.close()
+
+        asyncio.run(on_asyncio())
+    assert _count(postgres_url, "alt.denpyo_submissions") == 0
+    assert _count(postgres_url, "public.denpyo_submissions") == 1
+
+
+def _closed_port_url(backend: str) -> str:
+    """A server URL on a local port nothing listens on: an outage, as a client sees one."""
+    scheme = {"postgresql": "postgresql://postgres", "mysql": "mysql://root"}[backend]
+    return f"{scheme}:SecretPw@127.0.0.1:{free_port()}/app"
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+def test_a_server_out_of_reach_is_unavailable_not_a_usage_error(
+    tmp_path: Path, server: str
+) -> None:
+    """An outage is nobody's typo: StoreUnavailable, exit 3, one line, no password."""
+    url = _closed_port_url(server)
+    with denpyo.Ledger(url) as ledger, pytest.raises(StoreUnavailable, match="cannot connect to"):
+        ledger.get_by_id(1)
+    for command in (["status"], ["status", "--check"], ["list"], ["show", "1"]):
+        done = _cli("--db", url, *command, cwd=tmp_path)
+        assert done.returncode == 3, (command, done.stderr)
+        assert done.stderr.startswith("error: cannot connect to"), done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "SecretPw" not in done.stderr and done.stdout == ""
+
+
+def test_a_server_that_answers_and_refuses_stays_exit_2(tmp_path: Path, postgres_url: str) -> None:
+    """A wrong password or database is the user's to fix: exit 2, not 3."""
+    wrong_user = postgres_url.replace("postgres@", "denpyo_no_such_role:x@", 1)
+    done = _cli("--db", wrong_user, "status", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "denpyo_no_such_role" in done.stderr

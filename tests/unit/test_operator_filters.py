@@ -89,6 +89,9 @@ def test_filter_checks_everything_before_a_query() -> None:
         ({"since": NOW, "until": NOW}, "must be before"),
         ({"key_prefix": ""}, "non-empty"),
         ({"key_prefix": "x" * 300}, "longer than a key"),
+        ({"key_prefix": "order:\ud800"}, "not valid Unicode"),
+        ({"key_prefix": "a\x00"}, "NUL"),
+        ({"channel": "mail\n"}, "channel name"),
         ({"limit": 0}, "between 1"),
         ({"limit": MAX_LIMIT + 1}, "between 1"),
         ({"limit": True}, "whole number"),
@@ -110,6 +113,8 @@ def test_resend_keys_count_from_the_original_key() -> None:
     assert resend_key("order:42", 1) == "order:42~resend1"
     assert resend_key("order:42~resend1", 2) == "order:42~resend2"
     assert resend_key("order~resend:42", 1) == "order~resend:42~resend1"
+    # `$` matched before a final newline: the suffix came off a key that does not end in it
+    assert resend_key("order:42~resend1\n", 2) == "order:42~resend1\n~resend2"
 
 
 def test_notes_and_actors() -> None:
@@ -124,3 +129,9 @@ def test_notes_and_actors() -> None:
     assert check_note("vérifié ✓") == "vérifié ✓"
     assert operator_actor("alice") == "operator:alice"
     assert operator_actor(" ").startswith("operator:") and operator_actor() != "operator:"
+
+
+@pytest.mark.parametrize("text", ["0001-01-01", "0001-01-01T00:00+01:00", "9999-12-31T23:00-05:00"])
+def test_a_time_at_the_edge_of_the_range_is_refused_not_a_traceback(text: str) -> None:
+    with pytest.raises(InvalidInput, match="out of the range"):
+        parse_when(text, NOW)

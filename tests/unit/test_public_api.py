@@ -16,7 +16,7 @@ EXPECTED = {
     "LeaseLost", "StoreError", "SubmissionError", "SubmissionRejected", "SubmissionFailed",
     "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
     "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
-    "ArchiveReport", "ReportRow",
+    "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal",
 }  # fmt: skip
 
 
@@ -84,3 +84,20 @@ def test_settings_out_of_range_are_configuration_errors(tmp_path: Path) -> None:
                 Worker(ledger, **worker_options)  # type: ignore[arg-type]
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize("limit", [-1, 0, 1.5, "1024", True, None])
+def test_a_payload_limit_that_is_no_size_is_refused(tmp_path: Path, limit: object) -> None:
+    with pytest.raises(denpyo.InvalidInput, match="max_payload_bytes"):
+        denpyo.Ledger(f"sqlite:///{tmp_path}/never-written.db", max_payload_bytes=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["mail2\n", "bad name!", "", "-mail", "m" * 101, "mail\x00"])
+def test_a_channel_name_that_is_not_plain_is_invalid_input(tmp_path: Path, name: str) -> None:
+    """`$` let a trailing newline through, and the error was a bare ValueError."""
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/never-written.db") as ledger:
+        with pytest.raises(denpyo.InvalidInput, match="channel name"):
+            ledger.channel(name)(lambda sub: "r")
+        with pytest.raises(denpyo.InvalidInput, match="channel name"):
+            ledger.add_channel(name, lambda sub: "r")
+        assert ledger.channels == {}

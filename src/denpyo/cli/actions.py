@@ -364,6 +364,7 @@ def worker(
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
     render.err.print(
         f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "

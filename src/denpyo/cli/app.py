@@ -11,13 +11,15 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger, database_url
-from denpyo.errors import ConfigurationError, DenpyoError
+from denpyo.errors import ConfigurationError, DenpyoError, StoreUnavailable
 
 EXIT_OK = 0
 EXIT_ATTENTION = 1
 EXIT_INPUT = 2
+EXIT_UNAVAILABLE = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,7 +31,14 @@ class InputError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         lines = [line.strip() for line in self.format_message().splitlines()]
-        click.echo(f"error: {' / '.join(line for line in lines if line)}", err=True)
+        click.echo(f"error: {visible(' / '.join(line for line in lines if line))}", err=True)
+
+
+class Unavailable(InputError):
+    """The database is out of reach: one line on stderr, exit 3. Not the user's
+    mistake, so not exit 2: a script or a supervisor may try again later."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class Env:
@@ -70,8 +79,9 @@ class Env:
 
 
 def load_app(spec: str) -> Ledger:
-    """Import `module:attr` (a Ledger, or a function that returns one), as uvicorn
-    does: the working directory is importable."""
+    """Import `module:attr` (a Ledger, or a function of no arguments that returns
+    one), as uvicorn does: the working directory is importable. Nothing else is
+    called: `sys:exit` must not end the command as if all were fine."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(f"--app {spec!r}: expected module:attribute (myapp.ledger:ledger)")
@@ -88,14 +98,31 @@ def load_app(spec: str) -> Ledger:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigurationError(f"--app {spec!r}: {module_name} has no {attr!r}") from None
-    if not isinstance(obj, Ledger) and callable(obj) and _takes_no_arguments(obj):
-        obj = obj()
-    if not isinstance(obj, Ledger):
+    if isinstance(obj, Ledger):
+        return obj
+    if not (inspect.isfunction(obj) or inspect.ismethod(obj)):
         raise ConfigurationError(
             f"--app {spec!r} is a {type(obj).__name__}, not a denpyo.Ledger "
             "(or a function returning one)"
         )
-    return obj
+    if not _takes_no_arguments(obj):
+        raise ConfigurationError(
+            f"--app {spec!r} is a function that needs arguments, not a denpyo.Ledger "
+            "(or a function of none returning one)"
+        )
+    try:
+        made = obj()
+    except (Exception, SystemExit) as exc:  # the user's code: it may raise anything
+        raise ConfigurationError(
+            f"--app {spec!r}: calling {attr}() raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(made, Ledger):
+        if inspect.iscoroutine(made):
+            made.close()  # never awaited: said below, not warned about at exit
+        raise ConfigurationError(
+            f"--app {spec!r}: {attr}() returned a {type(made).__name__}, not a denpyo.Ledger"
+        )
+    return made
 
 
 def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
@@ -138,6 +165,8 @@ class DenpyoGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except StoreUnavailable as exc:
+            raise Unavailable(str(exc)) from exc
         except DenpyoError as exc:
             raise InputError(str(exc)) from exc
         except click.exceptions.NoArgsIsHelpError:
@@ -177,6 +206,7 @@ def main(ctx: click.Context, db: str | None, app: str | None) -> None:
       0  fine
       1  something needs attention (status --check, list --check, audit)
       2  usage or input error: one line on stderr, nothing written
+      3  the database is out of reach: one line on stderr, try again later
 
     Example: denpyo --db postgresql://app@db/app status
     """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -20,36 +23,52 @@ if TYPE_CHECKING:
     from denpyo.demo import DemoResult
 
 
+PIPED_WIDTH = 100
+"""Columns of the story when piped with no COLUMNS set (a log, a file, `| less`)."""
+
+
+def story_console() -> Console:
+    """Where the story is drawn. Piped, `render.out` is far wider than any line, so
+    that `denpyo list` keeps its rows whole; the story's rules and prose would fill all
+    of it, so it gets a console of its own, as wide as a roomy terminal."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return render.out
+    return Console(highlight=False, soft_wrap=False, width=PIPED_WIDTH)
+
+
 class RichReporter:
     """Each figure on one line, with the SQL that gives it printed beneath it."""
 
+    def __init__(self, out: Console | None = None) -> None:
+        self.out = out or story_console()
+
     def chapter(self, title: str, text: str) -> None:
-        render.out.print()
-        render.out.rule(f"[bold]{escape(title)}", align="left")
-        render.out.print(escape(text))
+        self.out.print()
+        self.out.rule(f"[bold]{escape(title)}", align="left")
+        self.out.print(escape(text))
 
     def fact(self, value: object, what: str, proof: str) -> None:
-        render.out.print(f"  [bold]{value:>5}[/]  {escape(what)}")
-        render.out.print(f"         [dim]↳ {escape(proof)}[/]")
+        self.out.print(f"  [bold]{value:>5}[/]  {escape(what)}")
+        self.out.print(f"         [dim]↳ {escape(proof)}[/]")
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        render.out.print(f"[bold]{escape(title)}")
+        self.out.print(f"[bold]{escape(title)}")
         table = Table()
         for name in columns:
             table.add_column(name)
         for row in rows:
             table.add_row(*(escape(str(cell)) for cell in row))
-        render.out.print(table)
+        self.out.print(table)
 
     def say(self, text: str) -> None:
-        render.out.print(f"  {escape(text)}", style="italic")
+        self.out.print(f"  {escape(text)}", style="italic")
 
     def waiting(self, text: str) -> AbstractContextManager[object]:
         return render.err.status(escape(text))
 
     def finale(self, result: DemoResult) -> None:
-        render.out.print()
-        render.out.rule("[bold]side by side", align="left")
+        self.out.print()
+        self.out.rule("[bold]side by side", align="left")
         table = Table()
         table.add_column("")
         table.add_column("naive: call, then INSERT", justify="right")
@@ -69,7 +88,7 @@ class RichReporter:
             ("customers emailed twice", r.duplicates_after_resend, r.provider_denpyo_duplicates),
         ):
             table.add_row(name, str(naive), str(ledger))
-        render.out.print(table)
+        self.out.print(table)
         honest = r.denpyo_synced == r.provider_denpyo and r.provider_denpyo_duplicates == 0
         verdict = (
             f"denpyo: {r.denpyo_synced} rows synced = {r.provider_denpyo} emails at the "
@@ -77,7 +96,7 @@ class RichReporter:
             if honest
             else "denpyo's counts do NOT match the provider's: this is a bug, please report it."
         )
-        render.out.print(
+        self.out.print(
             Panel.fit(
                 f"{verdict}\nnaive: the table says {r.naive_table_after} sent; the provider sent "
                 f"{r.naive_table_after + r.duplicates_after_resend} emails "

@@ -1,10 +1,15 @@
 """Output for people: rich tables, a colour per status, times relative to the
-database clock ("3 min ago"). Scripts use `--json` instead, which bypasses this."""
+database clock ("3 min ago"). Scripts use `--json` instead, which bypasses this.
+
+Every stored text (a key, an error, a note, a remote id) reaches rich as a `Text`,
+which is never read as markup, after `visible` has escaped its control characters:
+what a caller or a provider wrote is shown, never obeyed."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -12,7 +17,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -22,6 +26,7 @@ from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import Action, RowActions, allowed_actions
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.engine.operator import (
     History,
     ReconcileSummary,
@@ -55,7 +60,24 @@ err = Console(stderr=True, highlight=False)
 
 def emit_json(data: Any) -> None:
     """Plain JSON on stdout: no markup, no colour, one document."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(json_text(data, indent=2))
+
+
+def json_text(data: Any, indent: int | None = None) -> str:
+    """`data` as JSON, every control character written as an escape: `json` escapes
+    those below a space itself, but leaves DEL and the C1 controls (U+0080 to
+    U+009F, which some terminals obey) as they are. The same value either way."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    return _JSON_RAW_CONTROL.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+_JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
+
+
+def plain(text: str, style: str = "") -> Text:
+    """A stored text for rich: control characters escaped, and no markup read in it
+    (a remote id `[/]` must not raise, nor `[link=...]` make a link)."""
+    return Text(visible(text), style=style)
 
 
 def ago(when: datetime | None, now: datetime) -> str:
@@ -99,22 +121,24 @@ def status_text(sub: Submission) -> Text:
 
 
 def short(text: str | None, width: int | None = 60) -> str:
-    """`text` on one line, cut to `width` characters (None: whole)."""
+    """`text` on one line, cut to `width` characters (None: whole), for a column: its
+    runs of white space (line breaks too) become one space, and any other control
+    character is escaped."""
     if not text:
         return ""
-    line = " ".join(text.split())
+    line = visible(" ".join(text.split()))
     return line if width is None or len(line) <= width else line[: width - 1] + "…"
 
 
 def show_status(report: StatusReport) -> None:
-    out.print(Text.assemble(("database ", ""), (report.database, "bold")), soft_wrap=True)
+    out.print(Text.assemble("database ", (visible(report.database), "bold")), soft_wrap=True)
     table = Table(title="Submissions by channel and status", title_justify="left")
     table.add_column("channel")
     for st in Status:
         table.add_column(st.value, justify="right", style=STATUS_STYLE[st])
     table.add_column("total", justify="right", style="bold")
     for name, counts in sorted(report.channels.items()):
-        table.add_row(name, *(str(counts[s]) for s in Status), str(sum(counts.values())))
+        table.add_row(plain(name), *(str(counts[s]) for s in Status), str(sum(counts.values())))
     totals = report.totals
     table.add_section()
     table.add_row("all", *(str(totals[s]) for s in Status), str(sum(totals.values())))
@@ -149,7 +173,7 @@ def show_report(rows: Sequence[ReportRow], by: str) -> None:
         lines.setdefault((row.period, row.channel), {})[row.status] = row.count
     for (period, channel), counts in lines.items():
         cells = [str(counts.get(st.value, 0)) for st in Status]
-        table.add_row(period, escape(channel), *cells, str(sum(counts.values())))
+        table.add_row(plain(period), plain(channel), *cells, str(sum(counts.values())))
     if not lines:
         table.add_row("(no rows)", "", *("" for _ in Status), "")
     out.print(table)
@@ -175,8 +199,8 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
     rows = [
         (
             str(sub.id),
-            sub.channel,
-            sub.key,
+            visible(sub.channel),
+            visible(sub.key),
             status_text(sub),
             str(sub.attempts),
             ago(sub.created_at, now),
@@ -201,7 +225,7 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
     for name, justify in LIST_COLUMNS:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
-        table.add_row(*(cell if isinstance(cell, Text) else escape(cell) for cell in row))
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     out.print(table)
     out.print(count, style="dim")
 
@@ -217,12 +241,13 @@ def show_history(found: History, *, full: bool = False) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
+    # Each value is plain text (stored parts through `visible`), never markup.
     rows: list[tuple[str, str | Text]] = [
         ("status", status_text(sub)),
-        ("channel:key", escape(f"{sub.channel}:{sub.key}")),
-        ("idempotency key", sub.idempotency_key),
+        ("channel:key", visible(f"{sub.channel}:{sub.key}")),
+        ("idempotency key", visible(sub.idempotency_key)),
         ("attempts", str(sub.attempts)),
-        ("remote id", sub.remote_id or "-"),
+        ("remote id", visible(sub.remote_id or "-")),
         ("created", f"{ago(sub.created_at, now)}  ({_stamp(sub.created_at)})"),
         ("updated", f"{ago(sub.updated_at, now)}  ({_stamp(sub.updated_at)})"),
     ]
@@ -239,30 +264,29 @@ def show_history(found: History, *, full: bool = False) -> None:
             )
         )
     if sub.locked_by:
-        rows.append(("held by", f"{sub.locked_by} until {ago(sub.locked_until, now)}"))
+        rows.append(("held by", f"{visible(sub.locked_by)} until {ago(sub.locked_until, now)}"))
     if sub.last_error:
-        rows.append(("last error", f"{escape(clip(sub.last_error))} ({sub.error_kind})"))
+        rows.append(("last error", f"{visible(clip(sub.last_error))} ({sub.error_kind})"))
     if sub.resolution:
-        rows.append(("resolution", escape(clip(sub.resolution))))
+        rows.append(("resolution", visible(clip(sub.resolution))))
     if sub.ordering_key:
-        rows.append(("ordering key", escape(sub.ordering_key)))
+        rows.append(("ordering key", visible(sub.ordering_key)))
     if sub.supersedes:
         rows.append(("supersedes", f"#{sub.supersedes}"))
     if sub.removed_at is not None:
-        where = f"archived to {escape(sub.archived_to)}" if sub.archived_to else "pruned"
+        where = f"archived to {visible(sub.archived_to)}" if sub.archived_to else "pruned"
         rows.append(("removed", f"{ago(sub.removed_at, now)}  ({_stamp(sub.removed_at)}), {where}"))
     if found.superseded_by:
-        rows.append(("superseded by", label(found.superseded_by)))
+        rows.append(("superseded by", visible(label(found.superseded_by))))
     rows.append(("actions", actions_text(allowed_actions(sub, superseded_by=found.superseded_by))))
     for name, value in rows:
-        grid.add_row(name, value)
+        grid.add_row(name, value if isinstance(value, Text) else Text(value))
     out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
     if sub.removed_at is not None:
-        kept = f"in the archive at {sub.archived_to}" if sub.archived_to else "not kept"
+        kept = f"in the archive at {visible(sub.archived_to)}" if sub.archived_to else "not kept"
         out.print(f"payload and history: {kept}; the key and its outcome stay", markup=False)
         return
-    payload = json.dumps(sub.payload, ensure_ascii=False)
-    out.print("payload: " + clip(payload), markup=False, soft_wrap=True)
+    out.print(Text("payload: " + clip(json_text(sub.payload))), soft_wrap=True)
     table = Table(title="history", title_justify="left")
     for name in ("when", "event", "move", "try", "actor", "detail", "ms"):
         table.add_column(
@@ -280,11 +304,11 @@ def show_history(found: History, *, full: bool = False) -> None:
             move.append(event.to_status.value, STATUS_STYLE[event.to_status])
         table.add_row(
             f"{event.at:%m-%d %H:%M:%S}  {ago(event.at, now)}",
-            event.kind,
+            plain(event.kind),
             move,
             str(event.attempt),
-            escape(event.actor),
-            escape(short(event.detail, None if full else 80)),
+            plain(event.actor),
+            Text(short(event.detail, None if full else 80)),
             "" if event.duration_ms is None else str(event.duration_ms),
         )
     out.print(table)
@@ -316,15 +340,15 @@ def show_retry(result: RetryResult, *, full: bool = False) -> None:
         for sub in result.retried:
             table.add_row(
                 str(sub.id),
-                escape(f"{sub.channel}:{sub.key}"),
+                plain(f"{sub.channel}:{sub.key}"),
                 status_text(sub),
-                escape(short(sub.last_error, None if full else 60)),
+                Text(short(sub.last_error, None if full else 60)),
             )
         out.print(table)
     else:
         out.print(f"nothing to retry ({verb} 0)")
     for sub, reason in result.skipped:
-        out.print(f"skipped #{sub.id}: {escape(reason)}", style="yellow")
+        out.print(plain(f"skipped #{sub.id}: {reason}", style="yellow"))
 
 
 def show_resolution(done: Resolution) -> None:
@@ -334,11 +358,11 @@ def show_resolution(done: Resolution) -> None:
         "mark_synced": f"{label(sub)} marked synced (remote id {sub.remote_id})",
         "resend": f"{label(sub)} replaced; {_became(done)}, nothing more is sent for it",
     }[done.action]
-    out.print(escape(text), style="green")
+    out.print(plain(text, style="green"))
     if done.created is not None:
         new = label(done.created)
-        out.print(escape(f"new submission {new} waits for a worker (supersedes #{sub.id})"))
-    out.print(f"resolution: {escape(sub.resolution or '')}", style="dim")
+        out.print(plain(f"new submission {new} waits for a worker (supersedes #{sub.id})"))
+    out.print(plain(f"resolution: {sub.resolution or ''}", style="dim"))
 
 
 def _became(done: Resolution) -> str:
@@ -394,9 +418,11 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
 
 def show_audit(report: AuditReport) -> None:
     out.print(
-        f"audit of {escape(report.channel)} from {_stamp(report.since)} to "
-        f"{_stamp(report.until)}: the provider listed {report.remote_records}, "
-        f"the ledger synced {report.ledger_synced}"
+        plain(
+            f"audit of {report.channel} from {_stamp(report.since)} to "
+            f"{_stamp(report.until)}: the provider listed {report.remote_records}, "
+            f"the ledger synced {report.ledger_synced}"
+        )
     )
     if report.clean:
         out.print("no discrepancy: both sides agree", style="green")
@@ -412,11 +438,11 @@ def show_audit(report: AuditReport) -> None:
             sub = d.submission
             table.add_row(
                 str(sub.id) if sub else "-",
-                escape(sub.key) if sub else "-",
+                plain(sub.key) if sub else "-",
                 status_text(sub) if sub else Text("no row", style="bold red"),
-                d.idempotency_key,
-                d.remote_id or "-",
-                escape(d.detail),
+                plain(d.idempotency_key),
+                plain(d.remote_id or "-"),
+                plain(d.detail),
             )
         out.print(table)
     out.print(f"{len(report.discrepancies)} discrepancies", style="bold red")

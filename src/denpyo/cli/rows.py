@@ -13,6 +13,7 @@ import click
 from denpyo.cli import render
 from denpyo.cli.app import fail
 from denpyo.domain.filters import Filter, parse_statuses
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 
@@ -67,7 +68,7 @@ def check_filter_channel(ledger: Ledger, channel: str | None) -> None:
     known = ledger.store.channels()
     if channel in known:
         return
-    with_rows = ", ".join(known) or "none"
+    with_rows = visible(", ".join(known)) or "none"
     if ledger.channels:
         registered = ", ".join(sorted(ledger.channels))
         fail(f"no channel named {channel!r}: the application registers {registered}; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,9 @@ class Alert:
         return Alert(self.reason, self.message, sub)
 
     def __str__(self) -> str:
+        """One line for a log or a pager, control characters escaped: the message may
+        quote a provider's error, and the key is the caller's."""
         sub = self.submission
         if sub is None:
-            return f"[{self.reason}] {self.message}"
-        return f"[{self.reason}] {sub.channel}:{sub.key} (id {sub.id}): {self.message}"
+            return visible(f"[{self.reason}] {self.message}")
+        return visible(f"[{self.reason}] {sub.channel}:{sub.key} (id {sub.id}): {self.message}")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name
+from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name, check_search_text
 from denpyo.domain.status import Status
 from denpyo.errors import InvalidInput
 
@@ -20,8 +20,8 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
 
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)(?:\s+ago)?$")
-_SUFFIX = re.compile(r"~resend\d+$")
+_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)(?:\s+ago)?")  # fullmatch
+_SUFFIX = re.compile(r"~resend\d+\Z")  # \Z: `$` also matches before a final newline
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +54,7 @@ class Filter:
             if not isinstance(status, Status):
                 raise InvalidInput(f"statuses must be Status values, not {status!r}")
         if self.channel is not None:
-            try:
-                check_channel_name(self.channel)
-            except ValueError as exc:
-                raise InvalidInput(str(exc)) from None
+            check_channel_name(self.channel)
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
@@ -71,6 +68,7 @@ class Filter:
                 raise InvalidInput("key prefix must be a non-empty string")
             if len(self.key_prefix) > MAX_KEY_LENGTH:
                 raise InvalidInput(f"key prefix is longer than a key can be ({MAX_KEY_LENGTH})")
+            check_search_text(self.key_prefix, "key prefix")
         if isinstance(self.limit, bool) or not isinstance(self.limit, int):
             raise InvalidInput(f"limit must be a whole number, not {self.limit!r}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -124,7 +122,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     value = text.strip().lower()
     if not value:
         raise InvalidInput("an empty time; use e.g. 2h, 3d, today or 2024-05-01")
-    match = _RELATIVE.match(value)
+    match = _RELATIVE.fullmatch(value)
     if match:
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
         try:
@@ -144,14 +142,19 @@ def parse_when(text: str, now: datetime) -> datetime:
             f"cannot read {text!r} as a time; use a duration (90s, 15m, 2h, 3d, 1w), "
             "today, yesterday, or an ISO date (2024-05-01, 2024-05-01T09:30Z)"
         ) from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # a person's "2024-05-01" is in their own time zone
-    return when.astimezone(UTC)
+    try:
+        if when.tzinfo is None:
+            when = when.astimezone()  # a person's "2024-05-01" is in their own time zone
+        return when.astimezone(UTC)
+    except (ValueError, OverflowError):  # the edge of the range (0001-01-01) crossed
+        raise InvalidInput(
+            f"{text!r} is out of the range of times a datetime can hold (years 1 to 9999)"
+        ) from None
 
 
 def parse_duration(text: str) -> float:
     """Seconds in a duration a person types: ``90s``, ``15m``, ``2h``, ``90d``, ``1w``."""
-    match = _RELATIVE.match(text.strip().lower())
+    match = _RELATIVE.fullmatch(text.strip().lower())
     if not match:
         raise InvalidInput(f"cannot read {text!r} as a duration; use e.g. 90s, 15m, 2h, 90d, 1w")
     return float(match.group(1)) * _UNITS[match.group(2)]

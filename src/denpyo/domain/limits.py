@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from typing import Any
 
 from denpyo.domain.submission import Submission
-from denpyo.errors import InvalidKey, KeyReused, PayloadNotJSON, PayloadTooLarge
+from denpyo.errors import InvalidInput, InvalidKey, KeyReused, PayloadNotJSON, PayloadTooLarge
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """Default limit on the encoded JSON payload (1 MiB); `Ledger(max_payload_bytes=...)`."""
@@ -21,7 +22,11 @@ kept on every database so that an application can move between them. Far below
 Python's recursion limit, so every payload the ledger keeps can be read back."""
 
 MAX_CHANNEL_LENGTH = 100
-CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+"""A channel name, whole (`fullmatch`: `$` would let a trailing newline through)."""
+
+MAX_ID = 2**63 - 1
+"""The largest id a row can have: ids are signed 64-bit integers on every database."""
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -107,17 +112,7 @@ def check_key(key: object, what: str = "key") -> str:
         raise InvalidKey(f"{what} must not be empty")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidKey(f"{what} is {len(key)} characters; the limit is {MAX_KEY_LENGTH}")
-    if "\x00" in key:
-        raise InvalidKey(f"{what} must not contain NUL characters")
-    if not key.isascii():
-        try:
-            key.encode()
-        except UnicodeEncodeError as exc:
-            raise InvalidKey(
-                f"{what} is not valid Unicode text: a lone surrogate ({key[exc.start]!a}) "
-                f"at character {exc.start} cannot be stored as UTF-8"
-            ) from None
-    return key
+    return _plain_text(key, what, InvalidKey)
 
 
 MAX_STORED_TEXT = 16_000
@@ -145,9 +140,14 @@ def storable_text(text: str) -> str:
 
 
 def check_channel_name(name: object) -> str:
-    """Channel names appear in URLs, metrics and SQL filters: keep them plain."""
-    if not isinstance(name, str) or not CHANNEL_NAME.match(name) or len(name) > MAX_CHANNEL_LENGTH:
-        raise ValueError(
+    """Channel names appear in URLs, metrics and SQL filters: keep them plain.
+    `InvalidInput` (a ValueError) otherwise, whether registered or typed by a person."""
+    if (
+        not isinstance(name, str)
+        or len(name) > MAX_CHANNEL_LENGTH
+        or not CHANNEL_NAME.fullmatch(name)
+    ):
+        raise InvalidInput(
             f"channel name {name!r} must be 1-{MAX_CHANNEL_LENGTH} characters of "
             "letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
         )
@@ -162,10 +162,75 @@ def check_same_call(sub: Submission, payload_json: str) -> None:
         check_same_payload(sub.channel, sub.key, sub.payload, payload_json)
 
 
+def check_id(submission_id: object) -> bool:
+    """Whether a row could have this id (1 to `MAX_ID`): any other whole number is
+    no row's, as an id never used is, where a driver would raise OverflowError past
+    64 bits. Anything but a whole number is `InvalidInput`."""
+    if not isinstance(submission_id, int) or isinstance(submission_id, bool):
+        raise InvalidInput(f"a submission id is a whole number, not {submission_id!r}")
+    return 0 < submission_id <= MAX_ID
+
+
+def _plain_text(text: str, what: str, error: type[InvalidInput]) -> str:
+    """`text` unless it holds a NUL or a lone surrogate, which no database keeps as
+    text (PostgreSQL refuses a NUL, and no UTF-8 encodes a lone surrogate)."""
+    if "\x00" in text:
+        raise error(f"{what} must not contain NUL characters")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise error(
+                f"{what} is not valid Unicode text: a lone surrogate ({text[exc.start]!a}) "
+                f"at character {exc.start} cannot be stored as UTF-8"
+            ) from None
+    return text
+
+
+def check_search_text(text: str, what: str) -> str:
+    """Text a person searches keys by: no key holds a NUL or a lone surrogate, and a
+    driver would raise on one (PostgreSQL's cannot encode it), so refuse it here."""
+    return _plain_text(text, what, InvalidInput)
+
+
 def check_same_payload(channel: str, key: str, recorded: Any, payload_json: str) -> None:
-    """Submitting a known channel and key again must mean the same call."""
-    if json.loads(payload_json) != recorded:
+    """Submitting a known channel and key again must mean the same call: the same
+    JSON, not values Python calls equal (`1 == True == 1.0`), so the canonical texts
+    of both are compared (`canonical_json`)."""
+    if canonical_json(json.loads(payload_json)) != canonical_json(recorded):
         raise KeyReused(
             f"{channel}:{key} is already recorded with a different payload; a key names one "
             "intended call (send a corrected payload with `denpyo resolve --resend`)"
         )
+
+
+def canonical_json(value: Any) -> str:
+    """`value` as JSON text that two payloads share exactly when every database keeps
+    the same JSON for them: keys sorted and no spacing (PostgreSQL's jsonb keeps
+    neither), JSON's types kept (`true` is no number; `1` and `1.0` differ). jsonb
+    keeps a number's decimal value, not its spelling: a float Python writes with an
+    exponent of 16 or more (`1e+300`) reads back as the integer that spelling means
+    (10**300, which is not the float's own binary value), and `-0.0` as `0.0`; so
+    such a float is written here as that integer, and a zero without its sign."""
+    return json.dumps(
+        _as_stored(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def _as_stored(value: Any) -> Any:
+    """`value` with its floats as jsonb gives them back (see `canonical_json`)."""
+    if isinstance(value, float):
+        if value == 0:
+            return 0.0
+        if abs(value) >= 1e16:  # written with an exponent, and always whole
+            return int(Decimal(repr(value)))
+        return value
+    if isinstance(value, dict):
+        return {name: _as_stored(item) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_stored(item) for item in value]
+    return value

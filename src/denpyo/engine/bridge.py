@@ -17,6 +17,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from denpyo.errors import ConfigurationError
+from denpyo.store.base import CLOSED
+
 T = TypeVar("T")
 
 _SHUTDOWN_WAIT = 10.0
@@ -27,11 +30,14 @@ class LoopThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._closed = False  # by `close()`: no loop is started again
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                if self._closed:
+                    raise ConfigurationError(CLOSED)
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="denpyo-loop", daemon=True)
                 thread.start()
@@ -51,6 +57,7 @@ class LoopThread:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            self._closed = True
         if loop is None or thread is None:
             return
         atexit.unregister(self.close)

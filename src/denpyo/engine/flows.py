@@ -26,6 +26,7 @@ from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.domain.verdict import Verdict
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
@@ -172,7 +173,7 @@ class Flows:
             log.warning(
                 "lease lost on %s:%s (id %s): another process took the row while it was "
                 "being sent; its outcome (%s) is in this log only",
-                sub.channel, sub.key, sub.id, outcome.kind.value,
+                visible(sub.channel), visible(sub.key), sub.id, outcome.kind.value,
             )  # fmt: skip
             return (yield from self._reread(sub))
         self._alert(decided.alert, after)

@@ -16,6 +16,7 @@ from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import (
     MAX_PAYLOAD_BYTES,
     check_channel_name,
+    check_id,
     check_key,
     check_same_call,
     encode_payload,
@@ -84,7 +85,11 @@ class Ledger:
     one is refused (`InvalidDatabaseURL`), never taken for the default.
     `keys_kept_for`: seconds from a row's creation for which its key stays known
     after its row is removed (`prune`, `archive`), so that submitting it again calls
-    nothing; None (the default): for ever.
+    nothing; None (the default): for ever. `max_payload_bytes`: the largest encoded
+    payload accepted, a whole number of bytes >= 1.
+
+    After `close()` the ledger is done: any use that needs the database or its
+    threads raises `ConfigurationError` instead of quietly reopening them.
     """
 
     def __init__(
@@ -100,6 +105,10 @@ class Ledger:
             isinstance(keys_kept_for, int | float) and keys_kept_for >= 0
         ):
             raise InvalidInput(f"keys_kept_for must be seconds >= 0 or None, not {keys_kept_for!r}")
+        if type(max_payload_bytes) is not int or max_payload_bytes < 1:
+            raise InvalidInput(
+                f"max_payload_bytes must be a whole number of bytes >= 1, not {max_payload_bytes!r}"
+            )
         self.keys_kept_for = keys_kept_for
         self.url = database_url(url)
         self.store: Store = open_store(self.url)
@@ -242,7 +251,8 @@ class Ledger:
         conn: Any = None,
     ) -> int:
         """Record many calls for the workers in one transaction: `items` are
-        `(key, payload)` or `(key, payload, ordering_key)`. Keys already recorded with
+        `(key, payload)` or `(key, payload, ordering_key)`, each a tuple or a list (any
+        other item is `InvalidInput`, naming its position). Keys already recorded with
         the same payload are skipped. Rows are checked as they are written; any bad
         item (or a key recorded with another payload: `KeyReused`) raises and nothing
         is kept: the ledger's own transaction rolls back, and in yours (`conn`) you
@@ -264,8 +274,8 @@ class Ledger:
         self._spec(channel)
         limit = self.max_payload_bytes
         seen: set[str] = set()
-        for item in items:
-            key, payload, ordering_key = (*item, None)[:3]
+        for n, item in enumerate(items):
+            key, payload, ordering_key = _item(n, item)
             check_key(key)
             if ordering_key is not None:
                 check_key(ordering_key, "ordering_key")
@@ -315,23 +325,32 @@ class Ledger:
     # -- read -----------------------------------------------------------------------
 
     def get(self, channel: str, key: str) -> Submission | None:
-        """The submission for a channel and business key, or None."""
-        return self.store.get_by_key(channel, key)
+        """The submission for a channel and business key, or None. A key no row can
+        have is `InvalidKey`, as in `submit` (a driver would raise on a lone surrogate)."""
+        return self.store.get_by_key(channel, check_key(key))
 
     async def aget(self, channel: str, key: str) -> Submission | None:
-        return await self.async_runner().in_db(self.store.get_by_key, channel, key)
+        return await self.async_runner().in_db(self.store.get_by_key, channel, check_key(key))
 
     def get_by_id(self, submission_id: int) -> Submission | None:
-        return self.store.get(submission_id)
+        """The submission with this id, or None: also for a whole number no row can
+        have (0, negative, past 64 bits). An id that is not a whole number is
+        `InvalidInput`."""
+        return self.store.get(submission_id) if check_id(submission_id) else None
 
     async def aget_by_id(self, submission_id: int) -> Submission | None:
+        if not check_id(submission_id):
+            return None
         return await self.async_runner().in_db(self.store.get, submission_id)
 
     def events(self, submission_id: int) -> list[Event]:
-        """A submission's history, oldest first."""
-        return self.store.events(submission_id)
+        """A submission's history, oldest first (none for an id no row can have, as
+        `get_by_id`)."""
+        return self.store.events(submission_id) if check_id(submission_id) else []
 
     async def aevents(self, submission_id: int) -> list[Event]:
+        if not check_id(submission_id):
+            return []
         return await self.async_runner().in_db(self.store.events, submission_id)
 
     # -- work -------------------------------------------------------------------------
@@ -489,13 +508,15 @@ class Ledger:
         """A runner on the ledger's threads; `ops`: the claims and changes of a
         running worker (`Store.async_ops`), by default run in those threads."""
         if self._db is None:
+            self.store.check_open()  # closed: not the threads again either
             threads = DIALECTS[self.store.dialect].db_threads
             self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
             self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
         return AsyncRunner(self.store, self._db, self._calls, ops)
 
     def close(self) -> None:
-        """Release connections, threads and channel resources."""
+        """Release connections, threads and channel resources, for good: a closed
+        ledger refuses further use (`ConfigurationError`). Closing twice is harmless."""
         for resource in self._channel_resources():
             closer = getattr(resource, "close", None)
             if callable(closer):
@@ -567,7 +588,8 @@ class Ledger:
         the insert (in the caller's transaction, which may have written it), since a
         caller's connection may not enforce foreign keys (sqlite3) and a violation
         would abort the caller's whole transaction (PostgreSQL)."""
-        old = self.store.get(supersedes, conn=conn) if type(supersedes) is int else None
+        known = type(supersedes) is int and check_id(supersedes)
+        old = self.store.get(supersedes, conn=conn) if known else None
         if old is None:
             raise SubmissionNotFound(f"supersedes={supersedes!r}: no submission has that id")
         if old.channel != channel:
@@ -616,6 +638,23 @@ def database_url(url: str | None) -> str:
             "or none at all for $DENPYO_DATABASE_URL"
         )
     return url
+
+
+_ITEM_SHAPES = "(key, payload) or (key, payload, ordering_key)"
+
+
+def _item(n: int, item: object) -> tuple[Any, Any, Any]:
+    """The parts of `enqueue_many`'s item `n`: only a tuple or list of 2 or 3 is one.
+    A string would unpack into its letters, and a longer tuple lose its extra parts."""
+    if isinstance(item, tuple | list):
+        if len(item) == 2:
+            return item[0], item[1], None
+        if len(item) == 3:
+            return item[0], item[1], item[2]
+        shape = f"a {type(item).__name__} of {len(item)}"
+    else:
+        shape = f"a {type(item).__name__}"
+    raise InvalidInput(f"enqueue_many: items[{n}] must be {_ITEM_SHAPES}, not {shape}")
 
 
 def _same_call(new: NewSubmission, sub: Submission) -> None:

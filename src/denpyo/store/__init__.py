@@ -9,7 +9,7 @@ from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.base import NewSubmission, Store
 from denpyo.store.dialects import BY_SCHEME, Dialect
 
-__all__ = ["NewSubmission", "Store", "dialect_of", "open_store", "shown_url"]
+__all__ = ["NewSubmission", "Store", "dialect_of", "masked", "open_store", "shown_url"]
 
 
 def dialect_of(url: str) -> str:
@@ -29,23 +29,39 @@ def _dialect(url: str) -> Dialect:
     if dialect is None:
         schemes = ", ".join(sorted(BY_SCHEME))
         raise InvalidDatabaseURL(
-            f"unsupported database {scheme!r} in {url!r}; use one of: {schemes}"
+            f"unsupported database {scheme!r} in {_without_password(url)!r}; use one of: {schemes}"
         )
     return dialect
 
 
 def shown_url(url: str) -> str:
     """The URL for a header or a message: no password, a SQLite path made absolute."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    if "://" not in url:
         return url
     dialect = _dialect(url)
     if dialect.embedded:
         return f"{dialect.name}:///{os.path.abspath(sqlite_path(url))}"
+    return _without_password(url)
+
+
+def _without_password(url: str) -> str:
+    """The URL with `***` for its password, whatever its scheme."""
+    scheme, sep, rest = url.partition("://")
     userinfo, at, host = rest.rpartition("@")
-    if at and ":" in userinfo:
+    if sep and at and ":" in userinfo:
         return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
     return url
+
+
+def masked(text: str, url: str) -> str:
+    """`text` (a driver's message, say) with the URL's password hidden, as written
+    and as decoded: a driver that cannot read a URL may quote any part of it."""
+    userinfo, at, _ = url.partition("://")[2].rpartition("@")
+    password = userinfo.partition(":")[2] if at else ""
+    for form in sorted({password, unquote(password)}, key=len, reverse=True):
+        if form:
+            text = text.replace(form, "***")
+    return text
 
 
 def sqlite_path(url: str) -> str:
@@ -67,11 +83,16 @@ def open_store(url: str) -> Store:
     """Open (lazily connect) the store a URL names."""
     dialect = _dialect(url)
     if not dialect.embedded:
-        parts = urlsplit(url)
+        shown = shown_url(url)
+        try:
+            parts = urlsplit(url)  # raises on a bracket left open ([::1)
+        except ValueError as exc:
+            reason = masked(str(exc), url)
+            raise InvalidDatabaseURL(f"malformed URL {shown!r}: {reason}") from exc
         try:
             parts.port  # noqa: B018 - raises on a malformed port
         except ValueError as exc:
-            raise InvalidDatabaseURL(f"malformed port in {url!r}") from exc
+            raise InvalidDatabaseURL(f"malformed port in {shown!r}") from exc
         if not parts.path.strip("/"):
-            raise InvalidDatabaseURL(f"{url!r} names no database (…/dbname)")
+            raise InvalidDatabaseURL(f"{shown!r} names no database (…/dbname)")
     return dialect.store_class().from_url(url)

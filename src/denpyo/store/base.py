@@ -41,8 +41,11 @@ from denpyo.domain.moves import Change, Move
 from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
+from denpyo.errors import ConfigurationError
 
 Row = Mapping[str, Any]
+
+CLOSED = "this ledger is closed: close() released its connections; open a new Ledger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,8 +353,20 @@ class Store(ABC):
 
     # -- connections ---------------------------------------------------------------------
 
+    closed: bool = False
+    """Set by `close()`: a closed store opens no connection again, so a ledger used
+    after `close()` is refused instead of quietly reconnecting (and leaking what it
+    opens)."""
+
+    def check_open(self) -> None:
+        """Refuse work on a closed store; called only where a connection is opened,
+        never on the path that reuses one."""
+        if self.closed:
+            raise ConfigurationError(CLOSED)
+
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release every connection and set `closed`."""
 
     def upkeep(self) -> None:
         """Housekeeping a worker runs now and then: fold the events into the outcomes per

@@ -6,10 +6,11 @@ inside the caller's open transaction on theirs, and where it has a cheaper way,
 caller's, an asyncio connection reached from a thread included (store/callers.py).
 
 Whatever the driver raises leaves the store as StoreError, or SchemaError where
-it means that denpyo's tables are missing, with the driver's error as
+it means that denpyo's tables are missing, or StoreUnavailable where the server
+could not be reached or dropped the connection, with the driver's error as
 `__cause__`. Each database's module says which errors are its driver's, which
-of them mean a missing table, and how one reads (`DriverErrors`); the wrapping
-is written once, here.
+of them mean a missing table or a server out of reach, and how one reads
+(`DriverErrors`); the wrapping is written once, here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
-from denpyo.errors import SchemaError, StoreError
+from denpyo.errors import SchemaError, StoreError, StoreUnavailable
 from denpyo.store.async_conn import BridgedConnection
 from denpyo.store.base import Store, Tx
 from denpyo.store.dialects import Dialect
@@ -33,9 +34,11 @@ MISSING_TABLES = "the denpyo tables are missing: run `denpyo migrate`"
 class DriverErrors(Generic[E]):
     """How one driver's errors leave a store: `error`, the class of all of them;
     `missing_table(exc)`, whether one means that denpyo's tables are missing;
-    `message(exc)`, its text for the StoreError (named after the database)."""
+    `unavailable(exc)`, whether one means the server is out of reach (an outage,
+    not a refused statement); `message(exc)`, its text for the StoreError (named
+    after the database)."""
 
-    __slots__ = ("error", "message", "missing_table", "title")
+    __slots__ = ("error", "message", "missing_table", "title", "unavailable")
 
     def __init__(
         self,
@@ -43,16 +46,21 @@ class DriverErrors(Generic[E]):
         error: type[E],
         missing_table: Callable[[E], bool],
         message: Callable[[E], str] = str,
+        unavailable: Callable[[E], bool] = lambda exc: False,
     ) -> None:
         self.title = dialect.title
         self.error = error
         self.missing_table = missing_table
         self.message = message
+        self.unavailable = unavailable
 
     def translated(self, exc: E) -> StoreError | SchemaError:
-        """A driver error as StoreError (missing tables as SchemaError)."""
+        """A driver error as StoreError (missing tables as SchemaError, a server out
+        of reach as StoreUnavailable)."""
         if self.missing_table(exc):
             return SchemaError(MISSING_TABLES)
+        if self.unavailable(exc):
+            return StoreUnavailable(f"{self.title} unavailable: {self.message(exc)}")
         return StoreError(f"{self.title}: {self.message(exc)}")
 
     @contextmanager
@@ -98,7 +106,10 @@ class ConnectionModes(Store):
 
     def _in(self, conn: Any, *, one_statement: bool = False) -> AbstractContextManager[Tx]:
         """The store's transaction, or the caller's (`conn`: a driver connection, or
-        an asyncio one reached from a thread)."""
+        an asyncio one reached from a thread). A closed store joins no caller's
+        transaction either: it opens nothing for one, so only here does it notice."""
+        if self.closed:
+            self.check_open()
         if isinstance(conn, BridgedConnection):
             return self._bridged(conn)
         return self.one_statement(conn) if one_statement else self.transaction(conn)

@@ -40,13 +40,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pymysql
 import pymysql.connections
 import pymysql.cursors
+from pymysql.charset import charset_by_name
 from pymysql.constants import CLIENT
 
 # Bound once, at import: a process that also installs PyMySQL as Django's MySQLdb can
 # end up with a second copy of `pymysql.err` whose classes PyMySQL never raises.
 from pymysql.err import IntegrityError, InterfaceError, MySQLError
 
-from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError
+from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
 from denpyo.store import shown_url
 from denpyo.store.base import Row, Tx
 from denpyo.store.connections import DriverErrors
@@ -67,6 +68,9 @@ SESSION_SETUP = (
 CONNECTION_LOST = frozenset({1053, 1927, 2006, 2013, 2055, 4031})
 # Refusals at connect time that no retry can mend: bad user, password or database.
 CONNECT_REFUSED = frozenset({1044, 1045, 1049})
+# No server answered (CR_CONNECTION_ERROR: its socket; CR_CONN_HOST_ERROR: host and
+# port) or it takes no one now (ER_CON_COUNT_ERROR): with CONNECTION_LOST, an outage.
+UNREACHABLE = frozenset({2002, 2003, 1040}) | CONNECTION_LOST
 ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 ER_SPECIFIC_ACCESS_DENIED = 1227
@@ -109,9 +113,10 @@ ERRORS = DriverErrors(
     MySQLError,
     lambda exc: _code(exc) == ER_NO_SUCH_TABLE and "denpyo_" in _message(exc),
     _message,
+    unavailable=lambda exc: _code(exc) in UNREACHABLE,
 )
 """PyMySQL's errors as denpyo's, read by their message (ER_NO_SUCH_TABLE on a
-denpyo_ table: the tables are missing)."""
+denpyo_ table: the tables are missing; UNREACHABLE: StoreUnavailable)."""
 
 
 def connect_args(url: str) -> dict[str, Any]:
@@ -157,6 +162,8 @@ def connect_args(url: str) -> dict[str, Any]:
             )
         if not value:
             raise InvalidDatabaseURL(f"option {name!r} in {shown} has no value")
+        if name == "charset" and charset_by_name(value) is None:
+            raise InvalidDatabaseURL(f"unknown charset {value!r} in {shown}")
         if name == "connect_timeout":
             try:
                 args[name] = float(value)
@@ -468,6 +475,7 @@ class MysqlStore(PortableSqlStore):
 
     def _connect(self) -> Connection:
         """A new connection, set up (SESSION_SETUP), not yet any thread's own."""
+        self.check_open()
         try:
             conn = pymysql.connect(**self.args, autocommit=False, client_flag=CLIENT.FOUND_ROWS)
         except MySQLError as exc:
@@ -475,7 +483,12 @@ class MysqlStore(PortableSqlStore):
                 raise ConfigurationError(
                     f"MariaDB at {self.where} refused: {_message(exc)}"
                 ) from exc
-            raise StoreError(f"cannot connect to MariaDB at {self.where}: {_message(exc)}") from exc
+            failed = f"cannot connect to MariaDB at {self.where}: {_message(exc)}"
+            if _code(exc) in UNREACHABLE:
+                raise StoreUnavailable(failed) from exc
+            raise StoreError(failed) from exc
+        except (OSError, ValueError, LookupError) as exc:  # the URL's options: an ssl_ca file
+            raise ConfigurationError(f"cannot connect to MariaDB at {self.where}: {exc}") from exc
         try:
             check_server(conn.get_server_info())  # type: ignore[no-untyped-call]
             with conn.cursor() as cursor:
@@ -559,6 +572,7 @@ class MysqlStore(PortableSqlStore):
         self._discard(conn)
 
     def close(self) -> None:
+        self.closed = True
         with self._lock:
             for conn in self._all:
                 _close_quietly(conn)

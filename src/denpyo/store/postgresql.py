@@ -21,13 +21,14 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.submission import Submission
-from denpyo.errors import ConfigurationError, StoreError
-from denpyo.store import shown_url
+from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
+from denpyo.store import masked, shown_url
 from denpyo.store.base import AsyncStore, NewSubmission, Row, Tx
 from denpyo.store.connections import DriverErrors
 from denpyo.store.dialects import DIALECTS
@@ -44,10 +45,49 @@ from denpyo.store.sql_store import SqlStore
 log = logging.getLogger("denpyo.store")
 
 POSTGRESQL = DIALECTS["postgresql"]
+
+UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
+"""The server ended the session (shutdown, crash) or takes none now (starting up,
+too many clients); class 08, a connection exception, too."""
+UNREACHABLE_SIGNS = (
+    "Connection refused", "timeout expired", "timed out", "No route to host",
+    "Network is unreachable", "Connection reset", "No such file or directory",
+    "server closed the connection", "could not receive data from server",
+    "could not send data to server", "the connection is lost", "SSL SYSCALL error",
+    "the database system is", "too many clients", "remaining connection slots",
+)  # fmt: skip
+"""How libpq says, without a SQLSTATE, that no server answered or the connection
+broke: refused, timed out, unreachable, no socket file, hung up; and the server's
+own refusals of the moment (starting up, shutting down, full). A server that
+refuses who we are or what we ask for (password, role, database) is not here."""
+
+
+def _unreachable(exc: psycopg.Error) -> bool:
+    """Whether the server is out of reach (an outage), not refusing the request."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    if state is not None:
+        return state.startswith("08") or state in UNREACHABLE_STATES
+    text = str(exc)
+    return any(sign in text for sign in UNREACHABLE_SIGNS)
+
+
 ERRORS = DriverErrors(
-    POSTGRESQL, psycopg.Error, lambda exc: isinstance(exc, pg_errors.UndefinedTable)
+    POSTGRESQL,
+    psycopg.Error,
+    lambda exc: isinstance(exc, pg_errors.UndefinedTable),
+    unavailable=_unreachable,
 )
-"""psycopg's errors as denpyo's (`UndefinedTable`: the tables are missing)."""
+"""psycopg's errors as denpyo's (`UndefinedTable`: the tables are missing; a server
+out of reach: StoreUnavailable)."""
+
+
+def connect_failure(exc: psycopg.Error, conninfo: str) -> StoreUnavailable | ConfigurationError:
+    """A first connection that failed: an outage (StoreUnavailable), or a refusal of
+    the settings (ConfigurationError), named by the URL without its password."""
+    message = f"cannot connect to PostgreSQL at {shown_url(conninfo)}: {masked(str(exc), conninfo)}"
+    return StoreUnavailable(message) if _unreachable(exc) else ConfigurationError(message)
 
 
 class PostgresTx(Tx):
@@ -120,12 +160,22 @@ class PostgresStore(SqlStore):
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """libpq reads the URL itself, once `+psycopg` is off its scheme."""
-        return cls(url.replace("postgresql+psycopg://", "postgresql://", 1))
+        """libpq reads the URL itself, once `+psycopg` is off its scheme: read here
+        first, so that one it cannot read is refused now, its password hidden from
+        libpq's reason (which quotes the part it could not read)."""
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        try:
+            conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise InvalidDatabaseURL(
+                f"malformed PostgreSQL URL {shown_url(url)!r}: {masked(str(exc).strip(), url)}"
+            ) from exc
+        return cls(conninfo)
 
     @property
     def pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
         if self._pool is None:
+            self.check_open()
             self._first_connection()
             try:
                 self._pool = ConnectionPool(
@@ -139,8 +189,10 @@ class PostgresStore(SqlStore):
                 )
                 self._pool.open(wait=True, timeout=15)
             except Exception as exc:
+                # The first connection was made: the server went away, or is full.
                 self._pool = None
-                raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
+                where = shown_url(self.conninfo)
+                raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
         return self._pool
 
     def _first_connection(self) -> None:
@@ -150,8 +202,7 @@ class PostgresStore(SqlStore):
         try:
             psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT).close()
         except psycopg.Error as exc:
-            where = shown_url(self.conninfo)
-            raise ConfigurationError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+            raise connect_failure(exc, self.conninfo) from exc
 
     @contextmanager
     def transaction(self, conn: Any = None) -> Iterator[Tx]:
@@ -466,6 +517,7 @@ class PostgresStore(SqlStore):
         """psycopg's asyncio connections on the worker's loop, not `db`'s threads: no
         hop to a thread per operation, no contention for the GIL with threads waiting
         on the database."""
+        self.check_open()
         return PostgresAsync(self)
 
     async def listen(self, wake: Callable[[str], None]) -> None:
@@ -482,6 +534,7 @@ class PostgresStore(SqlStore):
                 await asyncio.sleep(1.0)
 
     def close(self) -> None:
+        self.closed = True
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -506,10 +559,23 @@ class PostgresAsync(AsyncStore):
         )
 
     async def open(self) -> None:
+        """The pool, waiting up to 15 s for its first connection (a worker started
+        while the server restarts waits for it); if none comes, one connection more
+        says why, so that a server out of reach and one that refuses the settings
+        are told apart."""
+        conninfo = self.store.conninfo
         try:
             await self.pool.open(wait=True, timeout=15)
         except Exception as exc:
-            raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
+            try:
+                last = await psycopg.AsyncConnection.connect(
+                    conninfo, connect_timeout=CONNECT_TIMEOUT
+                )
+                await last.close()
+            except psycopg.Error as why:
+                raise connect_failure(why, conninfo) from why
+            where = shown_url(conninfo)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
 
     async def close(self) -> None:
         await self.pool.close()

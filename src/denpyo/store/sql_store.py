@@ -24,7 +24,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError
+from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, StoreUnavailable
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
 from denpyo.store.params import filter_params, seconds
@@ -369,6 +369,8 @@ class SqlStore(CallerConnections, Removal):
         for, say) is passed over; the sum is the same folded or not."""
         try:
             self.fold_counts()
+        except StoreUnavailable:
+            raise  # the read would only wait for the server once more
         except StoreError as exc:
             log.info("running counts not folded before reading them: %s", exc)
         with self.reading() as tx:

@@ -140,6 +140,7 @@ class SqliteStore(PortableSqlStore):
         """A connection set up for the ledger. Only `migrate` creates a missing file:
         a command that reads, pointed at a mistyped path, must not leave an empty
         database there that a later `migrate` would make look healthy."""
+        self.check_open()
         where = os.path.abspath(self.path)
         uri = f"{Path(where).as_uri()}?mode={'rwc' if create else 'rw'}"
         conn: sqlite3.Connection | None = None
@@ -204,6 +205,7 @@ class SqliteStore(PortableSqlStore):
         return self.transaction(write=False)
 
     def close(self) -> None:
+        self.closed = True
         with self._lock:
             for conn in self._all:
                 conn.close()

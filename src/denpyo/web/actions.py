@@ -4,19 +4,36 @@ them, and bulk actions over the rows a person ticked."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from denpyo.domain.limits import decode_payload, encode_payload
 from denpyo.engine import operator as op
+from denpyo.errors import DenpyoError, SubmissionNotFound
 from denpyo.web import present
 from denpyo.web.auth import Access
-from denpyo.web.shell import Refused, Shell, int_or_none
+from denpyo.web.shell import OUTAGE, Refused, Shell, row_id
 
 MAX_BULK = 500
+DONE = {
+    "retried": "retried",
+    "abandoned": "abandoned",
+    "marked-synced": "marked synced",
+    "resent": "created as a resend",
+}
+"""What an action's redirect may announce (`?done=CODE`) and the words shown for it:
+the page shows only these texts, never one the link carries."""
+
+
+def done_text(code: str | None, supersedes: int | None) -> str | None:
+    """The flash for `?done=CODE`: a known outcome's fixed text, else nothing."""
+    text = DONE.get(code or "")
+    if text is not None and code == "resent" and supersedes is not None:
+        text = f"created as the resend of #{supersedes}"
+    return text
 
 
 class Actions(Shell):
@@ -25,20 +42,23 @@ class Actions(Shell):
     async def act(
         self, request: Request, access: Access, fn: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
-        """Run an operator function for this person; a refusal re-renders the row's page
-        with the reason (nothing was written)."""
+        """Run an operator function for this person; what the row's state refuses is a
+        409 with the reason (nothing was written). A missing row and an outage keep
+        their own answers."""
         try:
             return await self.call(fn, self.ledger, *args, by=access.name, **kwargs)
-        except Refused as exc:
-            if exc.status == 404:
-                raise
+        except (SubmissionNotFound, *OUTAGE):
+            raise
+        except DenpyoError as exc:
             self.counts = None
             raise Refused(409, str(exc)) from exc
 
-    def done(self, request: Request, submission_id: int, what: str) -> Response:
+    def done(self, request: Request, submission_id: int, code: str) -> Response:
+        """The redirect to the row's page after an action, naming its outcome by code."""
+        assert code in DONE, code
         self.counts = None  # the next page shows the counts after the change
-        target = request.url_for("submission", id=submission_id).include_query_params(done=what)
-        return self._secure(RedirectResponse(f"{target.path}?{target.query}", status_code=303))
+        target = request.url_for("submission", id=submission_id).include_query_params(done=code)
+        return RedirectResponse(f"{target.path}?{target.query}", status_code=303)
 
     async def retry(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -69,7 +89,7 @@ class Actions(Shell):
         remote_id = fields.get("remote_id") or ""
         note = fields.get("note") or ""
         await self.act(request, access, op.resolve_mark_synced, sid, remote_id=remote_id, note=note)
-        return self.done(request, sid, "marked synced")
+        return self.done(request, sid, "marked-synced")
 
     async def resend(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -78,10 +98,9 @@ class Actions(Shell):
         payload: Any = op.SAME_PAYLOAD
         edited = (fields.get("payload") or "").strip()
         if edited:
-            try:
-                parsed = json.loads(edited)
-            except ValueError as exc:
-                raise Refused(400, f"the payload is not valid JSON: {exc}") from None
+            parsed = decode_payload(edited)
+            # The ledger's own checks (depth, size, text) before anything walks it.
+            encode_payload(parsed, self.ledger.max_payload_bytes)
             original = await self.call(op.find, self.ledger, sid)
             payload = present.restore(parsed, original.payload, self.redact)
         force = fields.get("force_in_doubt") == "yes"
@@ -96,7 +115,7 @@ class Actions(Shell):
             force_in_doubt=force,
         )
         assert done.created is not None
-        return self.done(request, done.created.id, f"created as the resend of #{sid}")
+        return self.done(request, done.created.id, "resent")
 
     async def bulk(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -107,8 +126,8 @@ class Actions(Shell):
         action = fields.get("action", "")
         if action not in ("retry", "abandon"):
             raise Refused(400, "choose retry or abandon")
-        numbers = [int_or_none(i) for i in ids]
-        chosen = list(dict.fromkeys(n for n in numbers if n is not None))[:MAX_BULK]
+        numbers = [row_id(i, "a ticked row") for i in ids]
+        chosen = list(dict.fromkeys(numbers))[:MAX_BULK]
         if not chosen:
             raise Refused(400, "tick the rows to act on")
         note = (fields.get("note") or "").strip()
@@ -118,7 +137,9 @@ class Actions(Shell):
             try:
                 await self._one(action, sid, note or "dry run", access, dry_run=True)
                 plan.append((sid, None))
-            except Refused as exc:
+            except OUTAGE:
+                raise
+            except DenpyoError as exc:
                 plan.append((sid, str(exc)))
         results: list[tuple[int, str | None]] = []
         if confirmed:
@@ -129,7 +150,9 @@ class Actions(Shell):
                 try:
                     await self._one(action, sid, note, access, dry_run=False)
                     results.append((sid, None))
-                except Refused as exc:
+                except OUTAGE:
+                    raise
+                except DenpyoError as exc:
                     results.append((sid, str(exc)))
             self.counts = None
         return await self.render(

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp
 
-from denpyo.domain.filters import parse_statuses
+from denpyo.domain.filters import Filter, parse_statuses
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
-from denpyo.errors import ConfigurationError, DenpyoError
+from denpyo.errors import ConfigurationError, DenpyoError, InvalidInput
 from denpyo.web import present
-from denpyo.web.actions import Actions
+from denpyo.web.actions import Actions, done_text
 from denpyo.web.auth import (
     SESSION_COOKIE,
     SESSION_SECONDS,
@@ -33,7 +36,19 @@ from denpyo.web.auth import (
     Gate,
     clean_name,
 )
-from denpyo.web.shell import WRONG_TOKEN_PAUSE, Refused, int_or_none, local_path, log, yes_no
+from denpyo.web.shell import (
+    WRONG_TOKEN_PAUSE,
+    Refused,
+    SecurityHeaders,
+    local_path,
+    log,
+    optional_id,
+    yes_no,
+)
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The times a filter may name: every database compares them, and no row is older."""
 
 
 class Dashboard(Actions):
@@ -84,9 +99,7 @@ class Dashboard(Actions):
         if not self.gate.same_origin(request) or not self.gate.csrf_ok(
             request, fields.get("csrf_token")
         ):
-            return self._secure(
-                PlainTextResponse("refused: not from the sign-in page", status_code=403)
-            )
+            return PlainTextResponse("refused: not from the sign-in page", status_code=403)
         name = clean_name(fields.get("name"))
         if not self.gate.check_token(fields.get("token", "")) or not name:
             message = "wrong token" if name else "your name is needed, for the history"
@@ -112,20 +125,20 @@ class Dashboard(Actions):
             path=self._path(request),
             secure=request.url.scheme == "https",
         )
-        return self._secure(response)
+        return response
 
     async def logout(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
         response = RedirectResponse(str(request.url_for("login").path), status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=self._path(request))
-        return self._secure(response)
+        return response
 
     # -- pages ---------------------------------------------------------------------------
 
     async def overview_context(self) -> dict[str, Any]:
         report = await self.status()
-        await self.run(self._fold)
+        await self.call(self._fold)
         rows = await self.call(self.ledger.store.outcomes_per_minute, 24)
         return {
             "report": report,
@@ -167,18 +180,9 @@ class Dashboard(Actions):
                 raise Refused(400, "choose the channel to search in")
             page = await self.call(op.search, self.ledger, channel, search, q.get("after") or None)
         else:
-            flt = await self.call(
-                op.make_filter,
-                self.ledger,
-                since=q.get("since") or None,
-                until=q.get("until") or None,
-                statuses=parse_statuses([q.get("status", "")]),
-                channel=channel,
-                in_doubt=yes_no(q.get("in_doubt")),
-                needs_attention=True if q.get("needs_attention") else None,
-                resolved=yes_no(q.get("resolved")),
-            )
-            page = await self.call(op.page, self.ledger, flt, int_or_none(q.get("before")))
+            before = optional_id(q.get("before"), "before")
+            flt = await self.filter(q, channel)
+            page = await self.call(op.page, self.ledger, flt, before)
         older = None
         if page.older is not None:
             older = {k: v for k, v in filters.items() if v}
@@ -195,6 +199,35 @@ class Dashboard(Actions):
             first=not (q.get("before") or q.get("after")),
             newest={k: v for k, v in filters.items() if v},
         )
+
+    async def filter(self, q: QueryParams, channel: str | None) -> Filter:
+        """The list's filter from the query; a time Python cannot shift, or one
+        outside EARLIEST..LATEST, is the person's to fix (400), not a fault."""
+        since, until = q.get("since") or None, q.get("until") or None
+        try:
+            flt: Filter = await self.call(
+                op.make_filter,
+                self.ledger,
+                since=since,
+                until=until,
+                statuses=parse_statuses([q.get("status", "")]),
+                channel=channel,
+                in_doubt=yes_no(q.get("in_doubt")),
+                needs_attention=True if q.get("needs_attention") else None,
+                resolved=yes_no(q.get("resolved")),
+            )
+        except InvalidInput:
+            raise
+        except (OverflowError, ValueError) as exc:
+            given = " and ".join(f"{n} {v!r}" for n, v in (("since", since), ("until", until)) if v)
+            raise InvalidInput(f"{given}: not a time that can be used ({exc})") from None
+        for name, value in (("since", flt.since), ("until", flt.until)):
+            if value is not None and not EARLIEST <= value <= LATEST:
+                raise InvalidInput(
+                    f"{name} {q.get(name)!r} is out of range: use a time from "
+                    f"{EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}"
+                )
+        return flt
 
     async def submission(self, request: Request, access: Access, **context: Any) -> Response:
         found: op.History = await self.call(op.history, self.ledger, request.path_params["id"])
@@ -219,6 +252,7 @@ class Dashboard(Actions):
             payload="" if sub.removed_at else present.pretty(shown),
             chain_back=chain_back[::-1],
             redacted=shown != sub.payload,
+            done=done_text(request.query_params.get("done"), sub.supersedes),
             **context,
         )
 
@@ -229,16 +263,16 @@ class Dashboard(Actions):
         return await self.render(request, access, "_attention.html", **await self.queue(request))
 
     async def queue(self, request: Request) -> dict[str, Any]:
-        before = int_or_none(request.query_params.get("before"))
+        before = optional_id(request.query_params.get("before"), "before")
         page = await self.call(op.attention, self.ledger, before)
         counts = await self.call(self.ledger.store.count_attention)
         return {"page": page, "counts": counts, "first": before is None}
 
     async def metrics_text(self, request: Request, access: Access) -> Response:
-        body = await self.run(self.metrics.render)
+        body = await self.call(self.metrics.render)
         from denpyo.metrics import CONTENT_TYPE
 
-        return self._secure(Response(body, media_type=CONTENT_TYPE))
+        return Response(body, media_type=CONTENT_TYPE)
 
 
 def create_app(
@@ -264,6 +298,14 @@ def create_app(
     if token is not None and len(token) < 8:
         raise ConfigurationError("the dashboard's token must be at least 8 characters")
     dashboard = Dashboard(ledger, Gate(token, auth, read_only), redact, refresh)
-    app = Starlette(routes=dashboard.routes())
+    app = DashboardApp(routes=dashboard.routes(), exception_handlers=dashboard.exception_handlers())
     app.state.dashboard = dashboard
     return app
+
+
+class DashboardApp(Starlette):
+    """Starlette with `SecurityHeaders` outside everything, its error middleware
+    included: the 500 page is sent from there, and carries the headers too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())

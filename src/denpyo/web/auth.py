@@ -104,7 +104,9 @@ class Gate:
             return None
         cookie = request.cookies.get(SESSION_COOKIE, "")
         body, _, signature = cookie.partition(".")
-        if not body or not hmac.compare_digest(signature, self._sign(body)):
+        # Bytes, not text: compare_digest refuses text that is not ASCII, and a cookie
+        # may hold any byte.
+        if not body or not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
             return None
         try:
             data = json.loads(base64.urlsafe_b64decode(body.encode()))

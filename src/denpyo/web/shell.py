@@ -1,6 +1,8 @@
-"""The dashboard's shell: who may see and do what (through `auth.Gate`), rendering
-with the security headers, and the ledger's calls on the dashboard's own threads.
-The pages (app.py) and the actions (actions.py) are built on it."""
+"""The dashboard's shell: who may see and do what (through `auth.Gate`), rendering,
+the answers to errors (one handler per kind, as Starlette's `exception_handlers`),
+the security headers on every answer (one middleware), and the ledger's calls on the
+dashboard's own threads. The pages (app.py) and the actions (actions.py) are built
+on it."""
 
 from __future__ import annotations
 
@@ -13,14 +15,24 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
 
+from denpyo.domain.limits import MAX_ID
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
-from denpyo.errors import DenpyoError, SubmissionNotFound
+from denpyo.errors import (
+    DenpyoError,
+    InvalidInput,
+    SchemaError,
+    StoreError,
+    SubmissionNotFound,
+)
 from denpyo.web import present
 from denpyo.web.auth import (
     CSRF_COOKIE,
@@ -45,8 +57,12 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
     "referrer-policy": "same-origin",
-    "cache-control": "no-store",
 }
+"""Sent with every answer, error pages and static files included (`SecurityHeaders`)."""
+NOT_STORED = "no-store"
+"""The cache policy of every answer that sets none: pages show live rows and names."""
+OUTAGE = (StoreError, SchemaError)
+"""The database is unreachable, refused, or has no denpyo tables: not the request's fault."""
 
 
 class Refused(Exception):
@@ -55,6 +71,41 @@ class Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every HTTP answer, whoever made it (a page, a static
+    file, Starlette's 404 and 405, the 500 page): the one place they are set."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+                if "cache-control" not in headers:
+                    headers["cache-control"] = NOT_STORED
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
+
+
+class Static(StaticFiles):
+    """The dashboard's own script and styles: a browser keeps them and asks again by
+    ETag (pages, by contrast, are never stored)."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["cache-control"] = "no-cache"
+        return response
 
 
 class Shell:
@@ -74,7 +125,7 @@ class Shell:
         folder = resources.files("denpyo.web")
         self.templates = Jinja2Templates(directory=str(folder / "templates"))
         self.templates.env.globals.update(age=present.age, when=present.when)
-        self.static = StaticFiles(directory=str(folder / "static"))
+        self.static = Static(directory=str(folder / "static"))
         self.counts: tuple[float, op.StatusReport] | None = None  # (fresh until, counts)
         # The ledger's calls run on a few threads of their own: each thread keeps its
         # database connection, so the dashboard holds at most this many, all warm.
@@ -97,16 +148,10 @@ class Shell:
                 )
                 if wants_page:
                     target = request.url_for("login").include_query_params(next=request.url.path)
-                    return self._secure(
-                        RedirectResponse(str(target.path) + "?" + target.query, status_code=303)
-                    )
-                return self._secure(
-                    PlainTextResponse("sign in first", status_code=401, headers=CHALLENGE)
-                )
-            try:
-                return await handler(request, access)
-            except Refused as exc:
-                return await self.error(request, access, exc.status, str(exc))
+                    return RedirectResponse(str(target.path) + "?" + target.query, status_code=303)
+                return PlainTextResponse("sign in first", status_code=401, headers=CHALLENGE)
+            request.state.access = access  # for the error page, should the handler fail
+            return await handler(request, access)
 
         return guarded
 
@@ -123,9 +168,8 @@ class Shell:
         async def guarded(request: Request) -> Response:
             access = await self.gate.identify(request)
             if access is None:
-                return self._secure(
-                    PlainTextResponse("sign in first", status_code=401, headers=CHALLENGE)
-                )
+                return PlainTextResponse("sign in first", status_code=401, headers=CHALLENGE)
+            request.state.access = access
             form = await request.form()
             fields = {k: v for k, v in form.items() if isinstance(v, str)}
             ids = [v for v in form.getlist("ids") if isinstance(v, str)]
@@ -133,15 +177,10 @@ class Shell:
                 not self.gate.same_origin(request)
                 or not self.gate.csrf_ok(request, fields.get("csrf_token"))
             ):
-                return self._secure(
-                    PlainTextResponse("refused: not from this dashboard's page", status_code=403)
-                )
+                return PlainTextResponse("refused: not from this dashboard's page", status_code=403)
             if act and not access.can_act:
-                return self._secure(PlainTextResponse("refused: read-only", status_code=403))
-            try:
-                return await handler(request, access, fields, ids)
-            except Refused as exc:
-                return await self.error(request, access, exc.status, str(exc))
+                return PlainTextResponse("refused: read-only", status_code=403)
+            return await handler(request, access, fields, ids)
 
         return guarded
 
@@ -172,32 +211,104 @@ class Shell:
                 path=self._path(request),
                 secure=request.url.scheme == "https",
             )
-        return self._secure(response)
+        return response
 
     async def error(
-        self, request: Request, access: Access | None, status: int, text: str
+        self,
+        request: Request,
+        access: Access | None,
+        status: int,
+        text: str,
+        *,
+        unchanged: bool = True,
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        return await self.render(request, access, "error.html", status=status, message=text)
-
-    def _secure(self, response: Response) -> Response:
-        response.headers.update(SECURITY_HEADERS)
+        """The page of a refusal or a failure, with its reason; `unchanged` says that
+        nothing was written (not known after a failure)."""
+        response = await self.render(
+            request, access, "error.html", status=status, message=text, unchanged=unchanged
+        )
+        response.headers.update(headers or {})
         return response
+
+    # -- errors: each kind answered once, wherever it is raised ---------------------------
+
+    def exception_handlers(self) -> dict[Any, ExceptionHandler]:
+        """Starlette's `exception_handlers`: the most specific class of an error
+        decides its answer."""
+        return {
+            Refused: self._refused,
+            HTTPException: self._http_error,
+            SubmissionNotFound: self._not_found,
+            InvalidInput: self._invalid,
+            StoreError: self._outage,
+            SchemaError: self._outage,
+            DenpyoError: self._invalid,
+            Exception: self._failed,
+        }
+
+    def _viewer(self, request: Request) -> Access | None:
+        access: Access | None = getattr(request.state, "access", None)
+        return access
+
+    async def _refused(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        return await self.error(request, self._viewer(request), exc.status, str(exc))
+
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own answers (no such page, a method a route does not take) as
+        the dashboard's page, with their headers (405's Allow)."""
+        assert isinstance(exc, HTTPException)
+        if exc.status_code in (204, 304):  # answers without a body
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        return await self.error(
+            request,
+            self._viewer(request),
+            exc.status_code,
+            str(exc.detail),
+            headers=dict(exc.headers or {}),
+        )
+
+    async def _not_found(self, request: Request, exc: Exception) -> Response:
+        return await self.error(request, self._viewer(request), 404, str(exc))
+
+    async def _invalid(self, request: Request, exc: Exception) -> Response:
+        """Input the ledger refused (an unknown status, a time out of range, a row id
+        that cannot be one): the person's to fix, so 400 with the reason."""
+        return await self.error(request, self._viewer(request), 400, str(exc))
+
+    async def _outage(self, request: Request, exc: Exception) -> Response:
+        """The database did not answer (unreachable, refused, or without the denpyo
+        tables): 503, never a 400, since the request was fine. The driver's words go
+        to the log, not the page; missing tables say so (the fix is `migrate`)."""
+        log.warning("dashboard: the database failed: %s", exc)
+        text = "the database did not answer this request; try again in a moment"
+        return await self.error(
+            request,
+            self._viewer(request),
+            503,
+            str(exc) if isinstance(exc, SchemaError) else text,
+            unchanged=False,
+            headers={"retry-after": "5"},
+        )
+
+    async def _failed(self, request: Request, exc: Exception) -> Response:
+        """Anything else is a fault of the dashboard: 500, the error page, no details
+        (Starlette raises the error on, so the server logs it)."""
+        text = "the dashboard failed on this request; its log says why"
+        try:
+            return await self.error(request, None, 500, text, unchanged=False)
+        except Exception:  # the page itself cannot be made: still answer
+            return PlainTextResponse(text, status_code=500)
 
     def _path(self, request: Request) -> str:
         return request.scope.get("root_path") or "/"
 
-    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking ledger call on the dashboard's threads, off the event loop;
+        its errors reach `exception_handlers` as they are."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.db, functools.partial(fn, *args, **kwargs))
-
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a blocking ledger call in a thread; its refusals become a 400 or 404."""
-        try:
-            return await self.run(fn, *args, **kwargs)
-        except SubmissionNotFound as exc:
-            raise Refused(404, str(exc)) from exc
-        except DenpyoError as exc:
-            raise Refused(400, str(exc)) from exc
 
     async def status(self) -> op.StatusReport:
         """The counts, read at most every COUNTS_TTL seconds however many people look,
@@ -218,11 +329,20 @@ def local_path(target: str | None) -> str | None:
     return target
 
 
-def int_or_none(value: str | None) -> int | None:
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
+def row_id(value: str, what: str) -> int:
+    """A row id a request names (`before=`, a ticked row): digits, 1 to MAX_ID, else
+    refused; a database would overflow or read it as no row at all."""
+    text = value.strip()
+    if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_ID)):
+        number = int(text)
+        if 1 <= number <= MAX_ID:
+            return number
+    raise InvalidInput(f"{what} must be a row id (a whole number, 1 to {MAX_ID}), not {value!r}")
+
+
+def optional_id(value: str | None, what: str) -> int | None:
+    """`row_id`, where an empty or absent value means none (the first page)."""
+    return row_id(value, what) if value else None
 
 
 def yes_no(value: str | None) -> bool | None:

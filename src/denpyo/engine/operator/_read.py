@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.filters import Filter, parse_when
-from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name
+from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name, check_search_text
 from denpyo.domain.policy import window_closes_at
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
@@ -123,11 +123,15 @@ def page(ledger: Ledger, flt: Filter, before: int | None = None) -> Page:
 
 
 def search(ledger: Ledger, channel: str, prefix: str, after: str | None = None) -> Page:
-    """Rows of `channel` whose key starts with `prefix`, in key order after `after`."""
+    """Rows of `channel` whose key starts with `prefix`, in key order after `after`.
+    Both are typed (or carried in a URL): text no key can hold is refused here."""
     check_channel(channel)
     prefix = prefix.strip()
     if not prefix or len(prefix) > MAX_KEY_LENGTH:
         raise InvalidInput(f"search for a key of 1 to {MAX_KEY_LENGTH} characters")
+    check_search_text(prefix, "the search")
+    if after is not None:
+        check_search_text(after, "the key to search after")
     return ledger.store.search_keys(channel, prefix, after=after)
 
 
@@ -141,7 +145,7 @@ def find(ledger: Ledger, ref: str | int) -> Submission:
 
     Channels and keys may both contain ``:``; each split is tried, leftmost first.
     """
-    text = str(ref).strip()
+    text = check_search_text(str(ref).strip(), "the submission to find")
     digits = text[1:] if text.startswith("#") else text
     if digits.isdigit():
         found = ledger.store.get(int(digits)) if len(digits) <= 18 else None
@@ -208,10 +212,8 @@ def history(ledger: Ledger, ref: str | int) -> History:
 
 
 def check_channel(channel: str) -> None:
-    try:
-        check_channel_name(channel)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
+    """A channel name a person typed: `InvalidInput` unless it is one."""
+    check_channel_name(channel)
 
 
 # -- JSON for scripts -------------------------------------------------------------------------

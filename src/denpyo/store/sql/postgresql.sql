@@ -54,9 +54,11 @@ INSERT INTO denpyo_schema_version (version) VALUES (%(version)s);
 -- schema_lock: serialise migrations across processes until the transaction ends
 SELECT pg_advisory_xact_lock(7316001);
 
--- database_identity: which database this connection works in: its name, and the server's port and start time
+-- database_identity: which database this connection works in: its name, the server's port and start time, and the denpyo tables its search_path finds
 SELECT current_database() AS database, current_setting('port') AS port,
-    pg_postmaster_start_time() AS started;
+    pg_postmaster_start_time() AS started,
+    COALESCE((SELECT relnamespace::regnamespace::text || '.denpyo_submissions' FROM pg_class
+        WHERE oid = to_regclass('denpyo_submissions')), 'none on its search_path') AS tables;
 
 -- clock_now: the database clock
 SELECT now() AS now;

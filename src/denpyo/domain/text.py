@@ -1,0 +1,26 @@
+"""Stored text as a person reads it: a key, an error, a note or a remote id may hold
+anything a caller or a provider put there, and a terminal or a log obeys control
+characters instead of showing them."""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def visible(text: str) -> str:
+    """`text` with every C0 and C1 control character and DEL written as Python writes
+    it in a string (`\\x1b`, `\\n`, `\\r`, `\\t`, `\\x85`): an escape sequence from a
+    provider's error page cannot retitle, clear or link the terminal it is shown in,
+    and a line break in a key cannot forge a log line. Everything else, backslashes
+    too, is left as is: for display only, never for what is stored or sent as JSON."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(found: re.Match[str]) -> str:
+    char = found.group()
+    return _NAMED.get(char) or f"\\x{ord(char):02x}"

@@ -1,0 +1,42 @@
+"""A database URL denpyo cannot read is refused when the ledger is made: one
+`InvalidDatabaseURL`, never a driver's traceback, and never its password, not
+even inside the driver's own reason."""
+
+from __future__ import annotations
+
+import pytest
+
+import denpyo
+from denpyo.errors import InvalidDatabaseURL
+from denpyo.store import masked, shown_url
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://u:SecretPw@127.0.0.1:99999/x", "malformed port"),
+        ("postgresql://u:SecretPw@127.0.0.1:abc/x", "malformed port"),
+        ("mysql://u:SecretPw@127.0.0.1:99999/x", "malformed port"),
+        ("mysql://u:SecretPw@127.0.0.1:abc/x", "malformed port"),
+        ("postgresql://u:Secret%ZZPw@127.0.0.1/x", "invalid percent-encoded token"),
+        ("postgresql://u:SecretPw@[::1/x", "Invalid IPv6 URL"),
+        ("postgresql://[::1", "Invalid IPv6 URL"),
+        ("mysql://u:SecretPw@127.0.0.1/x?charset=%ZZ", "unknown charset"),
+        ("postgresq://u:SecretPw@127.0.0.1/x", "unsupported database"),
+        ("mysql://u:SecretPw@127.0.0.1/", "names no database"),
+    ],
+)
+def test_a_url_it_cannot_read_is_one_error_without_its_password(url: str, reason: str) -> None:
+    with pytest.raises(InvalidDatabaseURL) as caught:
+        denpyo.Ledger(url)
+    message = str(caught.value)
+    assert reason in message and "\n" not in message
+    assert "Secret" not in message
+
+
+def test_masked_hides_the_password_as_written_and_as_decoded() -> None:
+    url = "postgresql://u:p%40ss%ZZ@h/x"
+    assert masked('token: "p%40ss%ZZ"', url) == 'token: "***"'
+    assert masked("p@ss%ZZ", url) == "***"
+    assert masked("nothing of it", "postgresql://u@h/x") == "nothing of it"
+    assert shown_url("postgresql://u:pw@h:99999/x") == "postgresql://u:***@h:99999/x"
