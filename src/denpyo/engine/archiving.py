@@ -1,4 +1,5 @@
-"""`archive`: old rows written to Parquet, read back, and only then removed.
+"""Rows leaving the table in batches: `remove` (what `prune` runs), and `archive`:
+old rows written to Parquet, read back, and only then removed.
 
 Batch by batch: the rows retention lets go and their histories are written to the
 archive (denpyo/archive), every file is read back (`Archive.verify`), and only
@@ -13,11 +14,12 @@ the archive may then hold an older copy of it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.retention import Retention
+from denpyo.domain.submission import Submission
 
 if TYPE_CHECKING:
     from denpyo.archive import Archive
@@ -61,20 +63,40 @@ def archive(
     """Archive, then remove, every row `retention` lets go (module docstring)."""
     target.check_writable()
     rows = events = files = size = batches = 0
-    while batch := store.removable(retention, batch_size):
+
+    def write(batch: list[Submission]) -> None:
+        nonlocal events, files, size, batches
         ids = [sub.id for sub in batch]
-        history = store.events_of(ids)
-        written = target.write(batch, history, batch=f"rows-{min(ids)}-{max(ids)}")
+        written = target.write(batch, store.events_of(ids), batch=f"rows-{min(ids)}-{max(ids)}")
         target.verify(written)
-        # A crash here leaves the rows in the table: the next run writes them again.
-        removed = store.remove(ids, retention, archived_to=target.where)
+        events, files = events + written.events, files + len(written.files)
+        size, batches = size + written.size, batches + 1
+
+    # A crash after a batch is written leaves its rows in the table: the next run
+    # writes them again.
+    for removed in remove(store, retention, batch_size, first=write, where=target.where):
         rows += removed
-        events += written.events
-        files += len(written.files)
-        size += written.size
-        batches += 1
         if progress is not None:
             progress(rows)
-        if len(batch) < batch_size or not removed:  # none: another transaction holds
-            break  # them (store/removal.py); the next run writes and removes them
     return ArchiveReport(target.where, rows, events, files, size, batches)
+
+
+def remove(
+    store: Store,
+    retention: Retention,
+    batch_size: int,
+    *,
+    first: Callable[[list[Submission]], None] | None = None,
+    where: str | None = None,
+) -> Iterator[int]:
+    """Remove, batch by batch, the rows `retention` lets go (`first(batch)` before
+    each batch is removed: the archive writes it); yields how many went each time.
+    Stops after a short batch, or one of which none went: another transaction holds
+    them (store/removal.py), and the next run takes them."""
+    while batch := store.removable(retention, batch_size):
+        if first is not None:
+            first(batch)
+        removed = store.remove([sub.id for sub in batch], retention, archived_to=where)
+        yield removed
+        if len(batch) < batch_size or not removed:
+            return

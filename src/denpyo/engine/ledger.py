@@ -444,12 +444,7 @@ class Ledger:
             older_than=older_than, synced=synced, rejected=rejected, abandoned=abandoned
         )
         _check_batch_size(batch_size)
-        total = 0
-        while batch := self.store.removable(retention, batch_size):
-            removed = self.store.remove([sub.id for sub in batch], retention)
-            total += removed
-            if len(batch) < batch_size or not removed:  # none: another transaction holds
-                break  # them (store/removal.py); the next prune takes them
+        total = sum(archiving.remove(self.store, retention, batch_size))
         if self.keys_kept_for is not None:
             while self.store.forget_keys(self.keys_kept_for, batch_size) >= batch_size:
                 pass
