@@ -660,6 +660,68 @@ def section_memory(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def section_partitions(results: dict[str, Any]) -> list[str]:
+    """PostgreSQL's partitioned layout against the plain one (bench/partitions.py)."""
+    found = results.get("partitions")
+    if not found:
+        return []
+    if "error" in found:
+        return ["## 9. PostgreSQL partitions", "", f"⚠ the run failed: {found['error'][-300:]}", ""]
+    args = found["args"]
+    lines = [
+        "## 9. PostgreSQL partitions: the partitioned layout against the plain one",
+        "",
+        f"{args['days']} days of {args['per_day']:,} settled rows each, written into each "
+        f"layout; the hot path measured on {args['rows']:,} new rows after day 1 and after "
+        f"day {args['days']}: CPU µs per row, this process's and the database backends'.",
+        "",
+    ]
+    hot = found.get("hot_path_cpu_us_per_row", {})
+    if hot:
+        body = []
+        for layout, figures in hot.items():
+            last = f"day {args['days']}"
+            for step in ("record", "claim", "settle"):
+                body.append([
+                    layout, step, f"{figures['day 1'][step]:,.0f}", f"{figures[last][step]:,.0f}",
+                    f"{figures['ratio'][step]:.2f}×",
+                ])  # fmt: skip
+        lines += [table(["layout", "step", "day 1 µs", f"day {args['days']} µs", "ratio"], body)]
+        lines += [""]
+    drop = found.get("drop_one_day")
+    if drop:
+        lines += [
+            f"Dropping the oldest day: partitioned, archived and dropped whole in "
+            f"{drop['archive_total_s']} s ({drop['archive_mb']} MB of Parquet, "
+            f"{drop['archive_mb_per_s']} MB/s over the whole run); plain, pruned row by row "
+            f"in {drop['plain_prune_s']} s ({drop['plain_prune_rows']:,} rows). The steps:",
+            "",
+            *[f"- {step}" for step in drop["partition_steps"]],
+            "",
+        ]
+    keys = found.get("key_memory")
+    if keys:
+        lines += [
+            f"The key memory: {keys['bytes_per_key']} bytes per key in denpyo_keys "
+            f"({keys['keys']:,} keys); a submit of a key whose row was dropped "
+            f"{keys['submit_dropped_key_us']} µs, of a live one {keys['submit_live_key_us']} µs.",
+            "",
+        ]
+    size = found.get("size_over_time")
+    if size:
+        by_day = {layout: {r["day"]: r["mb"] for r in rows} for layout, rows in size["mb"].items()}
+        days = sorted({day for rows in by_day.values() for day in rows})
+        body = [[str(day), *[f"{by_day[name].get(day, '–')}" for name in by_day]] for day in days]
+        lines += [
+            f"Size on disk (rows, events, keys, with their indexes, MB), "
+            f"{size['per_day']:,} rows a day, the last {size['kept_days']} days kept:",
+            "",
+            table(["day", *by_day], body),
+            "",
+        ]
+    return lines
+
+
 def memory_growth(results: dict[str, Any]) -> float | None:
     """Peak RSS of the largest run ÷ that of the smallest."""
     rows = [r for r in results.get("memory", []) if r.get("ok") and "maxrss_kb" in r]
@@ -1185,6 +1247,7 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
     lines += section_backends(results)
     lines += section_processes(results, curve_name)
     lines += section_memory(results)
+    lines += section_partitions(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [

@@ -21,6 +21,14 @@ status=0
 for service in $want; do
     case $service in
     postgresql)
+        # pg_partman, for the partitioned layout (Debian's package for the server's version).
+        version=$(ls /etc/postgresql | head -n1)
+        if [ ! -e "/usr/share/postgresql/$version/extension/pg_partman.control" ]; then
+            echo "services: installing pg_partman for PostgreSQL $version"
+            { DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$version-partman" ||
+              { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+                  apt-get install -y -q "postgresql-$version-partman"; }; } >/dev/null || status=1
+        fi
         if ! pg_isready -q -h 127.0.0.1 -p 5432; then
             echo "services: starting PostgreSQL"
             pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true

@@ -30,6 +30,9 @@ POSTGRES_URL = os.environ.get(
     "DENPYO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 MYSQL_URL = os.environ.get("DENPYO_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+POSTGRES_PARTITIONS = os.environ.get("DENPYO_TEST_POSTGRES_PARTITIONS") or None
+"""`daily` or `monthly`: the PostgreSQL tests run on the partitioned layout (`make
+test` runs the store's and the ledger's tests so once more)."""
 BACKENDS = list(DIALECTS)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
@@ -47,7 +50,7 @@ def postgres_template() -> Iterator[str]:
         admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {_TEMPLATE}")
     with denpyo.Ledger(_with_database(POSTGRES_URL, _TEMPLATE)) as ledger:
-        ledger.migrate()
+        ledger.migrate(partitions=POSTGRES_PARTITIONS)
     yield _TEMPLATE
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")

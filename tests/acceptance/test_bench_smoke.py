@@ -102,6 +102,11 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
     assert [row["n"] for row in results["memory"]] == [100, 1000]
     assert all(row["ok"] and row["maxrss_kb"] > 0 for row in results["memory"])
+    partitions = results["partitions"]
+    assert "error" not in partitions, partitions
+    assert set(partitions["hot_path_cpu_us_per_row"]) == {"plain", "partitioned"}
+    assert partitions["drop_one_day"]["partition_steps"]  # a day dropped whole
+    assert set(partitions["size_over_time"]["mb"]) == {"plain", "partitioned"}
 
     markdown = out.read_text()
     for heading in (
@@ -114,6 +119,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         "## 6. The same dispatch on SQLite and MariaDB",
         "## 7. Worker processes",
         "## 8. Memory",
+        "## 9. PostgreSQL partitions",
         "## Targets",
     ):
         assert heading in markdown

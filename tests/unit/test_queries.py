@@ -17,6 +17,25 @@ def test_each_query_file_defines_exactly_the_queries_its_store_runs() -> None:
         assert defined == runs, (store.dialect, defined ^ runs)
 
 
+def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None:
+    """PostgreSQL's partitioned layout (sql/postgresql-partitioned.sql) redefines some of
+    the dialect's queries and defines those only it runs (`LAYOUT_QUERIES`)."""
+    from denpyo.store.postgresql import PostgresStore
+    from denpyo.store.queries import load_layout_queries
+
+    own = set(load_layout_queries("postgresql", "partitioned"))
+    plain = set(load_queries("postgresql"))
+    assert own - plain == PostgresStore.LAYOUT_QUERIES
+    assert own & plain == {
+        "submission_record", "submission_record_many", "submission_get_existing",
+        "submission_get_by_key", "submission_get_recorded_before", "key_get_recorded_before",
+        "submission_remove", "key_forget", "event_list_many",
+    }  # fmt: skip
+    merged = load_queries("postgresql", "partitioned")
+    assert set(merged) == plain | own
+    assert "{{" not in "".join(merged.values()) and "$." not in "".join(merged.values())
+
+
 def test_migrations_carry_the_same_numbers() -> None:
     numbers = {d: [v for v, _ in load_migrations(d)] for d in DIALECTS if load_migrations(d)}
     assert len(set(map(tuple, numbers.values()))) == 1, numbers

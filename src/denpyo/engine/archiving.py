@@ -14,8 +14,10 @@ the archive may then hold an older copy of it too.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.retention import Retention
@@ -24,6 +26,7 @@ from denpyo.domain.submission import Submission
 if TYPE_CHECKING:
     from denpyo.archive import Archive
     from denpyo.store import Store
+    from denpyo.store.base import Partition
 
 Progress = Callable[[int], None]
 """`progress(rows_so_far)`, after each batch."""
@@ -42,6 +45,7 @@ class ArchiveReport:
     batches: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The report as `denpyo archive --json` prints it."""
         return {
             "target": self.target,
             "rows": self.rows,
@@ -72,9 +76,18 @@ def archive(
         events, files = events + written.events, files + len(written.files)
         size, batches = size + written.size, batches + 1
 
+    def write_partition(part: Partition) -> None:
+        after = part.from_id - 1
+        while batch := store.partition_rows(part, after, batch_size):
+            write(batch)
+            after = batch[-1].id
+
     # A crash after a batch is written leaves its rows in the table: the next run
     # writes them again.
-    for removed in remove(store, retention, batch_size, first=write, where=target.where):
+    removing = remove(
+        store, retention, batch_size, first=write, whole=write_partition, where=target.where
+    )
+    for removed in removing:
         rows += removed
         if progress is not None:
             progress(rows)
@@ -87,12 +100,26 @@ def remove(
     batch_size: int,
     *,
     first: Callable[[list[Submission]], None] | None = None,
+    whole: Callable[[Partition], None] | None = None,
     where: str | None = None,
 ) -> Iterator[int]:
-    """Remove, batch by batch, the rows `retention` lets go (`first(batch)` before
-    each batch is removed: the archive writes it); yields how many went each time.
-    Stops after a short batch, or one of which none went: another transaction holds
-    them (store/removal.py), and the next run takes them."""
+    """Remove the rows `retention` lets go; yields how many went each time. First
+    the partitions (PostgreSQL's partitioned layout) old enough for every row in
+    them to go, each dropped whole (`whole(partition)` before: the archive writes
+    it); then, batch by batch, the rest (`first(batch)` before each). Stops after a
+    short batch, or one of which none went: another transaction holds them
+    (store/removal.py), and the next run takes them."""
+    parts = store.partitions()
+    if parts:
+        store.maintain_partitions()
+        cutoff = store.now() - timedelta(seconds=retention.youngest)
+        for part in parts:
+            if part.to_at > cutoff:
+                break
+            before = None if whole is None else functools.partial(whole, part)
+            dropped = store.drop_partition(part, retention, before_drop=before, archived_to=where)
+            if dropped:
+                yield dropped
     while batch := store.removable(retention, batch_size):
         if first is not None:
             first(batch)

@@ -26,10 +26,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from denpyo.domain.moves import Change, Move, Settle
+from denpyo.domain.retention import Retention
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
 from denpyo.store import masked, shown_url
-from denpyo.store.base import AsyncStore, NewSubmission, Row, Tx
+from denpyo.store.base import AsyncStore, NewSubmission, Partition, Row, Tx
 from denpyo.store.connections import DriverErrors
 from denpyo.store.dialects import DIALECTS
 from denpyo.store.params import (
@@ -40,6 +41,8 @@ from denpyo.store.params import (
     seconds,
     settle_params,
 )
+from denpyo.store.queries import load_migrations, load_queries
+from denpyo.store.removal import retention_params
 from denpyo.store.sql_store import SqlStore
 
 log = logging.getLogger("denpyo.store")
@@ -148,15 +151,26 @@ class PostgresStore(SqlStore):
             "submission_settle_many", "submission_settle_one",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
             "submission_get_recorded_before", "key_get_recorded_before", "snapshot_holder",
-            "submission_remove",
+            "submission_remove", "layout_get", "partman_available",
         }
     )  # fmt: skip
+    LAYOUT_QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "partition_every", "partition_maintain", "partition_list", "partition_check",
+            "partition_freeze", "partition_keys", "partition_drop", "partition_rows",
+            "submission_window_floor",
+        }
+    )  # fmt: skip
+    """The queries only the partitioned layout's file defines (sql/postgresql-partitioned.sql)."""
 
     def __init__(self, conninfo: str, *, max_connections: int = 8) -> None:
         super().__init__()
         self.conninfo = conninfo
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self.max_connections = max_connections
+        self.partitioned: bool | None = None
+        """Whether the tables are the partitioned layout's (None: not looked yet)."""
+        self._maintained_at = -MAINTENANCE_EVERY
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -193,7 +207,20 @@ class PostgresStore(SqlStore):
                 self._pool = None
                 where = shown_url(self.conninfo)
                 raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+            if self.partitioned is None:
+                with ERRORS.wrapped(), self._pool.connection() as conn, conn.cursor() as cur:
+                    self._look_at_layout(PostgresTx(self, cur))
         return self._pool
+
+    def _look_at_layout(self, tx: Tx) -> None:
+        """Take the queries of the layout the tables have (none yet: the plain one's,
+        until `migrate_partitioned` makes the partitioned one)."""
+        row = tx.fetch_one("layout_get")
+        self._use_layout(bool(row and row["partitioned"]))
+
+    def _use_layout(self, partitioned: bool) -> None:
+        self.partitioned = partitioned
+        self.queries = load_queries(self.dialect, "partitioned" if partitioned else None)
 
     def _first_connection(self) -> None:
         """One connection before the pool's: a server that refuses (no such database,
@@ -214,6 +241,8 @@ class PostgresStore(SqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with ERRORS.wrapped(), conn.cursor(row_factory=dict_row) as cursor:
+                if self.partitioned is None:
+                    self._look_at_layout(PostgresTx(self, cursor))
                 tx = PostgresTx(self, cursor)
                 self.check_same_database(tx, conn)
                 yield tx
@@ -305,7 +334,7 @@ class PostgresStore(SqlStore):
         first = list(itertools.islice(rows, COPY_FROM))
         outside = conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE
         piped = conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
-        if len(first) < COPY_FROM or outside or piped:
+        if len(first) < COPY_FROM or outside or piped or self.partitioned:
             return self._record_pipelined(tx, itertools.chain(first, rows), actor)
         return self._copy_many(tx, itertools.chain(first, rows), actor)
 
@@ -422,7 +451,14 @@ class PostgresStore(SqlStore):
         time (0) and a warning names it; the keys remembered meanwhile stay, harmless:
         reads prefer the live row, and an insert of the key meets the row either way.
         Only rows whose keys are remembered are deleted in (c): one that became
-        removable after (a) waits for the next removal."""
+        removable after (a) waits for the next removal.
+
+        The partitioned layout has every key in denpyo_keys from its insert on:
+        there the deletion (c) is all, nothing to wait for."""
+        if self._is_partitioned():
+            with self._autocommit() as tx:
+                row = tx.fetch_one("submission_remove", params)
+            return int(row["removed"]) if row else 0
         with self.transaction() as tx:
             remembered = tx.fetch_one("key_remember", params)
         # A crash from here until (c) commits leaves keys remembered for rows still
@@ -459,6 +495,164 @@ class PostgresStore(SqlStore):
                     return False
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.1)
+
+    # -- the partitioned layout --------------------------------------------------------
+
+    def migrate_partitioned(self, every: str) -> list[int]:
+        """Make the partitioned layout on a database without denpyo tables (pg_partman
+        installed in it first, in schema `partman`, where the server has it), then
+        apply the later migrations; on a partitioned database, only those."""
+        if every not in PARTITION_INTERVALS:
+            raise ConfigurationError(
+                f"partitions {every!r}: choose one of {', '.join(PARTITION_INTERVALS)}"
+            )
+        with self.transaction() as tx:
+            tx.execute("schema_lock")
+            tx.execute("schema_version_create")
+            current = self._version(tx)
+            layout = tx.fetch_one("layout_get")
+            if layout is not None and not layout["partitioned"]:
+                raise ConfigurationError(
+                    "the denpyo tables here are in the plain layout: `migrate --partitions` "
+                    'makes the partitioned one on a database without them (see "Keeping '
+                    'the ledger for years" for moving a ledger over)'
+                )
+            applied: list[int] = []
+            if layout is None:
+                available = tx.fetch_one("partman_available")
+                if available is None or not available["available"]:
+                    raise ConfigurationError(
+                        "the partitioned layout needs pg_partman, which this PostgreSQL "
+                        "server lacks: install it (Debian: postgresql-15-partman)"
+                    )
+                for version, script in load_migrations("postgresql-partitioned"):
+                    tx.script(script.replace("'@partition@'", f"'{every}'"))
+                    applied = list(range(current + 1, version + 1))
+                for version in applied:
+                    tx.execute("schema_version_add", {"version": version})
+                current = applied[-1]
+            applied += self.apply_migrations(tx, current)
+        self._use_layout(True)
+        return applied
+
+    def partitions(self) -> list[Partition]:
+        if not self._is_partitioned():
+            return []
+        with self.reading() as tx:
+            rows = tx.fetch_all("partition_list")
+        return [
+            Partition(int(row["from_id"]), int(row["to_id"]), row["from_at"], row["to_at"])
+            for row in rows
+        ]
+
+    def partition_rows(self, part: Partition, after: int, limit: int) -> list[Submission]:
+        params = {"from_id": max(part.from_id, after + 1), "to_id": part.to_id, "limit": limit}
+        with self.reading() as tx:
+            return [self.to_submission(row) for row in tx.fetch_all("partition_rows", params)]
+
+    def drop_partition(
+        self,
+        part: Partition,
+        retention: Retention,
+        *,
+        before_drop: Callable[[], None] | None = None,
+        archived_to: str | None = None,
+    ) -> int:
+        """Freeze the partition (its rows can no longer change), check that retention
+        lets every row go, run `before_drop`, remember the keys, then detach and drop
+        it with its events' twin under a lock held for milliseconds (the migration of
+        the layout says each step). A partition that keeps a row, or whose lock cannot
+        be had within `PARTITION_LOCK_WAIT` seconds (`PARTITION_LOCK_TRIES` times), is
+        thawed and waits: 0."""
+        bounds = {"from_id": part.from_id, "to_id": part.to_id}
+        check = {**bounds, **retention_params(retention)}
+        with self.reading() as tx:
+            found = tx.fetch_one("partition_check", check)
+        if found is None or int(found["kept"]) or not int(found["n"]):
+            return 0  # a row stays; an empty partition goes with the row-by-row removal
+        if not self._freeze(bounds, frozen=True):
+            return 0
+        dropped = False
+        try:
+            with self.reading() as tx:
+                found = tx.fetch_one("partition_check", check)
+            if found is None or int(found["kept"]):
+                return 0
+            started = time.perf_counter()
+            if before_drop is not None:
+                before_drop()
+            written = time.perf_counter()
+            with self._autocommit() as tx:
+                counts = tx.fetch_all("partition_keys", {**bounds, "archived_to": archived_to})
+            kept = time.perf_counter()
+            columns = ("day", "channel", "status", "error_kind", "kind", "resolved", "n")
+            params: dict[str, Any] = {name: [row[name] for row in counts] for name in columns}
+            params.update(bounds, wait=PARTITION_LOCK_WAIT)
+            for _ in range(PARTITION_LOCK_TRIES):
+                try:
+                    started_drop = time.perf_counter()
+                    with self._autocommit() as tx:
+                        tx.fetch_one("partition_drop", params)
+                    dropped = True
+                    log.info(
+                        "partition %s dropped: %s rows; before the drop %.2f s, keys %.2f s, "
+                        "drop %.3f s", part.from_at.date(), found["n"], written - started,
+                        kept - written, time.perf_counter() - started_drop,
+                    )  # fmt: skip
+                    return int(found["n"])
+                except StoreError as exc:
+                    if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+                        raise
+                    log.info("partition %s not dropped yet: its lock is busy", part.from_at)
+            return 0
+        finally:
+            if not dropped:
+                self._freeze(bounds, frozen=False)
+
+    def _freeze(self, bounds: dict[str, int], *, frozen: bool) -> bool:
+        try:
+            with self._autocommit() as tx:
+                tx.fetch_one(
+                    "partition_freeze", {**bounds, "frozen": frozen, "wait": PARTITION_LOCK_WAIT}
+                )
+            return True
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+                raise
+            log.info(
+                "partition [%s, %s) busy: not %s now",
+                bounds["from_id"],
+                bounds["to_id"],
+                "frozen" if frozen else "thawed",
+            )
+            return False
+
+    def window_floor(self, tx: Tx, before: int, window: int) -> int:
+        """The partitioned layout's ids are creation times, far apart: the window is
+        the `window` rows below `before`, read from the primary key."""
+        if not self.partitioned:
+            return super().window_floor(tx, before, window)
+        row = tx.fetch_one("submission_window_floor", {"before": before, "window": window})
+        return int(row["floor"]) if row else 0
+
+    def maintain_partitions(self) -> None:
+        """Have pg_partman make the coming partitions (at most once per
+        `MAINTENANCE_EVERY` seconds from `upkeep`; at each `prune` and `archive`)."""
+        if self._is_partitioned():
+            with self._autocommit() as tx:
+                tx.fetch_one("partition_maintain")
+            self._maintained_at = time.monotonic()
+
+    def _is_partitioned(self) -> bool:
+        return self.pool is not None and bool(self.partitioned)
+
+    def upkeep(self) -> None:
+        super().upkeep()
+        if time.monotonic() - self._maintained_at >= MAINTENANCE_EVERY:
+            try:
+                self.maintain_partitions()
+            except StoreError as exc:
+                log.warning("cannot make the coming partitions now: %s", exc)
 
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
@@ -576,6 +770,12 @@ class PostgresAsync(AsyncStore):
                 raise connect_failure(why, conninfo) from why
             where = shown_url(conninfo)
             raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+        if self.store.partitioned is None:  # the layout's queries, before the first claim
+            with ERRORS.wrapped():
+                async with self.pool.connection() as conn:
+                    cursor = await conn.execute(self.store.queries["layout_get"])
+                    row = await cursor.fetchone()
+            self.store._use_layout(bool(row and row["partitioned"]))
 
     async def close(self) -> None:
         await self.pool.close()
@@ -625,6 +825,18 @@ RECORD_CHUNK = 1000
 
 COPY_FROM = 100
 """Rows from which a bulk enqueue goes by COPY (measured: bench/CHANGES.md)."""
+
+PARTITION_INTERVALS = ("daily", "monthly")
+"""How the partitioned layout cuts the rows: a partition per day, or per month."""
+
+PARTITION_LOCK_WAIT = 1.0
+"""Seconds a partition's freeze or drop waits for its lock. Claims lock every
+partition, so while the drop waits they wait behind it: kept short, and tried again."""
+
+PARTITION_LOCK_TRIES = 5
+
+MAINTENANCE_EVERY = 3600.0
+"""Seconds between the workers' calls to pg_partman's maintenance."""
 
 REMOVAL_WAIT = 30.0
 """Seconds a removal waits for older snapshots to go before it puts the deletion off

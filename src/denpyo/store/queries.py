@@ -50,17 +50,36 @@ def expand(sql: str, fragments: dict[str, str], depth: int = 0) -> str:
 
 
 @cache
-def load_queries(dialect: str) -> dict[str, str]:
-    """Return {name: sql} for a dialect; the header comment stays as the first line."""
-    text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
-    fragments = load_fragments(text)
+def load_queries(dialect: str, layout: str | None = None) -> dict[str, str]:
+    """Return {name: sql} for a dialect; the header comment stays as the first line.
+    With a `layout` (PostgreSQL's "partitioned"), the queries of
+    `sql/<dialect>-<layout>.sql` replace those of the same name and add their own;
+    they use the dialect's fragments."""
+    text = _sql_file(dialect)
+    queries = _split(text, load_fragments(text), f"{dialect}.sql")
+    if layout is not None:
+        queries.update(_split(_sql_file(f"{dialect}-{layout}"), load_fragments(text), layout))
+    return queries
+
+
+def load_layout_queries(dialect: str, layout: str) -> dict[str, str]:
+    """Only the queries a layout's file defines (tests check they are the store's)."""
+    text = _sql_file(dialect)
+    return _split(_sql_file(f"{dialect}-{layout}"), load_fragments(text), layout)
+
+
+def _sql_file(name: str) -> str:
+    return resources.files("denpyo.store").joinpath("sql", f"{name}.sql").read_text()
+
+
+def _split(text: str, fragments: dict[str, str], where: str) -> dict[str, str]:
     matches = list(HEADER.finditer(text))
     queries: dict[str, str] = {}
     for match, following in zip(matches, [*matches[1:], None], strict=True):
         end = following.start() if following else len(text)
         body = text[match.start() : end].strip().rstrip(";").strip()
         if match.group(1) in queries:
-            raise ValueError(f"{dialect}.sql defines {match.group(1)} twice")
+            raise ValueError(f"{where} defines {match.group(1)} twice")
         queries[match.group(1)] = expand(body, fragments)
     return queries
 

@@ -10,7 +10,9 @@ once, whether its row is live or not.
 Each database removes in its own way (`remove_in`): SQLite in one transaction (one
 writer: no insert passes between the row leaving and its key arriving);
 PostgreSQL and MariaDB commit the keys first, wait until no transaction may still
-read the table as it was before them, then delete.
+read the table as it was before them, then delete. PostgreSQL's partitioned layout
+has every key from its insert on: it deletes at once, and drops whole partitions
+(`PostgresStore.drop_partition`).
 """
 
 from __future__ import annotations

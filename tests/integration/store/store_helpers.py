@@ -38,12 +38,25 @@ def plans(store: Store, backend: str, db_url: str) -> Iterator[Callable[[str, An
 
         def plan(name: str, params: Any) -> str:
             cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
-            return "\n".join(str(row) for row in cursor.fetchall())
+            text = "\n".join(str(row) for row in cursor.fetchall())
+            return text if backend != "postgresql" else _parent_indexes(cursor, text)
 
         yield plan
     finally:
         conn.rollback()
         conn.close()
+
+
+def _parent_indexes(cursor: Any, plan: str) -> str:
+    """A plan over PostgreSQL's partitions names each partition's index: named here by
+    the index of the partitioned table it belongs to, as a plain table's plan would."""
+    cursor.execute(
+        "SELECT c.relname, p.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " JOIN pg_class p ON p.oid = i.inhparent WHERE c.relkind = 'i'"
+    )
+    for child, parent in cursor.fetchall():
+        plan = plan.replace(f" {child} ", f" {parent} ")
+    return plan
 
 
 def settled(store: Store, key: str, outcome: AttemptDecision, channel: str = "c") -> Submission:

@@ -1,0 +1,319 @@
+-- denpyo schema 10 for PostgreSQL, partitioned layout (`denpyo migrate --partitions
+-- daily|monthly` on an empty database): the tables of schemas 1 to 10, with
+-- submissions and their events partitioned by creation time and kept by pg_partman.
+-- Later migrations run on both layouts.
+--
+-- 1. A row's id is its creation time: nanoseconds since 1970 as the database clock
+--    read them to the millisecond, plus a sequence number below a million
+--    (`denpyo_new_id`). The tables are partitioned by that id, so a partition holds
+--    the rows created in one day (or month), and every statement that names its rows
+--    by id (claims, settles, moves, a row's history) reads one partition, however
+--    many are kept. Events are partitioned by their submission's id, with the same
+--    bounds: a day's rows and their histories leave together.
+-- 2. A unique index of a partitioned table must contain the partition key, so the
+--    uniqueness of (channel, key) and of the idempotency key comes from denpyo_keys,
+--    which here holds every key from its insert on (`removed_at` NULL while the row
+--    is live): an insert writes the key first and the row only if the key was new.
+-- 3. pg_partman (schema `partman`, or wherever it is installed) creates partitions
+--    ahead of time; `partman.run_maintenance` must run from time to time (the workers
+--    call it hourly, `prune` and `archive` call it too). A row created beyond the
+--    partitions made goes to the default partition.
+-- 4. Retention drops a partition whose rows retention lets go, all of them, after
+--    recording their keys and counts (and archiving them): no row-by-row DELETE.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_partman') THEN
+        CREATE SCHEMA IF NOT EXISTS partman;
+        CREATE EXTENSION pg_partman SCHEMA partman;
+    END IF;
+END $$;
+
+CREATE FUNCTION denpyo_id_at(at timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT floor(extract(epoch FROM at) * 1000)::bigint * 1000000
+$$;
+
+CREATE SEQUENCE denpyo_submissions_id_seq;
+
+CREATE FUNCTION denpyo_new_id() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT denpyo_id_at(clock_timestamp()) + nextval('denpyo_submissions_id_seq') % 1000000
+$$;
+
+CREATE TABLE denpyo_submissions (
+    id              bigint      NOT NULL DEFAULT denpyo_new_id(),
+    channel         text        NOT NULL,
+    key             text        NOT NULL,
+    idempotency_key text        NOT NULL,
+    payload         jsonb       NOT NULL,
+    status          text        NOT NULL
+        CONSTRAINT denpyo_submissions_status_check
+        CHECK (status IN ('requesting', 'synced', 'failed', 'rejected')),
+    attempts        integer     NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    locked_by       text,
+    locked_until    timestamptz,
+    remote_id       text,
+    last_error      text,
+    error_kind      text
+        CONSTRAINT denpyo_submissions_error_kind_check
+        CHECK (error_kind IN ('transient', 'ambiguous', 'rejected')),
+    ordering_key    text,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    synced_at       timestamptz,
+    resolution      text,
+    supersedes      bigint,
+    CONSTRAINT denpyo_submissions_pkey PRIMARY KEY (id)
+) PARTITION BY RANGE (id);
+
+-- The indexes of the plain layout, on each partition; (channel, key) is not unique
+-- here (denpyo_keys is), and serves the search by key prefix.
+CREATE INDEX denpyo_submissions_channel_key ON denpyo_submissions (channel, key);
+CREATE INDEX denpyo_submissions_ready ON denpyo_submissions (channel, next_attempt_at, id)
+    WHERE (status = 'requesting' AND locked_until IS NULL)
+       OR (status = 'failed' AND error_kind = 'transient' AND next_attempt_at IS NOT NULL);
+CREATE INDEX denpyo_submissions_in_doubt ON denpyo_submissions (channel, next_attempt_at, id)
+    WHERE (status = 'requesting' AND locked_until IS NOT NULL)
+       OR (status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL);
+CREATE INDEX denpyo_submissions_ordering ON denpyo_submissions (channel, ordering_key, id)
+    WHERE ordering_key IS NOT NULL AND status IN ('requesting', 'failed');
+CREATE INDEX denpyo_submissions_supersedes ON denpyo_submissions (supersedes)
+    WHERE supersedes IS NOT NULL;
+CREATE INDEX denpyo_submissions_synced ON denpyo_submissions (channel, synced_at, id)
+    WHERE status = 'synced';
+CREATE INDEX denpyo_submissions_attention ON denpyo_submissions (id)
+    WHERE resolution IS NULL
+      AND (status = 'rejected'
+           OR (status = 'failed' AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL)));
+CREATE INDEX denpyo_submissions_created ON denpyo_submissions (created_at);
+CREATE INDEX denpyo_submissions_idempotency_key ON denpyo_submissions (idempotency_key);
+
+CREATE TABLE denpyo_events (
+    id            bigint      GENERATED BY DEFAULT AS IDENTITY,
+    submission_id bigint      NOT NULL,
+    at            timestamptz NOT NULL DEFAULT now(),
+    kind          text        NOT NULL,
+    from_status   text,
+    to_status     text,
+    attempt       integer     NOT NULL DEFAULT 0,
+    actor         text        NOT NULL,
+    detail        text,
+    duration_ms   integer,
+    CONSTRAINT denpyo_events_pkey PRIMARY KEY (submission_id, id)
+) PARTITION BY RANGE (submission_id);
+
+-- The outcomes per minute are folded from the events in id order.
+CREATE INDEX denpyo_events_id ON denpyo_events (id);
+
+-- Every key, live or removed (item 2 above): the unique indexes of the layout.
+CREATE TABLE denpyo_keys (
+    channel         text        NOT NULL,
+    key             text        NOT NULL,
+    idempotency_key text        NOT NULL,
+    submission_id   bigint      NOT NULL,
+    status          text        NOT NULL,
+    attempts        integer     NOT NULL,
+    error_kind      text,
+    remote_id       text,
+    resolution      text,
+    supersedes      bigint,
+    superseded_by   bigint,
+    created_at      timestamptz NOT NULL,
+    synced_at       timestamptz,
+    removed_at      timestamptz,
+    archived_to     text,
+    CONSTRAINT denpyo_keys_pkey PRIMARY KEY (channel, key)
+);
+
+CREATE UNIQUE INDEX denpyo_keys_submission ON denpyo_keys (submission_id);
+CREATE UNIQUE INDEX denpyo_keys_idempotency_key ON denpyo_keys (idempotency_key);
+CREATE INDEX denpyo_keys_supersedes ON denpyo_keys (supersedes) WHERE supersedes IS NOT NULL;
+
+CREATE TABLE denpyo_removed_counts (
+    day        date   NOT NULL,
+    channel    text   NOT NULL,
+    status     text   NOT NULL,
+    error_kind text   NOT NULL,
+    n          bigint NOT NULL,
+    CONSTRAINT denpyo_removed_counts_pkey PRIMARY KEY (day, channel, status, error_kind)
+);
+
+-- The running counts of schemas 3 and 4. A statement-level trigger on the
+-- partitioned table sees the rows of every partition; dropping a partition fires
+-- nothing, so the drop subtracts its rows itself (`partition_drop`).
+CREATE TABLE denpyo_status_counts (
+    channel  text    NOT NULL,
+    status   text    NOT NULL,
+    n        bigint  NOT NULL,
+    kind     text    NOT NULL DEFAULT '',
+    resolved boolean NOT NULL DEFAULT false
+);
+
+CREATE FUNCTION denpyo_count_kind(status text, error_kind text, next_attempt_at timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN status <> 'failed' THEN ''
+        WHEN error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL THEN 'ambiguous_due'
+        WHEN error_kind = 'ambiguous' THEN 'ambiguous_held'
+        WHEN next_attempt_at IS NULL THEN 'exhausted'
+        ELSE 'retrying' END
+$$;
+
+CREATE FUNCTION denpyo_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
+    SELECT channel, status, denpyo_count_kind(status, error_kind, next_attempt_at),
+           resolution IS NOT NULL, COUNT(*)
+    FROM new_rows GROUP BY 1, 2, 3, 4;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION denpyo_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
+    SELECT channel, status, denpyo_count_kind(status, error_kind, next_attempt_at),
+           resolution IS NOT NULL, -COUNT(*)
+    FROM old_rows GROUP BY 1, 2, 3, 4;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION denpyo_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO denpyo_status_counts (channel, status, kind, resolved, n)
+    SELECT channel, status, kind, resolved, SUM(d) FROM (
+        SELECT channel, status, denpyo_count_kind(status, error_kind, next_attempt_at) AS kind,
+               resolution IS NOT NULL AS resolved, 1 AS d
+        FROM new_rows
+        UNION ALL
+        SELECT channel, status, denpyo_count_kind(status, error_kind, next_attempt_at),
+               resolution IS NOT NULL, -1
+        FROM old_rows
+    ) AS change
+    GROUP BY 1, 2, 3, 4
+    HAVING SUM(d) <> 0;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER denpyo_count_inserted AFTER INSERT ON denpyo_submissions
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION denpyo_count_inserted();
+
+CREATE TRIGGER denpyo_count_deleted AFTER DELETE ON denpyo_submissions
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION denpyo_count_deleted();
+
+CREATE TRIGGER denpyo_count_updated AFTER UPDATE ON denpyo_submissions
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION denpyo_count_updated();
+
+CREATE TABLE denpyo_outcome_minutes (
+    minute  timestamptz NOT NULL,
+    channel text        NOT NULL,
+    outcome text        NOT NULL,
+    n       bigint      NOT NULL,
+    PRIMARY KEY (minute, channel, outcome)
+);
+
+CREATE TABLE denpyo_outcome_cursor (
+    id            integer PRIMARY KEY CHECK (id = 1),
+    last_event_id bigint  NOT NULL
+);
+
+INSERT INTO denpyo_outcome_cursor (id, last_event_id) VALUES (1, 0);
+
+-- The partitions: pg_partman makes them (the interval comes from `migrate`), with
+-- the id read as nanoseconds since 1970, four intervals ahead, and a default one.
+CREATE TABLE denpyo_layout (
+    id        integer PRIMARY KEY CHECK (id = 1),
+    layout    text    NOT NULL CHECK (layout = 'partitioned'),
+    partition text    NOT NULL CHECK (partition IN ('daily', 'monthly'))
+);
+
+INSERT INTO denpyo_layout (id, layout, partition) VALUES (1, 'partitioned', '@partition@');
+
+DO $$
+DECLARE
+    partman text := (SELECT extnamespace::regnamespace::text FROM pg_extension
+                     WHERE extname = 'pg_partman');
+    every text := (SELECT partition FROM denpyo_layout);
+BEGIN
+    EXECUTE format(
+        'SELECT %I.create_parent(%L, ''id'', ''native'', %L, p_epoch := ''nanoseconds'', '
+        'p_premake := 4, p_jobmon := false)',
+        partman, current_schema() || '.denpyo_submissions', every);
+    EXECUTE format(
+        'SELECT %I.create_parent(%L, ''submission_id'', ''native'', %L, '
+        'p_epoch := ''nanoseconds'', p_premake := 4, p_jobmon := false)',
+        partman, current_schema() || '.denpyo_events', every);
+END $$;
+
+-- Dropping a partition (`PostgresStore.drop_partitions`), in three steps:
+-- 1. freeze it (and its events' twin): a trigger refuses every write to its rows, so
+--    that what step 2 reads stays true until the drop; taken under a short lock that
+--    waits for the writers already at work on it;
+-- 2. record its rows' keys and outcomes in denpyo_keys, and archive it (no lock
+--    held: the table works on meanwhile);
+-- 3. add its counts to the removed counts, take them off the running counts, and
+--    detach and drop both partitions, under a lock held for milliseconds.
+CREATE FUNCTION denpyo_frozen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'denpyo: % is being dropped by retention; its rows cannot change',
+        TG_TABLE_NAME USING ERRCODE = 'object_in_use';
+END $$;
+
+CREATE FUNCTION denpyo_partitions_of(parent regclass, from_id bigint, to_id bigint)
+RETURNS SETOF regclass LANGUAGE sql STABLE AS $$
+    SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = parent
+      AND pg_get_expr(c.relpartbound, c.oid) = format('FOR VALUES FROM (%L) TO (%L)', from_id, to_id)
+$$;
+
+CREATE FUNCTION denpyo_partition_freeze(from_id bigint, to_id bigint, frozen boolean)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    part regclass;
+    n integer := 0;
+BEGIN
+    FOR part IN
+        SELECT * FROM denpyo_partitions_of('denpyo_submissions', from_id, to_id)
+        UNION ALL SELECT * FROM denpyo_partitions_of('denpyo_events', from_id, to_id)
+    LOOP
+        IF frozen THEN
+            EXECUTE format('CREATE OR REPLACE TRIGGER denpyo_frozen BEFORE INSERT OR UPDATE '
+                           'OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION denpyo_frozen()', part);
+        ELSE
+            EXECUTE format('DROP TRIGGER IF EXISTS denpyo_frozen ON %s', part);
+        END IF;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+CREATE FUNCTION denpyo_partition_drop(from_id bigint, to_id bigint)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    part regclass;
+    n integer := 0;
+BEGIN
+    FOR part IN SELECT * FROM denpyo_partitions_of('denpyo_submissions', from_id, to_id) LOOP
+        EXECUTE format('ALTER TABLE denpyo_submissions DETACH PARTITION %s', part);
+        EXECUTE format('DROP TABLE %s', part);
+        n := n + 1;
+    END LOOP;
+    FOR part IN SELECT * FROM denpyo_partitions_of('denpyo_events', from_id, to_id) LOOP
+        EXECUTE format('ALTER TABLE denpyo_events DETACH PARTITION %s', part);
+        EXECUTE format('DROP TABLE %s', part);
+    END LOOP;
+    RETURN n;
+END $$;
+
+CREATE FUNCTION denpyo_partition_maintain() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    partman text := (SELECT extnamespace::regnamespace::text FROM pg_extension
+                     WHERE extname = 'pg_partman');
+BEGIN
+    EXECUTE format('SELECT %I.run_maintenance(%L, p_jobmon := false)',
+                   partman, current_schema() || '.denpyo_submissions');
+    EXECUTE format('SELECT %I.run_maintenance(%L, p_jobmon := false)',
+                   partman, current_schema() || '.denpyo_events');
+    RETURN true;
+END $$;
