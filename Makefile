@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all chaos lint docs bench services browser clean
+.PHONY: setup demo test test-partitions test-all chaos lint docs dist bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,17 @@ browser:  ## Debian's Chromium for the dashboard's browser tests (no browser dow
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=tests/acceptance/test_chaos.py
 	$(BIN)/python -m pytest -q tests/acceptance/test_chaos.py
+	$(MAKE) --no-print-directory test-partitions
+
+# The store's and the ledger's tests, and the short chaos run, once more on
+# PostgreSQL's partitioned layout (migrate --partitions daily).
+test-partitions: setup services
+	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
+		tests/integration/store tests/integration/ledger tests/integration/test_partitions.py \
+		tests/integration/test_operator.py tests/integration/test_double_send.py \
+		tests/integration/test_rules_sql.py
+	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q \
+		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
@@ -42,8 +53,15 @@ lint: setup  ## ruff and mypy, as CI would
 docs: setup  ## the documentation site (docs/, mkdocs.yml) into site/; warnings are errors
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~75 min)
+# The wheel needs no virtualenv: .venv's pip when it exists, else $(PYTHON)'s. A stale
+# build/ could put files since removed into the wheel: it goes first.
+dist:  ## the wheel, into dist/: pip install 'dist/denpyo-0.1.0-py3-none-any.whl[http]'
+	rm -rf build dist
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -m pip wheel --no-deps --wheel-dir dist .
+	rm -rf build
+
+bench: setup services  ## benchmarks against the peers; writes docs/benchmarks.md (~2 hours, the partitioned layout included)
 	$(BIN)/python bench/run.py $(BENCH_SIZES)
 
 clean:  ## remove the virtualenv, the tools' caches, site/ and any build output
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site build src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site build dist src/*.egg-info

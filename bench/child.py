@@ -398,7 +398,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     with denpyo.Ledger(db_url) as ledger:
         queries = ledger.store.queries
     record_params: dict[str, Any] = {
-        "channel": "inline", "attempts": 1, "ordering_key": None, "supersedes": None,
+        "channel": "inline", "ordering_key": None, "supersedes": None,
         "locked_by": "floor/1", "lease": 60.0, "actor": "floor/1", "detail": None,
     }  # fmt: skip
     if db_url.startswith("sqlite"):

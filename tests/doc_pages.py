@@ -4,7 +4,12 @@ comment just above it, which the site does not show: `<!-- recipe: payment -->`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,3 +38,74 @@ def named(page: str, marker: str) -> dict[str, str]:
 
 def read(page: str) -> str:
     return (DOCS / page).read_text()
+
+
+MARK = "@@@ command "
+
+
+def commands(code: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """The commands of a shell block, one a line (a line ending in a backslash goes
+    on with the next), without the comments and the lines that start with `skip`."""
+    found = []
+    for line in code.replace("\\\n", " ").splitlines():
+        command = line.split("  #")[0].strip()
+        if command and not command.startswith(("#", *skip)):
+            found.append(command)
+    return found
+
+
+def run_session(
+    folder: Path, steps: list[str], *, env: dict[str, str | None] | None = None,
+    end: str = "", timeout: float = 120,
+) -> list[tuple[str, str]]:  # fmt: skip
+    """Run `steps` in order in one bash in `folder`, as a reader pastes them; each
+    step with what it printed (stdout and stderr). `python`, `python3`, `denpyo` and
+    `uvicorn` are this interpreter's; `env` adds variables (None: unset). A step
+    left in the background (`… &`) writes to background.log instead, and one that
+    names `--port N` is waited for until N answers, as a reader waits for a server
+    to start. `end` runs after the last step, its output counted as the last
+    step's. Whatever still runs at the end, or
+    at `timeout`, is killed."""
+    lines = []
+    for n, step in enumerate(steps):
+        lines += [f"echo '{MARK}{n}'", step]
+        port = re.search(r"--port (\d+)", step)
+        if step.endswith("&"):
+            lines[-1] = f"{step[:-1].rstrip()} >>background.log 2>&1 &"
+            if port:
+                lines.append(
+                    f"until curl -s -o /dev/null localhost:{port.group(1)}; do sleep 0.1; done"
+                )
+    lines.append(end)
+    (folder / "session.sh").write_text("\n".join(lines) + "\n")
+    merged = {**os.environ, **(env or {})}
+    merged["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
+    proc = subprocess.Popen(
+        ["bash", "session.sh"], cwd=folder,
+        env={name: value for name, value in merged.items() if value is not None},
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    parts = re.split(rf"\n?{MARK}(\d+)\n", out)
+    assert len(parts) == 2 * len(steps) + 1, out
+    return [(steps[int(n)], text) for n, text in zip(parts[1::2], parts[2::2], strict=True)]
+
+
+def table_row(output: str, label: str) -> dict[str, int]:
+    """A row of a table `denpyo status` prints, by column name."""
+    header = re.search(r"^┃(.*)┃$", output, re.M)
+    row = re.search(rf"^│ {label} +│(.*)│$", output, re.M)
+    assert header is not None and row is not None, output
+    names = [cell.strip() for cell in header.group(1).split("┃")][1:]
+    return dict(zip(names, (int(cell) for cell in row.group(1).split("│")), strict=True))
+
+
+def summary(output: str, label: str) -> int:
+    """A line of the summary `denpyo reconcile` prints."""
+    found = re.search(rf"^│ {re.escape(label)} +│ +(\d+) │$", output, re.M)
+    assert found is not None, output
+    return int(found.group(1))

@@ -1,9 +1,10 @@
 """An order endpoint that writes the order and enqueues its invoice email in one
 transaction, with the worker running beside the app.
 
-    DATABASE_URL=postgresql://postgres@127.0.0.1/shop \\
-    MAIL_URL=http://127.0.0.1:8025/send \\
-    uvicorn app:app
+    uvicorn app:app           # on SQLite, ./shop.db; the mail API on :8025
+    DATABASE_URL=postgresql://postgres@127.0.0.1/shop uvicorn app:app
+    WORKER_IN_APP=0 uvicorn app:app     # the worker apart:
+    denpyo --app app:ledger worker
 
 `POST /orders {"order_id": "42", "email": "a@example.com", "amount": 1200}`
 commits both rows or neither: an order that fails validation after the email
@@ -26,8 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 import denpyo
 from denpyo.channels.http import HttpChannel
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1/shop")
+# By default, a file beside the app.
+DATABASE_URL = os.environ.get("DATABASE_URL", "sqlite:///shop.db")
 MAIL_URL = os.environ.get("MAIL_URL", "http://127.0.0.1:8025/send")
+# 0: the app only enqueues, and `denpyo --app app:ledger worker` sends, as a
+# process of its own (one or many, for any number of web processes).
+WORKER_IN_APP = os.environ.get("WORKER_IN_APP", "1") != "0"
 
 ledger = denpyo.Ledger(DATABASE_URL)
 mail = HttpChannel(url=MAIL_URL)
@@ -44,9 +49,22 @@ class Order(BaseModel):
     amount: int  # in cents
 
 
+ASYNC_DRIVERS = {
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "sqlite": "sqlite+aiosqlite",
+    "mysql": "mysql+aiomysql",
+    "mariadb": "mysql+aiomysql",
+}
+
+
 def async_url(url: str) -> str:
-    """The same database for SQLAlchemy's asyncpg dialect."""
-    return url.replace("postgresql://", "postgresql+asyncpg://", 1)
+    """The ledger's database as SQLAlchemy's asyncio drivers name it: asyncpg,
+    aiosqlite or aiomysql (the same file for SQLite: `sqlite:///shop.db` is
+    `sqlite+aiosqlite:///shop.db`). A driver not installed is an error naming
+    it when the engine is made (ModuleNotFoundError)."""
+    scheme, sep, rest = url.partition("://")
+    return f"{ASYNC_DRIVERS.get(scheme, scheme)}{sep}{rest}"
 
 
 @asynccontextmanager
@@ -58,12 +76,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
     ledger.migrate()
     app.state.engine = engine
-    worker = asyncio.create_task(ledger.awork())  # sends what the requests enqueue
+    # Sends what the requests enqueue; with WORKER_IN_APP=0, none here.
+    workers = [asyncio.create_task(ledger.awork())] if WORKER_IN_APP else []
     try:
         yield
     finally:
-        worker.cancel()
-        await asyncio.gather(worker, return_exceptions=True)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
         await engine.dispose()
         ledger.close()
 

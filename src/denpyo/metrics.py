@@ -96,10 +96,13 @@ class Metrics:
         return self
 
     def observe_call(self, record: CallRecord) -> None:
+        """Count one call and its duration (`Ledger.on_call`'s callback, set by
+        `attach`)."""
         self.calls.labels(record.channel, record.outcome).inc()
         self.duration.labels(record.channel).observe(record.seconds)
 
     def observe_alert(self, alert: Alert) -> None:
+        """Count one alert by channel and reason (`Ledger.on_alert`'s callback)."""
         channel = alert.submission.channel if alert.submission is not None else ""
         self.alerts.labels(channel, alert.reason).inc()
 

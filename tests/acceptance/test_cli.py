@@ -148,6 +148,18 @@ def test_every_command_has_help_with_an_example() -> None:
     assert "Exit codes" in top and "Example:" in top
 
 
+def test_the_dashboard_listens_on_a_port_of_its_own_by_default() -> None:
+    """Not 8000, where uvicorn serves an application by default."""
+    [port] = [p for p in main.commands["dashboard"].params if p.name == "port"]
+    assert port.default == 8470
+
+
+def test_the_commands_that_log_take_a_level() -> None:
+    for name in ("worker", "reconcile", "audit"):
+        options = {opt for p in main.commands[name].params for opt in p.opts}
+        assert {"-v", "--verbose", "--log-level"} <= options, name
+
+
 def test_migrate_and_sql(empty_url: str, backend: str) -> None:
     every = [version for version, _ in load_migrations("sqlite")]
     assert as_json(denpyo_cli("migrate", "--json", db=empty_url))["applied"] == every
@@ -591,7 +603,10 @@ def test_reconcile_with_app(db_url: str, app: tuple[dict[str, str], FakeProvider
         in_doubt(ledger, "lost", "idem-lost")
     with FakeProviderHttp(provider) as http:
         http.post("idem-arrived")
-    summary = as_json(denpyo_cli("reconcile", "--json", env=env))
+    logged = ok(denpyo_cli("reconcile", "--json", "-v", env=env))  # INFO: each pass, counted
+    assert "reconcile pass: 2 rows in doubt taken to verify (email 2)" in logged.stderr
+    assert "reconcile pass of 2 rows in doubt (email 2) done: synced 2" in logged.stderr
+    summary = as_json(logged)
     assert summary == {
         "due": 2, "checked": 2, "synced": 2, "failed": 0, "rejected": 0, "requesting": 0,
         "errors": 0, "in_doubt_after": 0,
@@ -600,8 +615,11 @@ def test_reconcile_with_app(db_url: str, app: tuple[dict[str, str], FakeProvider
     with denpyo.Ledger(db_url) as ledger:
         row = ledger.get_by_id(arrived)
         assert row is not None and row.remote_id == provider.accepted_ids_for("idem-arrived")[0]
-    again = ok(denpyo_cli("reconcile", env=env))
+    again = ok(denpyo_cli("reconcile", "--log-level", "debug", env=env))
     assert "checked" in again.stdout
+    assert "reconcile pass: no row in doubt is due" in again.stderr
+    quiet = ok(denpyo_cli("reconcile", env=env))  # WARNING: nothing to say
+    assert "reconcile pass" not in quiet.stderr
 
 
 def test_worker_runs_until_a_signal(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from doc_pages import named
+from doc_pages import named, summary
 
 PORT = 8765  # the fake provider's default, which the page's commands use
 
@@ -49,6 +49,12 @@ def test_the_fake_provider_session_runs_as_written(tmp_path: Path) -> None:
     assert said["python shop.py order:1"].strip() == "synced"
     assert "in doubt" in said["python shop.py order:2"]
     assert "order:2" in said["denpyo --app shop:ledger list --in-doubt"]
+    # the row is due once its back-off is over (the page's `sleep 1`): reconcile
+    # verified it, found it at the provider, and left nothing in doubt
+    reconciled = said["denpyo --app shop:ledger reconcile"]
+    assert summary(reconciled, "checked") == 1, reconciled
+    assert summary(reconciled, "synced (found at the provider, or resent)") == 1, reconciled
+    assert summary(reconciled, "in doubt now, all channels") == 0, reconciled
     stats = json.loads(said["curl -s localhost:8765/stats"])
     assert (stats["accepted"], stats["duplicates"]) == (2, 0), stats
 

@@ -1,8 +1,9 @@
 """The tutorial (docs/tutorial/crash-recovered.md), run as written: shop.py is
 written from the page's Python block, and every shell line of the page runs in
 order in one bash, in a fresh folder, with the provider on a free port instead of
-8765. The install lines are left out (this environment has `denpyo[http]`), and
-the provider is waited for once started, as a reader would.
+8765. The folder and install lines are left out (this environment has
+`denpyo[http]`), and the provider is waited for once started, as a reader would;
+the page's last line must stop it.
 
 Where the kill lands varies from run to run; the page says so, and shows one
 run's figures. What the page says holds in every run is checked here: the rows
@@ -11,29 +12,23 @@ once and settled, nothing is sent twice."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 from conftest import free_port
-from doc_pages import blocks
+from doc_pages import blocks, commands, run_session, summary, table_row
 
 PAGE = "tutorial/crash-recovered.md"
-SKIPPED = ("python -m venv", "pip install")
-MARK = "@@@ command "
+SKIPPED = ("mkdir shop", "python3 -m venv", "pip install")
+STOPPED = "@@@ provider ended: "
 
 
-def write_script(folder: Path, port: int) -> list[str]:
-    """Write the page's files and its shell lines (as one script, each line after a
-    marker) into `folder`; returns the commands, in order."""
-    commands: list[str] = []
-    lines = []
+def write_files(folder: Path, port: int) -> list[str]:
+    """Write the page's Python files into `folder`; returns its shell commands, in
+    order, with the provider on `port`."""
+    steps: list[str] = []
     for block in blocks(PAGE):
         code = block.code.replace("8765", str(port))
         if block.language == "python":
@@ -41,57 +36,14 @@ def write_script(folder: Path, port: int) -> list[str]:
             assert name is not None, code
             (folder / name.group(1)).write_text(code)
         elif block.language == "sh":
-            for line in code.splitlines():
-                command = line.split("  #")[0].strip()
-                if not command or command.startswith(("#", *SKIPPED)):
-                    continue
-                commands.append(command)
-                lines += [f"echo '{MARK}{len(commands) - 1}'", command]
-                if "denpyo.testing" in command and command.endswith("&"):
-                    lines.append(
-                        f"until curl -sf localhost:{port}/stats >/dev/null; do sleep 0.1; done"
-                    )
-    lines.append("kill $(jobs -p) 2>/dev/null; wait")  # the provider, started in the background
-    (folder / "tutorial.sh").write_text("\n".join(lines) + "\n")
-    return commands
-
-
-def run(folder: Path, commands: list[str]) -> list[tuple[str, str]]:
-    """Each command with what it printed (stdout and stderr)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.Popen(
-        ["bash", "tutorial.sh"], cwd=folder, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    parts = re.split(rf"\n?{MARK}(\d+)\n", out)
-    assert len(parts) == 2 * len(commands) + 1, out
-    return [(commands[int(i)], text) for i, text in zip(parts[1::2], parts[2::2], strict=True)]
-
-
-def table_row(output: str, label: str) -> dict[str, int]:
-    """A row of a table `denpyo status` prints, by column name."""
-    header = re.search(r"^┃(.*)┃$", output, re.M)
-    row = re.search(rf"^│ {label} +│(.*)│$", output, re.M)
-    assert header is not None and row is not None, output
-    names = [cell.strip() for cell in header.group(1).split("┃")][1:]
-    return dict(zip(names, (int(cell) for cell in row.group(1).split("│")), strict=True))
-
-
-def summary(output: str, label: str) -> int:
-    """A line of the summary `denpyo reconcile` prints."""
-    found = re.search(rf"^│ {re.escape(label)} +│ +(\d+) │$", output, re.M)
-    assert found is not None, output
-    return int(found.group(1))
+            steps += commands(code, SKIPPED)
+    return steps
 
 
 def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
-    commands = write_script(tmp_path, free_port())
-    outputs = run(tmp_path, commands)
+    steps = write_files(tmp_path, free_port())
+    # The page's `kill $PROVIDER` ended it: `wait` returns at once, with its status.
+    outputs = run_session(tmp_path, steps, end=f'wait $PROVIDER; echo "{STOPPED}$?"')
 
     def printed(prefix: str) -> list[str]:
         return [text for command, text in outputs if command.startswith(prefix)]
@@ -132,3 +84,8 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert events["attempt"] == 100 + in_doubt - arrived_unanswered
     [shown] = [b.code for b in blocks(PAGE) if b.language == "text"]
     assert {"synced|100", "created|100", "settle|100"} <= set(shown.split())
+
+    # 5. the provider stopped by the page's own last line: `wait` returned (the
+    # provider exits 0 on SIGTERM); had it run on, the script would not have ended
+    assert steps[-1] == "kill $PROVIDER", steps[-1]
+    assert f"{STOPPED}0" in outputs[-1][1], outputs[-1]

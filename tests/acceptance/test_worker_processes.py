@@ -267,6 +267,75 @@ def test_a_child_killed_with_sigkill_is_started_again_and_nothing_is_lost_or_dou
     assert sql("SELECT COUNT(*) FROM denpyo_submissions WHERE locked_by IS NOT NULL") == [(0,)]
 
 
+def denpyo_cli(db_url: str, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "denpyo.cli", "--db", db_url, *args],
+        env={**os.environ, "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=SLOW,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def calls_sent_on_the_chart(db_url: str) -> int:
+    """The dashboard's `sent`, every event folded."""
+    with denpyo.Ledger(db_url) as ledger:
+        while ledger.store.fold_outcomes(lag=0):
+            pass
+        return sum(n for _, outcome, n in ledger.store.outcomes_per_minute(1) if outcome == "sent")
+
+
+def test_a_worker_killed_mid_run_counts_as_attempts_exactly_the_calls_the_provider_received(
+    db_url: str,
+    backend: str,
+    app: Callable[[str, FakeProvider], dict[str, str]],
+    sql: Callable[[str], list[tuple[Any, ...]]],
+) -> None:
+    """A worker that claims ahead is killed with SIGKILL mid-run. Right after, the rows
+    it held show who held them, that the holder is gone and when their leases end; the
+    attempts counted are calls the provider received, never more (its rows claimed
+    ahead and never sent count nothing). Once another worker has verified and resent
+    them, every row's attempts is the number of requests the provider received for
+    its key, and the dashboard's `sent` is their sum."""
+    total = 300
+    enqueue(db_url, total)
+    with FakeProvider(honour_idempotency=False, latency=0.05) as provider:
+        env = {**app(db_url, provider), "TEST_LEASE": "8"}
+        args = ["--concurrency", "8", "--poll-interval", "0.05"]
+        first = Supervised(args, env)
+        wait_until(lambda: synced(sql) >= 30, "30 rows synced", first)
+        os.kill(first.proc.pid, signal.SIGKILL)
+        assert first.wait() == -signal.SIGKILL
+        counted = int(sql("SELECT SUM(attempts) FROM denpyo_submissions")[0][0])
+        assert counted <= provider.stats().requests  # no call counted that did not leave
+        held = sql(
+            "SELECT id FROM denpyo_submissions WHERE status = 'requesting' "
+            "AND locked_by IS NOT NULL ORDER BY id"
+        )
+        assert held, "the killed worker held rows (in flight, or claimed ahead)"
+        status = denpyo_cli(db_url, "status")
+        assert f"held {len(held)} of email by worker:" in status, status
+        assert ", holder gone; leases end in" in status, status
+        shown = denpyo_cli(db_url, "show", str(held[0][0]))
+        assert re.search(r"held by +worker:\S+, lease ends in \d+ s \(holder gone\)", shown), shown
+        listed = denpyo_cli(db_url, "list", "--status", "requesting", "--limit", "300")
+        assert "requesting held" in listed and "holder gone: worker:" in listed, listed
+
+        second = Supervised(args, env)
+        wait_until(lambda: synced(sql) == total, "every row synced", second)
+        assert second.stop(signal.SIGTERM) == 0, second.stderr
+        assert "(its process is gone); their leases end in" in second.stderr, second.stderr
+        assert "reconcile pass" in second.stderr, second.stderr
+        assert_each_call_once(provider, total)
+        requests = provider.accepted_keys()
+        rows = sql("SELECT idempotency_key, attempts FROM denpyo_submissions")
+        assert {key: attempts for key, attempts in rows} == requests
+        assert sum(attempts for _, attempts in rows) == provider.stats().requests == total
+    assert calls_sent_on_the_chart(db_url) == total
+
+
 def test_children_that_keep_dying_make_the_supervisor_give_up(
     tmp_path: Path, app: Callable[[str, FakeProvider], dict[str, str]]
 ) -> None:

@@ -31,7 +31,7 @@ def ids(ledger: denpyo.Ledger) -> dict[str, int]:
 
 @pytest.fixture
 def web(ledger: denpyo.Ledger) -> TestClient:
-    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8470")
     client.headers.update({"authorization": f"Bearer {TOKEN}", "x-denpyo-by": "script"})
     return client
 
@@ -103,6 +103,20 @@ def test_a_bulk_dry_run_changes_nothing(
     assert no_note.status_code == 400
 
 
+def test_a_row_shows_its_chain_of_resends_only_when_it_has_one(
+    web: TestClient, ids: dict[str, int]
+) -> None:
+    assert "<dt>resends</dt>" not in web.get(f"/submissions/{ids['rejected']}").text
+    resent = web.post(
+        f"/submissions/{ids['rejected']}/resend",
+        data={"note": "address fixed", "payload": "", "confirm": "yes"},
+        follow_redirects=False,
+    )
+    assert resent.status_code == 303, resent.text
+    page = web.get(f"/submissions/{ids['rejected']}").text
+    assert "<dt>resends</dt>" in page and "(none)" not in page
+
+
 def test_a_missing_row_is_404(web: TestClient) -> None:
     assert web.get("/submissions/999999").status_code == 404
 
@@ -112,7 +126,7 @@ def test_a_row_page_says_when_the_providers_idempotency_window_closes(
 ) -> None:
     ledger.channel("charge", idempotent=True, idempotency_window=86400)(lambda sub: "ch_1")
     sub = ledger.submit("charge", "order:1", {"amount": 5})
-    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+    client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8470")
     client.headers.update({"authorization": f"Bearer {TOKEN}"})
     page = client.get(f"/submissions/{sub.id}")
     assert page.status_code == 200
@@ -182,7 +196,7 @@ def test_an_unreachable_database_is_a_503_not_a_400(tmp_path: Any) -> None:
     is not, so 503 and the error page (never a 400 that blames the request)."""
     url = f"postgresql://denpyo@127.0.0.1:{free_port()}/nowhere?connect_timeout=2"
     with denpyo.Ledger(url) as ledger:
-        client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8000")
+        client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8470")
         client.headers.update({"authorization": f"Bearer {TOKEN}"})
         for path in ("/attention", "/submissions?status=failed", "/submissions/7"):
             answer = client.get(path)

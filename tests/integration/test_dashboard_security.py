@@ -18,7 +18,7 @@ from dashboard_seed import CARD, SCRIPT, seed
 from denpyo.web import Access, create_app
 
 TOKEN = "correct-horse-battery"
-ORIGIN = "http://127.0.0.1:8000"
+ORIGIN = "http://127.0.0.1:8470"
 PAGES = ["/", "/partials/overview", "/submissions", "/submissions/1", "/attention", "/metrics"]
 
 

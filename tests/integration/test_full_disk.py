@@ -148,7 +148,8 @@ def test_a_settle_refused_for_a_full_disk_is_verified_once_there_is_room(
 
     after_call = seen[0]
     assert after_call.status is Status.REQUESTING, "the outcome is not lost: still in flight"
-    assert after_call.attempts == 1 and after_call.remote_id is None
+    # the call is counted once its outcome is recorded (here, once verify finds it)
+    assert after_call.attempts == 0 and after_call.remote_id is None
     assert calls["send"] == 1, "never called again while the outcome cannot be recorded"
     # In doubt once its lease runs out, the row is verified about once per lease,
     # not at every poll.
@@ -160,6 +161,7 @@ def test_a_settle_refused_for_a_full_disk_is_verified_once_there_is_room(
     settled = ledger.get_by_id(sub.id)
     assert settled is not None
     assert settled.status is Status.SYNCED and settled.remote_id == REMOTE_ID
+    assert settled.attempts == 1
     assert any(
         e.detail == f"verify: delivered, remote id {REMOTE_ID}" for e in ledger.events(sub.id)
     )

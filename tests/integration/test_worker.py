@@ -409,4 +409,47 @@ def test_stop_gives_rows_being_verified_back_to_doubt_never_to_sending(
     sub = ledger.get("c", "k")
     assert report.released == 1 and calls == []
     assert sub is not None and sub.status is Status.REQUESTING and sub.in_doubt
-    assert sub.attempts == 1 and sub.locked_by is None
+    assert sub.attempts == 0 and sub.locked_by is None  # no call of it was known to start
+
+
+def test_a_verify_that_cannot_tell_waits_longer_each_time_with_one_alert_and_one_line(
+    ledger: denpyo.Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The provider's lookup keeps answering 503: the row stays in doubt, asked again
+    after ever longer waits, with one `in_doubt` alert and one history line for the
+    state, however often it is asked; the worker's report counts the one call's
+    outcome once, and the verifies apart from it."""
+    verifies: list[int] = []
+    alerts: list[denpyo.Alert] = []
+    ledger.on_alert(alerts.append)
+    initial = 0.05
+    backoff = denpyo.Backoff(initial=initial, maximum=60, jitter=0)
+
+    def timed_out(sub: Submission) -> str:
+        raise TimeoutError("read timed out")  # it may have arrived: in doubt
+
+    def lookup(sub: Submission) -> denpyo.Verdict:
+        verifies.append(sub.id)
+        return denpyo.Unknown("lookup answered 503")
+
+    ledger.channel("c", verify=lookup, backoff=backoff)(timed_out)
+    sub = ledger.enqueue("c", "k", {})
+    caplog.set_level("INFO", logger="denpyo.worker")
+    report = run_until(lambda: Worker(ledger, poll_interval=0.01), lambda w: len(verifies) >= 5)
+
+    row = ledger.get_by_id(sub.id)
+    assert row is not None and row.status is Status.FAILED and row.in_doubt
+    assert row.attempts == 1  # the one call
+    verify_lines = [e for e in ledger.events(sub.id) if e.kind == "verify"]
+    assert [e.detail for e in verify_lines] == ["verify: unknown (lookup answered 503)"]
+    assert [(a.reason, a.submission.id if a.submission else None) for a in alerts] == [
+        ("in_doubt", sub.id)
+    ]
+    # Each wait is initial + the time the row has been in doubt in this state, and each
+    # question came no earlier than the wait before it: after four, at least 16 × initial.
+    assert row.next_attempt_at is not None and row.updated_at is not None
+    assert (row.next_attempt_at - row.updated_at).total_seconds() >= 16 * initial - 0.01
+    assert report.outcomes == Counter(failed=1)  # calls, not verifies
+    assert report.reconciled >= 5 and report.verified.total() == report.reconciled
+    assert set(report.verified) <= {"failed", "given back"}
+    assert "reconcile pass: 1 rows in doubt taken to verify (c 1)" in caplog.text

@@ -23,6 +23,19 @@ def test_backoff_jitter_stays_within_range() -> None:
     assert len(set(draws)) > 100
 
 
+def test_waits_counted_from_time_grow_as_the_back_off_does() -> None:
+    """A question left unanswered: each wait run in full adds to what has elapsed, so the
+    next is `multiplier` times longer, capped, as `delay` after 1, 2, 3… tries."""
+    elapsed, waits = 0.0, []
+    for _ in range(8):
+        waits.append(NO_JITTER.delay_after(elapsed))
+        elapsed += waits[-1]
+    assert waits == [NO_JITTER.delay(n) for n in range(1, 9)] == [2, 4, 8, 16, 32, 64, 100, 100]
+    jittered = Backoff(initial=10, maximum=1000, jitter=0.5)
+    rng = random.Random(1)
+    assert all(10 <= jittered.delay_after(10, rng=rng) <= 20 for _ in range(100))
+
+
 def test_retry_after_is_a_floor_within_maximum() -> None:
     assert NO_JITTER.delay(1, retry_after=30) == 30
     assert NO_JITTER.delay(1, retry_after=10_000) == 100

@@ -51,3 +51,28 @@ def test_every_command_and_option_of_the_command_line_is_documented() -> None:
                 if option.startswith("--"):
                     named = re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", said)
                     assert named, f"`{words} {option}` is not in docs/guide/cli.md"
+
+
+def test_the_upgrade_page_names_every_migration() -> None:
+    """Each migration a database has is a row of docs/how-to/upgrading.md (`0002
+    claim indexes`), so that a new one comes with what it does to a big table."""
+    page = (ROOT / "docs" / "how-to" / "upgrading.md").read_text()
+    for dialect in DIALECTS:
+        for migration in (ROOT / "src/denpyo/store/migrations" / dialect).glob("*.sql"):
+            number, _, name = migration.stem.partition("_")
+            assert f"| {number} {name.replace('_', ' ')} |" in page, migration
+
+
+def test_no_page_says_plain_status_exits_1() -> None:
+    """Only `status --check` exits 1 when a person is needed: a health check copied
+    from a page that says `denpyo status` does would never fire."""
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for line in page.read_text().splitlines():
+            if re.search(r"\bstatus\b(?! --check).*exits? 1|exits? 1.*`denpyo status`", line):
+                raise AssertionError(f"{page.relative_to(ROOT)}: {line.strip()}")
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        assert f": {page.relative_to(ROOT / 'docs')}\n" in nav, f"{page} is in no menu"

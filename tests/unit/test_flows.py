@@ -21,7 +21,7 @@ from denpyo.domain.alert import Alert
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.moves import Move, Settle
 from denpyo.domain.status import ErrorKind, Status
-from denpyo.domain.submission import Submission
+from denpyo.domain.submission import Event, Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
@@ -119,9 +119,21 @@ def row(**fields: Any) -> Submission:
     return Submission(**{**base, **fields})
 
 
-SENDING = row(attempts=1, locked_by="app/1")  # recorded and held by this process's first hold
-IN_DOUBT = row(attempts=1, locked_by="gone/1", in_doubt=True)  # a sender's lease ran out
+SENDING = row(locked_by="app/1")  # recorded and held by this process's first hold
+IN_DOUBT = row(locked_by="gone/1", in_doubt=True)  # a sender's lease ran out
 TRANSIENT = row(status=Status.FAILED, attempts=1, error_kind=ErrorKind.TRANSIENT)
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def event(kind: str, attempt: int, status: Status = Status.REQUESTING, ago: float = 60) -> Event:
+    """One line of row 1's history, `ago` seconds before NOW; its move keeps `status`."""
+    at = NOW - timedelta(seconds=ago)
+    return Event(0, 1, at, kind, status, status, attempt, "gone/1")
+
+
+HELD_ONCE = ([event("attempt", 1)], NOW)
+"""A row's history and the clock, as a reconciler reads them (`Store.history`): one hold
+to send it, whose sender never settled it."""
 
 
 @pytest.fixture
@@ -207,7 +219,7 @@ def test_a_call_that_raises_is_settled_by_its_error(
 def test_submit_behind_an_open_row_of_its_ordering_key_gives_the_row_back_unsent(
     flows: Flows, store: Mock
 ) -> None:
-    held = row(attempts=1, locked_by="app/1", ordering_key="customer:a")
+    held = row(locked_by="app/1", ordering_key="customer:a")
     released = row(ordering_key="customer:a")
     value, (_, waits, give_back) = drive(
         flows.submit(PLAIN, NEW),
@@ -223,7 +235,7 @@ def test_submit_behind_an_open_row_of_its_ordering_key_gives_the_row_back_unsent
 def test_submit_whose_ordering_key_has_nothing_open_before_it_is_sent(
     flows: Flows, store: Mock
 ) -> None:
-    held = row(attempts=1, locked_by="app/1", ordering_key="customer:a")
+    held = row(locked_by="app/1", ordering_key="customer:a")
     synced = row(status=Status.SYNCED, attempts=1, ordering_key="customer:a")
     value, _ = drive(
         flows.submit(PLAIN, NEW),
@@ -239,7 +251,7 @@ def test_a_call_that_could_not_start_within_its_lease_gives_the_row_back(
     flows: Flows, store: Mock
 ) -> None:
     """The runner found this process's lease past its deadline and never started the
-    call: the attempt is undone, the row due again at once."""
+    call: nothing is counted, the row due again at once."""
     released = row()
     value, (_, _, give_back) = drive(
         flows.submit(PLAIN, NEW),
@@ -250,7 +262,7 @@ def test_a_call_that_could_not_start_within_its_lease_gives_the_row_back(
     assert value is released
     move = change(give_back)
     assert move == Move.release(1, "app/1", "not sent: c:k: the lease may have run out")
-    assert (move.attempt_delta, move.retry_in, move.holder) == (-1, 0, "app/1")
+    assert (move.attempt_delta, move.retry_in, move.holder) == (0, 0, "app/1")
 
 
 def test_a_give_back_that_loses_its_compare_and_set_reads_the_row_again(
@@ -384,20 +396,22 @@ def test_a_next_attempt_that_loses_its_compare_and_set_reads_the_row_again(
 
 def verifying(**fields: Any) -> Submission:
     """The in-doubt row once this process took it to verify: held by `app/2`."""
-    return row(**{"attempts": 1, "locked_by": "app/2", **fields})
+    return row(**{"locked_by": "app/2", **fields})
 
 
 def test_submit_of_an_in_doubt_key_verifies_it_first_and_syncs_it_when_delivered(
     flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
     synced = row(status=Status.SYNCED, attempts=1, remote_id="r-9")
-    value, (_, take, check, verified) = drive(
+    value, (_, take, check, read, verified) = drive(
         flows.submit(VERIFIED, NEW),
         (store.record, (IN_DOUBT, False)),
         (Move, [verifying()]),
         (Check, Delivered("r-9")),
+        (store.history, HELD_ONCE),
         (Move, [synced]),
     )
+    assert asked(read) == (1,)
     assert value is synced and told == []
     assert change(take) == Move.take_to_verify(IN_DOUBT, "app/2", 60.0)
     assert change(take).holder is None  # the lease ran out: nobody holds it
@@ -416,13 +430,14 @@ def test_submit_of_an_in_doubt_key_not_delivered_sends_it_again_under_its_key(
 ) -> None:
     """The resend is a `Move.start_attempt` from the hold taken to verify, under a new
     holder; its lease is the verify's own, renewed."""
-    resent = verifying(attempts=2, locked_by="app/3")
-    synced = row(status=Status.SYNCED, attempts=2, remote_id="r-2")
-    value, (_, _, check, start, call, settle) = drive(
+    resent = verifying(locked_by="app/3")
+    synced = row(status=Status.SYNCED, attempts=1, remote_id="r-2")
+    value, (_, _, check, _, start, call, settle) = drive(
         flows.submit(VERIFIED, NEW),
         (store.record, (IN_DOUBT, False)),
         (Move, [verifying()]),
         (Check, NotDelivered()),
+        (store.history, HELD_ONCE),
         (Move, [resent]),
         (Call, CallResult("r-2")),
         (Settle, [synced]),
@@ -437,17 +452,20 @@ def test_submit_of_an_in_doubt_key_not_delivered_sends_it_again_under_its_key(
 def test_submit_of_an_in_doubt_key_verify_cannot_tell_stays_in_doubt_with_an_alert(
     flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
-    still = row(attempts=1, in_doubt=True)
+    still = row(in_doubt=True)
     value, (*_, held) = drive(
         flows.submit(VERIFIED, NEW),
         (store.record, (IN_DOUBT, False)),
         (Move, [verifying()]),
         (Check, Unknown("lookup said 503")),
+        (store.history, HELD_ONCE),
         (Move, [still]),
     )
     assert value is still
     move = change(held)
-    assert move == Move.still_in_doubt(verifying(), "app", 2.0, "verify: unknown (lookup said 503)")
+    note = "verify: unknown (lookup said 503)"
+    assert move == Move.still_in_doubt(verifying(), "app", 2.0, note, again=False)
+    assert move.event == "verify"  # the first time in this state: one history line
     assert (move.lease, move.holder) == (0, "app/2")  # an expired lease: in doubt again
     assert [(a.reason, a.submission) for a in told] == [("in_doubt", still)]
     assert "verify could not tell (lookup said 503)" in told[0].message
@@ -492,11 +510,14 @@ def test_a_take_to_verify_that_loses_reads_the_row_again_and_follows_its_resolut
 # -- reconcile: a row this process holds to verify --------------------------------------
 
 
-def test_reconcile_marks_a_delivered_row_synced(flows: Flows) -> None:
-    ambiguous = verifying(status=Status.FAILED, error_kind=ErrorKind.AMBIGUOUS)
+def test_reconcile_marks_a_delivered_row_synced(flows: Flows, store: Mock) -> None:
+    ambiguous = verifying(status=Status.FAILED, attempts=1, error_kind=ErrorKind.AMBIGUOUS)
     synced = row(status=Status.SYNCED, attempts=1)
-    value, (check, verified) = drive(
-        flows.reconcile(VERIFIED, ambiguous), (Check, Delivered()), (Move, [synced])
+    value, (check, _, verified) = drive(
+        flows.reconcile(VERIFIED, ambiguous),
+        (Check, Delivered()),
+        (store.history, HELD_ONCE),
+        (Move, [synced]),
     )
     assert value is synced and sent(check) is ambiguous
     move = change(verified)
@@ -509,12 +530,15 @@ def test_reconcile_marks_a_delivered_row_synced(flows: Flows) -> None:
 
 
 def test_reconcile_gives_up_a_row_not_delivered_once_its_attempts_are_exhausted(
-    flows: Flows, told: list[Alert]
+    flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
     last = verifying(attempts=3)
     failed = row(status=Status.FAILED, attempts=3, error_kind=ErrorKind.TRANSIENT)
-    value, (_, given_up) = drive(
-        flows.reconcile(VERIFIED, last), (Check, NotDelivered()), (Move, [failed])
+    value, (_, _, given_up) = drive(
+        flows.reconcile(VERIFIED, last),
+        (Check, NotDelivered()),
+        (store.history, HELD_ONCE),
+        (Move, [failed]),
     )
     assert value is failed
     note = "verify: not delivered; attempts exhausted"
@@ -526,10 +550,11 @@ def test_reconcile_of_an_idempotent_channel_without_verify_sends_again(
     flows: Flows, store: Mock
 ) -> None:
     """No verify and no idempotency window: the provider deduplicates by the key."""
-    resent = verifying(attempts=2, locked_by="app/1")
-    synced = row(status=Status.SYNCED, attempts=2)
-    value, (start, _, _) = drive(
+    resent = verifying(locked_by="app/1")
+    synced = row(status=Status.SYNCED, attempts=1)
+    value, (_, start, _, _) = drive(
         flows.reconcile(IDEMPOTENT, verifying()),
+        (store.history, HELD_ONCE),
         (Move, [resent]),
         (Call, CallResult("r-2")),
         (Settle, [synced]),
@@ -540,11 +565,13 @@ def test_reconcile_of_an_idempotent_channel_without_verify_sends_again(
 
 
 def test_reconcile_of_an_idempotent_channel_gives_up_once_attempts_are_exhausted(
-    flows: Flows, told: list[Alert]
+    flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
     last = verifying(attempts=3)
     failed = row(status=Status.FAILED, attempts=3, error_kind=ErrorKind.AMBIGUOUS)
-    value, (given_up,) = drive(flows.reconcile(IDEMPOTENT, last), (Move, [failed]))
+    value, (_, given_up) = drive(
+        flows.reconcile(IDEMPOTENT, last), (store.history, HELD_ONCE), (Move, [failed])
+    )
     assert value is failed
     move = change(given_up)
     assert (move.to_status, move.error_kind) == (Status.FAILED, ErrorKind.AMBIGUOUS)
@@ -552,14 +579,15 @@ def test_reconcile_of_an_idempotent_channel_gives_up_once_attempts_are_exhausted
 
 
 FIRST = datetime(2026, 1, 1, tzinfo=UTC)
+FIRST_HOLD = Event(0, 1, FIRST, "attempt", Status.REQUESTING, Status.REQUESTING, 1, "gone/1")
 
 
 def test_reconcile_resends_while_the_idempotency_window_is_open(flows: Flows, store: Mock) -> None:
-    resent = verifying(attempts=2, locked_by="app/1")
-    synced = row(status=Status.SYNCED, attempts=2)
+    resent = verifying(locked_by="app/1")
+    synced = row(status=Status.SYNCED, attempts=1)
     value, (window, start, _, _) = drive(
         flows.reconcile(WINDOWED, verifying()),
-        (store.first_attempt_at, (FIRST, FIRST + timedelta(minutes=5))),
+        (store.history, ([FIRST_HOLD], FIRST + timedelta(minutes=5))),
         (Move, [resent]),
         (Call, CallResult("r-2")),
         (Settle, [synced]),
@@ -572,24 +600,26 @@ def test_reconcile_asks_a_person_once_the_idempotency_window_has_closed(
     flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
     """The provider may have forgotten the key: a resend could act twice."""
-    held = row(attempts=1, in_doubt=True)
+    held = row(in_doubt=True)
     value, (_, hold) = drive(
         flows.reconcile(WINDOWED, verifying()),
-        (store.first_attempt_at, (FIRST, FIRST + timedelta(hours=2))),
+        (store.history, ([FIRST_HOLD], FIRST + timedelta(hours=2))),
         (Move, [held]),
     )
     assert value is held
     note = "idempotency window closed: held for a person"
-    assert change(hold) == Move.still_in_doubt(verifying(), "app", None, note)
+    assert change(hold) == Move.still_in_doubt(verifying(), "app", None, note, again=False)
     assert [(a.reason, a.submission) for a in told] == [("in_doubt", held)]
 
 
 def test_reconcile_without_verify_or_idempotency_asks_a_person(
-    flows: Flows, told: list[Alert]
+    flows: Flows, store: Mock, told: list[Alert]
 ) -> None:
-    ambiguous = verifying(status=Status.FAILED, error_kind=ErrorKind.AMBIGUOUS)
+    ambiguous = verifying(status=Status.FAILED, attempts=1, error_kind=ErrorKind.AMBIGUOUS)
     held = row(status=Status.FAILED, attempts=1, error_kind=ErrorKind.AMBIGUOUS)
-    value, (hold,) = drive(flows.reconcile(PLAIN, ambiguous), (Move, [held]))
+    value, (_, hold) = drive(
+        flows.reconcile(PLAIN, ambiguous), (store.history, HELD_ONCE), (Move, [held])
+    )
     assert value is held
     move = change(hold)
     assert (move.to_status, move.retry_in, move.lease) == (Status.FAILED, None, None)
@@ -603,7 +633,50 @@ def test_a_verdict_whose_move_loses_reads_the_row_again_and_tells_nobody(
     value, _ = drive(
         flows.reconcile(VERIFIED, verifying()),
         (Check, Unknown()),
+        (store.history, HELD_ONCE),
         (Move, [None]),
         (store.get, theirs),
     )
     assert value is theirs and told == []
+
+
+def test_a_row_verify_still_cannot_tell_is_asked_later_with_no_new_line_nor_alert(
+    flows: Flows, store: Mock, told: list[Alert]
+) -> None:
+    """Kept in doubt in this state 30 s ago (its history ends with that one `verify`
+    line): no second line, no second alert, and the next question waits longer than
+    the first did (2 s): initial + (multiplier − 1) × 30 s."""
+    kept = event("verify", 0, ago=30)
+    still = row(in_doubt=True)
+    value, (_, read, held) = drive(
+        flows.reconcile(VERIFIED, verifying()),
+        (Check, Unknown("lookup said 503")),
+        (store.history, ([event("attempt", 1, ago=90), kept], NOW)),
+        (Move, [still]),
+    )
+    assert value is still and told == [] and asked(read) == (1,)
+    move = change(held)
+    assert move == Move.still_in_doubt(
+        verifying(), "app", 32.0, "verify: unknown (lookup said 503)", again=True
+    )
+    assert move.event is None and move.retry_in == 32.0
+
+
+def test_holds_whose_sender_died_count_toward_exhaustion(
+    flows: Flows, store: Mock, told: list[Alert]
+) -> None:
+    """Three holds to send it, none settled (its sender died each time): no attempt is
+    counted, yet a row not delivered is given up once the holds reach `max_attempts`,
+    instead of being resent for ever."""
+    holds = [event("attempt", 1, ago=ago) for ago in (300, 200, 100)]
+    failed = row(status=Status.FAILED, error_kind=ErrorKind.TRANSIENT)
+    value, (*_, given_up) = drive(
+        flows.reconcile(VERIFIED, verifying()),
+        (Check, NotDelivered()),
+        (store.history, (holds, NOW)),
+        (Move, [failed]),
+    )
+    assert value is failed
+    note = "verify: not delivered; attempts exhausted"
+    assert change(given_up) == Move.verified_given_up(verifying(), "app", ErrorKind.TRANSIENT, note)
+    assert [a.reason for a in told] == ["exhausted"]

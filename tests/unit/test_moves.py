@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from denpyo import InvalidInput, Status, Submission, TransitionNotAllowed
-from denpyo.domain.moves import Move, Settle
+from denpyo.domain.moves import Move, Settle, event_attempt
 from denpyo.domain.policy import AttemptDecision
 from denpyo.domain.status import ErrorKind
 
@@ -34,9 +34,10 @@ def effect(move: Move) -> tuple[Any, ...]:
 
 
 def test_a_claim_to_send_starts_an_attempt_and_a_claim_to_verify_keeps_the_status() -> None:
+    """Neither counts an attempt: a claimed row's call may never start."""
     send = Move.claim(7, Status.FAILED, "w/2", 30.0, verify=False)
     assert effect(send) == (7, Status.FAILED, Status.REQUESTING, None, "attempt",
-                            "w/2", 30.0, 1, None, True)  # fmt: skip
+                            "w/2", 30.0, 0, None, True)  # fmt: skip
     verify = Move.claim(7, Status.FAILED, "w/2", 30.0, verify=True)
     assert effect(verify) == (7, Status.FAILED, Status.FAILED, None, None,
                               "w/2", 30.0, 0, None, True)  # fmt: skip
@@ -56,17 +57,23 @@ def test_start_attempt_holds_the_row_anew_for_its_next_attempt(
     sub: Submission, holder: str | None
 ) -> None:
     """From a row nobody holds (a failed row resubmitted) or from the holder's own
-    (a row held to verify, resent): always a fresh holder."""
+    (a row held to verify, resent): always a fresh holder; counted once its call
+    started, by its settle."""
     move = Move.start_attempt(sub, "app/3", 60.0, "resubmitted", holder)
     assert effect(move) == (7, sub.status, Status.REQUESTING, holder, "attempt",
-                            "app/3", 60.0, 1, None, True)  # fmt: skip
+                            "app/3", 60.0, 0, None, True)  # fmt: skip
     assert (move.actor, move.detail, move.row) == ("app/3", "resubmitted", sub)
 
 
 def test_verified_delivered_syncs_the_row_and_names_the_remote_id_found() -> None:
+    """A `requesting` row's call, cut short before its settle, is counted now that it
+    is found to have arrived; a failed row's was counted by its settle."""
     move = Move.verified_delivered(HELD, "app", "r-9", "verify: delivered")
     assert effect(move) == (7, Status.REQUESTING, Status.SYNCED, "w/1", "verify",
-                            None, None, 0, None, False)  # fmt: skip
+                            None, None, 1, None, False)  # fmt: skip
+    failed = Move.verified_delivered(row(Status.FAILED, attempts=1, locked_by="w/1"),
+                                     "app", "r-9", "verify: delivered")  # fmt: skip
+    assert failed.attempt_delta == 0
     assert (move.remote_id, move.detail) == ("r-9", "verify: delivered, remote id r-9")
     unnamed = Move.verified_delivered(HELD, "app", None, "verify: delivered")
     assert (unnamed.remote_id, unnamed.detail) == (None, "verify: delivered")
@@ -82,17 +89,25 @@ def test_verified_given_up_fails_the_row_with_no_next_step() -> None:
 
 
 def test_still_in_doubt_keeps_a_requesting_row_recognisable_by_an_expired_lease() -> None:
-    requesting = Move.still_in_doubt(HELD, "app", 8.0, "verify: unknown")
+    requesting = Move.still_in_doubt(HELD, "app", 8.0, "verify: unknown", again=False)
     assert effect(requesting) == (7, Status.REQUESTING, Status.REQUESTING, "w/1", "verify",
                                   None, 0, 0, 8.0, True)  # fmt: skip
-    failed = Move.still_in_doubt(row(Status.FAILED, locked_by="w/1"), "app", None, "a person")
+    failed = Move.still_in_doubt(row(Status.FAILED, locked_by="w/1"), "app", None, "a person",
+                                 again=False)  # fmt: skip
     assert (failed.lease, failed.retry_in, failed.to_status) == (None, None, Status.FAILED)
 
 
-def test_release_undoes_the_attempt_and_release_to_doubt_keeps_it() -> None:
+def test_still_in_doubt_again_writes_no_second_history_line() -> None:
+    again = Move.still_in_doubt(HELD, "app", 16.0, "verify: unknown", again=True)
+    assert effect(again) == (7, Status.REQUESTING, Status.REQUESTING, "w/1", None,
+                             None, 0, 0, 16.0, True)  # fmt: skip
+
+
+def test_release_and_release_to_doubt_count_nothing() -> None:
+    """A row given back unsent had no attempt counted: none to undo."""
     release = Move.release(7, "w/1", "not sent: lease run out")
     assert effect(release) == (7, Status.REQUESTING, Status.REQUESTING, "w/1", "released",
-                               None, None, -1, 0, True)  # fmt: skip
+                               None, None, 0, 0, True)  # fmt: skip
     assert release.detail == "not sent: lease run out"
     to_doubt = Move.release_to_doubt(7, Status.REQUESTING, "w/1")
     assert effect(to_doubt) == (7, Status.REQUESTING, Status.REQUESTING, "w/1", None,
@@ -216,12 +231,20 @@ def test_a_settle_ends_an_attempt_held_by_its_holder() -> None:
     ids=["synced", "transient", "rejected", "ambiguous"],
 )
 def test_a_settle_is_the_same_change_as_its_general_move(decided: AttemptDecision) -> None:
-    """What the store's settle statements are checked against."""
+    """What the store's settle statements are checked against: it counts the call."""
     settle = Settle.of(HELD, "app", decided, 12)
     move = settle.as_move()
     assert move == Move(7, Status.REQUESTING, decided.status, "app", holder="w/1",
-                        event="settle", retry_in=decided.retry_in, remote_id=decided.remote_id,
+                        event="settle", attempt_delta=1, retry_in=decided.retry_in,
+                        remote_id=decided.remote_id,
                         error_kind=decided.error_kind, last_error=decided.last_error,
                         detail=decided.last_error or decided.remote_id,
                         duration_ms=12)  # fmt: skip
     assert move.row is HELD and not move.keep_error and move.new_holder is None
+
+
+def test_an_attempt_event_names_the_attempt_its_call_takes_if_it_starts() -> None:
+    """A hold to send (an `attempt` event) counts nothing yet: it names the number its
+    call takes; every other event, the row's count after it."""
+    assert event_attempt("attempt", 0) == 1
+    assert (event_attempt("settle", 1), event_attempt("verify", 2)) == (1, 2)

@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from denpyo.cli import render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.app import (
+    EXIT_ATTENTION,
+    Env,
+    fail,
+    full_option,
+    json_option,
+    log_options,
+    main,
+    pass_env,
+)
 from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.limits import decode_payload
@@ -182,14 +191,16 @@ def read_payload(text: str) -> Any:
 
 @main.command()
 @json_option
+@log_options(logging.WARNING)
 @pass_env
-def reconcile(env: Env, as_json: bool) -> None:
+def reconcile(env: Env, as_json: bool, log_level: int) -> None:
     """One pass over the rows in doubt: ask the provider (verify), then settle,
     resend (never arrived) or hold for a person. Needs --app (the channels).
 
     Example: denpyo --app myapp.ledger:ledger reconcile
+    Example: denpyo --app myapp.ledger:ledger reconcile -v    # and log the pass
     """
-    _log_to_stderr(logging.WARNING)
+    _log_to_stderr(log_level)
     ledger = env.require_channels("reconcile")  # before the progress bar draws anything
     if as_json:
         summary = op.reconcile(ledger)
@@ -223,6 +234,7 @@ def reconcile(env: Env, as_json: bool) -> None:
 )
 @click.option("--until", metavar="WHEN", help="End of the window (same forms); default now.")
 @json_option
+@log_options(logging.WARNING)
 @pass_env
 @click.pass_context
 def audit(
@@ -232,6 +244,7 @@ def audit(
     since: str | None,
     until: str | None,
     as_json: bool,
+    log_level: int,
 ) -> None:
     """Compare the ledger with the provider's own records (the channel's list_remote)
     and list each discrepancy with its row: accepted by the provider but not synced,
@@ -243,7 +256,7 @@ def audit(
     Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 2024-05-01 \\
              --until 2024-05-02 --json | jq '.discrepancies[].submission_id'
     """
-    _log_to_stderr(logging.WARNING)
+    _log_to_stderr(log_level)
     ledger = env.ledger
     op.require_channels(ledger, "audit")
     if as_json:
@@ -312,6 +325,7 @@ def audit(
     "supervisor that restarts those that die; with --metrics-port P, process i "
     "serves on P+i.",
 )
+@log_options(logging.INFO)
 @pass_env
 @click.pass_context
 def worker(
@@ -323,6 +337,7 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     processes: int,
+    log_level: int,
 ) -> None:
     """Send, retry and reconcile until SIGINT or SIGTERM; then stop claiming, give
     back rows not yet started, let the calls in flight finish (up to --grace
@@ -337,11 +352,12 @@ def worker(
     Example: denpyo --app myapp.ledger:ledger worker --concurrency 32
     Example: denpyo --app myapp.ledger:ledger worker --metrics-port 9464
     Example: denpyo --app myapp.ledger:ledger worker --processes 4 --metrics-port 9464
+    Example: denpyo --app myapp.ledger:ledger worker -v    # DEBUG: each claim and pass
     """
     settings = WorkerSettings(concurrency, poll_interval, grace)  # refused before any start
     if processes > 1:
-        ctx.exit(_supervise(env, processes, settings, metrics_port, metrics_host))
-    _log_to_stderr(logging.INFO)
+        ctx.exit(_supervise(env, processes, settings, metrics_port, metrics_host, log_level))
+    _log_to_stderr(log_level)
     ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
     server = None
@@ -365,11 +381,7 @@ def worker(
         if server is not None:
             server.shutdown()
             server.server_close()
-    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
-    render.err.print(
-        f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
-        f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
-    )
+    render.err.print(f"worker stopped: {report.summary()}")
 
 
 def _supervise(
@@ -378,6 +390,7 @@ def _supervise(
     settings: WorkerSettings,
     metrics_port: int | None,
     metrics_host: str,
+    log_level: int,
 ) -> int:
     """`worker --processes N`: the children's command lines, and their supervisor."""
     from denpyo.cli.processes import Supervisor, worker_command
@@ -392,6 +405,7 @@ def _supervise(
         "--poll-interval", repr(settings.poll_interval),
         "--grace", repr(settings.grace),
         "--metrics-host", metrics_host,
+        "--log-level", logging.getLevelName(log_level),
     ]  # fmt: skip
     commands = [
         worker_command(

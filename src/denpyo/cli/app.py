@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -227,6 +229,38 @@ def fail(message: str) -> NoReturn:
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_options(default: int) -> Callable[[F], F]:
+    """`-v` (repeat it) and `--log-level`, for a command that logs what the engine
+    does (docs/guide/logging.md): the command receives `log_level`, the level asked
+    for, else `default` lowered one step per `-v`."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(*args: Any, verbose: int, level_name: str | None, **kwargs: Any) -> Any:
+            level = getattr(logging, level_name) if level_name else default - 10 * verbose
+            return fn(*args, log_level=max(level, logging.DEBUG), **kwargs)
+
+        command = click.option(
+            "--log-level",
+            "level_name",
+            type=click.Choice(LOG_LEVELS, case_sensitive=False),
+            callback=lambda ctx, param, value: value.upper() if value else None,
+            help=f"Log at this level and above [default: {logging.getLevelName(default)}].",
+        )(command)
+        command = click.option(
+            "-v",
+            "--verbose",
+            count=True,
+            help="Log more: one level lower per -v (DEBUG at most).",
+        )(command)
+        return command  # type: ignore[return-value]
+
+    return decorate
 
 
 def full_option(fn: F) -> F:

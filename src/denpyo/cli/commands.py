@@ -17,14 +17,20 @@ from denpyo.store.queries import ddl
 
 
 @main.command()
+@click.option(
+    "--partitions",
+    type=click.Choice(["daily", "monthly"]),
+    help="PostgreSQL with pg_partman, on a database without the tables: partition the "
+    "rows by day or month (retention then drops them whole).",
+)
 @json_option
 @pass_env
-def migrate(env: Env, as_json: bool) -> None:
+def migrate(env: Env, partitions: str | None, as_json: bool) -> None:
     """Create or upgrade the denpyo tables (safe to run twice, or from two hosts).
 
     Example: denpyo --db sqlite:///app.db migrate
     """
-    applied = env.ledger.migrate()
+    applied = env.ledger.migrate(partitions=partitions)
     version = env.ledger.store.schema_version()
     if as_json:
         render.emit_json({"applied": applied, "version": version})
@@ -130,7 +136,7 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(min=1, max=65535), default=8000, show_default=True, help="Port."
+    "--port", type=click.IntRange(min=1, max=65535), default=8470, show_default=True, help="Port."
 )
 @click.option(
     "--token",

@@ -22,11 +22,13 @@ from rich.table import Table
 from rich.text import Text
 
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
+from denpyo.domain.holders import actor_of, lease_left
 from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import Action, RowActions, allowed_actions
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
+from denpyo.engine.holders import holder_gone
 from denpyo.engine.operator import (
     History,
     ReconcileSummary,
@@ -109,15 +111,47 @@ def age(seconds: float | None) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
-def status_text(sub: Submission) -> Text:
+def status_text(sub: Submission, *, gone: bool = False) -> Text:
+    """The status, and what it is now: in doubt, in flight (held under a live lease:
+    `held` instead when the holder is known to be gone), resolved."""
     text = Text(sub.status.value, style=STATUS_STYLE[sub.status])
     if sub.in_doubt:
         text.append(" in doubt", style="bold magenta")
     elif sub.in_flight:
-        text.append(" in flight", style="dim")
+        text.append(" held" if gone else " in flight", style="bold magenta" if gone else "dim")
     if sub.resolution:
         text.append(" resolved", style="dim")
     return text
+
+
+def hold_text(sub: Submission, now: datetime, *, gone: bool, brief: bool = False) -> str | None:
+    """Who holds a row under a live lease, and for how long by the database clock: "W,
+    lease ends in N s" (what `show` writes after "held by"), with "holder gone" when
+    its process is known to have exited (the row waits for its lease to end, then is
+    in doubt and verified); `brief`, for a narrow column, the time left first. None
+    when no live lease holds it."""
+    left = lease_left(sub.locked_until, now)
+    if sub.locked_by is None or left is None or left <= 0:
+        return None
+    holder = visible(actor_of(sub.locked_by))
+    if brief:
+        return f"{age(left)} left, " + (f"holder gone: {holder}" if gone else f"held by {holder}")
+    return f"{holder}, lease ends in {age(left)}" + (" (holder gone)" if gone else "")
+
+
+class Holders:
+    """Whether each holder is known to be gone, asked once per holder."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, bool] = {}
+
+    def gone(self, sub: Submission) -> bool:
+        if sub.locked_by is None:
+            return False
+        actor = actor_of(sub.locked_by)
+        if actor not in self.known:
+            self.known[actor] = holder_gone(sub.locked_by)
+        return self.known[actor]
 
 
 def short(text: str | None, width: int | None = 60) -> str:
@@ -158,6 +192,16 @@ def show_status(report: StatusReport) -> None:
         else ""
     )
     out.print(f"pending {report.pending}{oldest}")
+    for held in report.holdings:
+        first, last = (age(max(seconds, 0.0)) for seconds in held.ends_in)
+        ends = f"in {last}" if first == last else f"in {first} to {last}"
+        line = Text.assemble(
+            f"held {held.rows} of {visible(held.channel)} by {visible(actor_of(held.holder))}",
+            (", holder gone" if held.gone else "", "bold magenta"),
+            f"; leases end {ends}",
+            ", then in doubt and verified" if held.gone else "",
+        )
+        out.print(line, soft_wrap=True)
 
 
 def show_report(rows: Sequence[ReportRow], by: str) -> None:
@@ -187,25 +231,38 @@ LIST_COLUMNS = (
     ("tries", "right"),
     ("created", "left"),
     ("updated", "left"),
-    ("last error / resolution", "left"),
+    ("last error / resolution / hold", "left"),
 )
+LIST_CUT = (("last error / resolution / hold", 12), ("channel", 8), ("updated", 8),
+            ("created", 8))  # fmt: skip
+LIST_CUT_FURTHER = (("last error / resolution / hold", 0), ("channel", 4))
+"""What a narrow terminal cuts, in this order, each down to its width in `LIST_CUT`;
+if that is not enough, "created" and then "updated" are left out, and then the
+last column and the channel cut further (`LIST_CUT_FURTHER`): never the id, the key
+(what a person searches for), the status or the tries. Each row stays one line."""
 
 
 def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bool = False) -> None:
-    """A table on a terminal; piped, one plain tab-separated line per row (a table
-    squeezed into a width nobody set is unreadable, and lines are what tools read),
-    its count on stderr."""
+    """A table on a terminal, a line per row; piped, one plain tab-separated line per
+    row (a table squeezed into a width nobody set is unreadable, and lines are what
+    tools read), its count on stderr."""
     width = None if full else 60
+    holders = Holders()
     rows = [
         (
             str(sub.id),
             visible(sub.channel),
             visible(sub.key),
-            status_text(sub),
+            status_text(sub, gone=holders.gone(sub)),
             str(sub.attempts),
             ago(sub.created_at, now),
             ago(sub.updated_at, now),
-            short(sub.resolution or sub.last_error, width),
+            short(
+                sub.resolution
+                or sub.last_error
+                or hold_text(sub, now, gone=holders.gone(sub), brief=True),
+                width,
+            ),
         )
         for sub in subs
     ]
@@ -221,13 +278,47 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
     if not rows:
         out.print("no submissions match")
         return
-    table = Table(show_lines=False)
-    for name, justify in LIST_COLUMNS:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    widths = _list_widths(rows, out.width)
+    table = Table(show_lines=False, box=None, pad_edge=False)
+    shown = [n for n, (name, _) in enumerate(LIST_COLUMNS) if widths[name]]
+    for n in shown:
+        name, justify = LIST_COLUMNS[n]
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                         width=widths[name])  # fmt: skip
     for row in rows:
-        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
+        cells = [row[n] for n in shown]
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in cells))
     out.print(table)
     out.print(count, style="dim")
+
+
+def _list_widths(rows: Sequence[Sequence[str | Text]], room: int) -> dict[str, int]:
+    """Each column's width in `room` columns (0: left out): as wide as its widest cell,
+    the columns of `LIST_CUT` cut in turn when that does not fit, down to their floor;
+    "created", then "updated", left out when even the floors do not fit."""
+    widths = {
+        name: max([len(name), *(len(_plain(row[n])) for row in rows)])
+        for n, (name, _) in enumerate(LIST_COLUMNS)
+    }
+    floors = dict(LIST_CUT)
+
+    def excess(sizes: dict[str, int]) -> int:
+        shown = [width for width in sizes.values() if width]
+        return sum(shown) + 2 * (len(shown) - 1) - room  # two spaces between columns
+
+    for name in ("created", "updated"):
+        if excess({n: min(w, floors.get(n, w)) for n, w in widths.items()}) > 0:
+            widths[name] = 0
+    for cuts in (LIST_CUT, LIST_CUT_FURTHER):
+        for name, floor in cuts:
+            over = excess(widths)
+            if over > 0 and widths[name] > floor:
+                widths[name] = max(floor, widths[name] - over)
+    return widths
+
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
 
 
 def _one_cell(text: str) -> str:
@@ -264,7 +355,12 @@ def show_history(found: History, *, full: bool = False) -> None:
             )
         )
     if sub.locked_by:
-        rows.append(("held by", f"{visible(sub.locked_by)} until {ago(sub.locked_until, now)}"))
+        gone = Holders().gone(sub)
+        rows[0] = ("status", status_text(sub, gone=gone))
+        held = hold_text(sub, now, gone=gone) or (
+            f"{visible(actor_of(sub.locked_by))}, lease ended {ago(sub.locked_until, now)}"
+        )
+        rows.append(("held by", held))
     if sub.last_error:
         rows.append(("last error", f"{visible(clip(sub.last_error))} ({sub.error_kind})"))
     if sub.resolution:

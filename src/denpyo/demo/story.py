@@ -58,7 +58,8 @@ SQL = {
     f"WHERE (status = 'requesting' AND locked_until <= {NOW}) "
     "OR (status = 'failed' AND error_kind = 'ambiguous') ORDER BY id",
     "verified": "SELECT COUNT(*) FROM denpyo_events WHERE kind = 'verify' AND to_status = 'synced'",
-    "resent": "SELECT COUNT(*) FROM denpyo_events WHERE kind = 'attempt' AND attempt > 1",
+    "resent": "SELECT COUNT(DISTINCT submission_id) FROM denpyo_events "
+    "WHERE kind = 'attempt' AND actor LIKE 'reconciler:%'",
     "idempotency_keys": "SELECT idempotency_key FROM denpyo_submissions",
     "synced": "SELECT COUNT(*) FROM denpyo_submissions WHERE status = 'synced'",
     "synced_ids": "SELECT idempotency_key, remote_id FROM denpyo_submissions "

@@ -22,6 +22,8 @@ class Alert:
     submission: Submission | None = None
 
     def about(self, sub: Submission) -> Alert:
+        """The same alert with its row, as it stands once the move is committed (the
+        policy decides the alert without the row)."""
         return Alert(self.reason, self.message, sub)
 
     def __str__(self) -> str:

@@ -37,6 +37,11 @@ class RemoteRecord:
 
 
 class DiscrepancyKind(StrEnum):
+    """How the ledger and the provider disagree: `not_synced` (the provider accepted
+    a call whose row is not synced), `missing_at_provider` (a synced row the provider
+    has no record of), `remote_id_differs` (both have it, under different ids),
+    `accepted_twice` (the provider accepted one key twice: a double effect)."""
+
     NOT_SYNCED = "not_synced"
     MISSING_AT_PROVIDER = "missing_at_provider"
     REMOTE_ID_DIFFERS = "remote_id_differs"
@@ -72,6 +77,8 @@ class AuditReport:
         return not self.discrepancies
 
     def counts(self) -> dict[str, int]:
+        """The discrepancies found, by kind, every kind named (0 when none): what
+        `denpyo audit` summarizes."""
         counts = dict.fromkeys((kind.value for kind in DiscrepancyKind), 0)
         for found in self.discrepancies:
             counts[found.kind.value] += 1

@@ -44,3 +44,12 @@ class Backoff:
         if retry_after is not None and retry_after > delay:
             return min(retry_after, self.maximum)
         return delay
+
+    def delay_after(self, elapsed: float, *, rng: random.Random | None = None) -> float:
+        """Seconds to wait before asking again about something left unanswered for
+        `elapsed` seconds: `initial + (multiplier - 1) * elapsed`, capped at `maximum`,
+        jittered as `delay` is. Each wait adds to what has elapsed, so the waits grow
+        as `delay`'s do (initial, initial·m, initial·m², … when none is cut by the
+        jitter), counted from time rather than tries: nothing is kept per try."""
+        base = min(self.initial + (self.multiplier - 1) * max(elapsed, 0.0), self.maximum)
+        return base * (1 - self.jitter * (rng or random).random())

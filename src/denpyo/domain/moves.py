@@ -76,8 +76,9 @@ class Move:
     def claim(
         cls, submission_id: int, status: Status, holder: str, seconds: float, *, verify: bool
     ) -> Move:
-        """A worker takes a due row: to send it (its next attempt starts, `requesting`),
-        or, in doubt, only to verify it (its status stays)."""
+        """A worker takes a due row: to send it (`requesting`, an `attempt` event: its
+        next attempt may start, and counts once it has), or, in doubt, only to verify
+        it (its status stays)."""
         return cls(
             submission_id,
             status,
@@ -86,7 +87,6 @@ class Move:
             event=None if verify else "attempt",
             new_holder=holder,
             lease=seconds,
-            attempt_delta=0 if verify else 1,
             keep_error=True,
         )
 
@@ -108,8 +108,8 @@ class Move:
     def start_attempt(
         cls, sub: Submission, new_holder: str, seconds: float, note: str, holder: str | None
     ) -> Move:
-        """The next attempt on a row: `requesting`, held by a fresh `new_holder`,
-        attempts + 1 (from a row held by `holder`, or from one nobody holds)."""
+        """The next attempt on a row: `requesting`, held by a fresh `new_holder` (from a
+        row held by `holder`, or from one nobody holds); counted once its call started."""
         return cls(
             sub.id,
             sub.status,
@@ -119,7 +119,6 @@ class Move:
             event="attempt",
             new_holder=new_holder,
             lease=seconds,
-            attempt_delta=1,
             keep_error=True,
             detail=note,
             row=sub,
@@ -130,7 +129,9 @@ class Move:
         cls, sub: Submission, actor: str, remote_id: str | None, note: str
     ) -> Move:
         """Verify found that the call arrived: `synced`, the remote id it found in the
-        event too (the row's `remote_id` keeps only the latest)."""
+        event too (the row's `remote_id` keeps only the latest). A `requesting` row's
+        call was cut short (its sender gone before the settle): it started, so it is
+        counted now; a failed one's was counted by its settle."""
         return cls(
             sub.id,
             sub.status,
@@ -138,6 +139,7 @@ class Move:
             actor,
             holder=sub.locked_by,
             event="verify",
+            attempt_delta=1 if sub.status is Status.REQUESTING else 0,
             remote_id=remote_id,
             detail=note if remote_id is None else f"{note}, remote id {remote_id}",
             row=sub,
@@ -160,16 +162,19 @@ class Move:
         )
 
     @classmethod
-    def still_in_doubt(cls, sub: Submission, actor: str, retry_in: float | None, note: str) -> Move:
+    def still_in_doubt(
+        cls, sub: Submission, actor: str, retry_in: float | None, note: str, *, again: bool = False
+    ) -> Move:
         """Verify could not tell (or a person must): the row stays in doubt, checked
-        again in `retry_in` seconds (None: only a person moves it)."""
+        again in `retry_in` seconds (None: only a person moves it). `again`: it was
+        held in doubt in this state before, whose history line stands: none is added."""
         return cls(
             sub.id,
             sub.status,
             sub.status,
             actor,
             holder=sub.locked_by,
-            event="verify",
+            event=None if again else "verify",
             lease=0 if sub.status is Status.REQUESTING else None,
             retry_in=retry_in,
             keep_error=True,
@@ -180,7 +185,7 @@ class Move:
     @classmethod
     def release(cls, submission_id: int, holder: str, detail: str) -> Move:
         """Give back a row held for an attempt whose call never started: due again at
-        once, its attempt undone, unlocked (held by `holder` until now)."""
+        once, unlocked (held by `holder` until now), nothing counted."""
         return cls(
             submission_id,
             Status.REQUESTING,
@@ -188,7 +193,6 @@ class Move:
             holder,
             holder=holder,
             event="released",
-            attempt_delta=-1,
             retry_in=0,
             keep_error=True,
             detail=detail,
@@ -333,8 +337,9 @@ class Move:
 @dataclass(frozen=True, slots=True)
 class Settle:
     """Record how an attempt ended, on the row its holder holds: `requesting`, held by
-    `row.locked_by`, moves to `to_status`, unlocked, with a `settle` event whose detail
-    is its error or remote id. If the holder lost the row meanwhile, nothing changes.
+    `row.locked_by`, moves to `to_status`, unlocked, its `attempts` one more (the call
+    started: it ended), with a `settle` event whose detail is its error or remote id.
+    If the holder lost the row meanwhile, nothing changes.
 
     `row` is the row as held: the settled row takes from it everything a settle
     does not change, so the store sends back only what the statement computed.
@@ -377,7 +382,7 @@ class Settle:
         checked against, in the tests and bench/."""
         return Move(
             self.submission_id, Status.REQUESTING, self.to_status, self.actor,
-            holder=self.holder, event=self.event, retry_in=self.retry_in,
+            holder=self.holder, event=self.event, attempt_delta=1, retry_in=self.retry_in,
             remote_id=self.remote_id, error_kind=self.error_kind,
             last_error=self.last_error, detail=self.detail, duration_ms=self.duration_ms,
             row=self.row,
@@ -408,3 +413,11 @@ class Settle:
 
 Change = Move | Settle
 """What `Store.move` applies: each a compare-and-set with its event."""
+
+
+def event_attempt(event: str, attempts: int) -> int:
+    """The attempt number an event records, from the row's `attempts` after its change:
+    that count (calls started), except in an `attempt` event, where a hold to send
+    begins: the number its call takes if it starts (each database's statements that
+    write events follow this rule)."""
+    return attempts + 1 if event == "attempt" else attempts

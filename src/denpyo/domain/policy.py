@@ -22,6 +22,11 @@ from denpyo.errors import Rejected, Transient, require
 
 
 class OutcomeKind(Enum):
+    """How a call ended, which decides the row's next status: `synced`; `transient`
+    (nothing happened: `failed`, retried after back-off); `ambiguous` (it may have
+    arrived: `failed`, in doubt, verified before any resend); `rejected` (refused on
+    business grounds: a person decides)."""
+
     SYNCED = "synced"
     TRANSIENT = "transient"
     AMBIGUOUS = "ambiguous"
@@ -30,7 +35,13 @@ class OutcomeKind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How one call ended, as the channel (or its classifier) told it."""
+    """How one call ended, as the channel (or its classifier) told it.
+
+    A channel's `classify=` returns one for an exception it recognizes (None: the
+    default reading, `Rejected`, `Transient`, anything else ambiguous):
+    `Outcome(OutcomeKind.TRANSIENT, error="quota", retry_after=60)`. `remote_id` is
+    kept for a synced call, `error` as the row's `last_error`, and `retry_after`
+    (seconds) is a floor under the back-off."""
 
     kind: OutcomeKind
     remote_id: str | None = None
@@ -144,11 +155,15 @@ class Next(Enum):
 
 @dataclass(frozen=True, slots=True)
 class DoubtDecision:
+    """What to do with a row in doubt. `again`: it stays in doubt as it was already
+    kept, whose history line and alert stand: neither is written again."""
+
     next: Next
     remote_id: str | None = None
     retry_in: float | None = None
     alert: Alert | None = None
     note: str = ""
+    again: bool = False
 
 
 def window_closes_at(first_attempt: datetime | None, window: float | None) -> datetime | None:
@@ -174,45 +189,49 @@ def resend_in_window(
 
 
 def decide_in_doubt(
-    attempts: int,
+    tries: int,
     verdict: Verdict | None,
     policy: RetryPolicy,
     rng: random.Random | None = None,
     *,
     window_closed: bool = False,
+    held_for: float | None = None,
 ) -> DoubtDecision:
     """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify).
 
-    `window_closed`: the provider may have forgotten the row's idempotency key (the
-    channel's `idempotency_window` has run out), so a resend on the strength of the
-    key could act twice: without a verdict, a person decides.
+    `tries`: the holds that may have sent it (`DoubtHistory.tries`), against
+    `max_attempts`. `window_closed`: the provider may have forgotten the row's
+    idempotency key (the channel's `idempotency_window` has run out), so a resend on
+    the strength of the key could act twice: without a verdict, a person decides.
+    `held_for`: seconds since a reconciler kept the row in doubt in this state (None:
+    never): kept again, it gets no second history line nor alert, and a verify that
+    still cannot tell is asked again after a longer wait (`Backoff.delay_after`).
     """
-    exhausted = attempts >= policy.max_attempts
+    exhausted = tries >= policy.max_attempts
+    again = held_for is not None
+
+    def hold(why: str, note: str, retry_in: float | None = None) -> DoubtDecision:
+        """Left in doubt: an alert the first time in this state only."""
+        kind = Next.RECHECK if retry_in is not None else Next.ASK_PERSON
+        alert = None if again else Alert("in_doubt", f"in doubt: {why}")
+        return DoubtDecision(kind, retry_in=retry_in, alert=alert, note=note, again=again)
+
     if verdict is None:
         if policy.idempotent and window_closed and not exhausted:
-            return DoubtDecision(
-                Next.ASK_PERSON,
-                alert=Alert(
-                    "in_doubt",
-                    "in doubt: the provider's idempotency window has closed, so a resend "
-                    "under the same key could act twice; a person must check the provider",
-                ),
-                note="idempotency window closed: held for a person",
+            return hold(
+                "the provider's idempotency window has closed, so a resend under the same "
+                "key could act twice; a person must check the provider",
+                "idempotency window closed: held for a person",
             )
         if not policy.idempotent:
-            return DoubtDecision(
-                Next.ASK_PERSON,
-                alert=Alert(
-                    "in_doubt",
-                    "in doubt: the channel has no verify and is not idempotent; "
-                    "a person must check the provider",
-                ),
-                note="no verify, not idempotent: held for a person",
+            return hold(
+                "the channel has no verify and is not idempotent; a person must check the provider",
+                "no verify, not idempotent: held for a person",
             )
         if exhausted:
             return DoubtDecision(
                 Next.GIVE_UP,
-                alert=Alert("exhausted", f"attempts exhausted ({attempts}/{policy.max_attempts})"),
+                alert=Alert("exhausted", f"attempts exhausted ({tries}/{policy.max_attempts})"),
                 note="idempotent channel, attempts exhausted",
             )
         return DoubtDecision(Next.RESEND, note="idempotent channel: resent under the same key")
@@ -226,15 +245,13 @@ def decide_in_doubt(
                 Next.GIVE_UP,
                 alert=Alert(
                     "exhausted",
-                    f"verified not delivered; attempts exhausted "
-                    f"({attempts}/{policy.max_attempts})",
+                    f"verified not delivered; attempts exhausted ({tries}/{policy.max_attempts})",
                 ),
                 note="verify: not delivered; attempts exhausted",
             )
         return DoubtDecision(Next.RESEND, note="verify: not delivered; resent under the same key")
-    return DoubtDecision(
-        Next.RECHECK,
-        retry_in=policy.backoff.delay(max(attempts, 1), rng=rng),
-        alert=Alert("in_doubt", f"in doubt: verify could not tell ({verdict.why})"),
-        note=f"verify: unknown ({verdict.why})",
+    return hold(
+        f"verify could not tell ({verdict.why})",
+        f"verify: unknown ({verdict.why})",
+        retry_in=policy.backoff.delay_after(held_for or 0.0, rng=rng),
     )

@@ -25,6 +25,7 @@ class ReportRow:
     count: int
 
     def to_json(self) -> dict[str, Any]:
+        """The row as `denpyo report --json` prints it."""
         return {
             "period": self.period,
             "channel": self.channel,

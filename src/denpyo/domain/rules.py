@@ -200,9 +200,15 @@ def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answ
         return _busy(sub, Action.RESEND)
     if superseded_by is not None:
         return _refused(Action.RESEND, f"{label(sub)} was already resent as {label(superseded_by)}")
-    if sub.in_doubt or (sub.status is Status.REQUESTING and sub.attempts > 0):
+    if sub.in_doubt or (sub.status is Status.REQUESTING and sent_maybe(sub)):
         return _forced(sub, Action.RESEND)
     return Answer(Action.RESEND, Permit.ALLOWED)
+
+
+def sent_maybe(sub: Submission) -> bool:
+    """Whether the row's call may have left: a call was counted, or a sender's lease ran
+    out (it may have been sending when it was cut short: counted only once found)."""
+    return sub.attempts > 0 or sub.in_doubt
 
 
 def may_mark_synced(sub: Submission) -> Answer:
@@ -223,7 +229,7 @@ def may_mark_synced(sub: Submission) -> Answer:
     if sub.status is Status.REQUESTING:
         if in_flight(sub):
             return _busy(sub, Action.MARK_SYNCED)
-        if sub.attempts == 0:
+        if not sent_maybe(sub):
             return _refused(
                 Action.MARK_SYNCED, f"{label(sub)} was never sent, so it cannot have arrived"
             )

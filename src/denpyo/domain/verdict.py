@@ -25,3 +25,5 @@ class Unknown:
 
 
 Verdict = Delivered | NotDelivered | Unknown
+"""What a `verify` returns: one of the three answers above. A verify that raises,
+or returns anything else, counts as `Unknown`: a row is never resent on a guess."""

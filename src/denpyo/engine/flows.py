@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from denpyo.domain.alert import Alert
+from denpyo.domain.doubt import DoubtHistory
 from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
@@ -167,7 +168,8 @@ class Flows:
             return (yield from self._give_back(sub, f"not sent: {result.error}"))
         outcome = spec.outcome(result.value, result.error)
         self.calls.called(spec.name, outcome.kind, result.duration_ms)
-        decided = decide_attempt(sub.attempts, outcome, spec.policy)
+        # The call started: its settle counts it, as the row's next attempt.
+        decided = decide_attempt(sub.attempts + 1, outcome, spec.policy)
         after = yield from self._apply(Settle.of(sub, self.actor, decided, result.duration_ms))
         if after is None:
             log.warning(
@@ -180,15 +182,28 @@ class Flows:
         return after
 
     def reconcile(self, spec: ChannelSpec, sub: Submission) -> Flow:
-        """Decide a row this actor holds for verification: synced, resent, or held."""
+        """Decide a row this actor holds for verification: synced, resent, or held (one
+        history line and one alert per state, however often it is asked)."""
         verdict: Verdict | None = None
         if spec.verify is not None:
             verdict = yield Check(spec, sub)
-        window_closed = False
-        if verdict is None and spec.idempotent and spec.idempotency_window is not None:
-            first, now = yield StoreOp(self.store.first_attempt_at, (sub.id,))
-            window_closed = not resend_in_window(first, now, spec.idempotency_window, spec.lease)
-        decision = decide_in_doubt(sub.attempts, verdict, spec.policy, window_closed=window_closed)
+        events, now = yield StoreOp(self.store.history, (sub.id,))
+        history = DoubtHistory.of(sub, events, now)
+        window_closed = (
+            verdict is None
+            and spec.idempotent
+            and spec.idempotency_window is not None
+            and not resend_in_window(
+                history.first_attempt_at, now, spec.idempotency_window, spec.lease
+            )
+        )
+        decision = decide_in_doubt(
+            history.tries,
+            verdict,
+            spec.policy,
+            window_closed=window_closed,
+            held_for=history.held_for,
+        )
         if decision.next is Next.RESEND:
             # Never arrived (or the provider dedups): the same key goes out again.
             held = yield from self._apply(
@@ -203,7 +218,9 @@ class Flows:
             kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
             move = Move.verified_given_up(sub, self.actor, kind, decision.note)
         else:  # RECHECK later, or ASK_PERSON; the row stays in doubt
-            move = Move.still_in_doubt(sub, self.actor, decision.retry_in, decision.note)
+            move = Move.still_in_doubt(
+                sub, self.actor, decision.retry_in, decision.note, again=decision.again
+            )
         after = yield from self._apply(move)
         if after is None:
             return (yield from self._reread(sub))

@@ -142,13 +142,40 @@ class Ledger:
         idempotency_window: float | None = None,
         list_remote: ListRemoteFn | None = None,
     ) -> Callable[[F], F]:
-        """Register the decorated function (plain or `async def`) as a channel.
+        """Register the decorated function (plain or `async def`) as a channel: it
+        makes one call and returns the provider's id (or None), or raises (see
+        `Rejected`, `Transient`). Every setting is checked here, once
+        (`ConfigurationError`).
 
-        `idempotency_window`: the seconds the provider remembers an idempotency key
-        (Stripe: 86400). Past it, an in-doubt row of an `idempotent` channel is
-        verified if the channel can verify, and otherwise waits for a person.
-        `list_remote(since, until)` (plain or async) yields `RemoteRecord`s of the
-        calls the provider accepted in that window, for `audit`."""
+        :param name: the channel's name, kept on each row: 1-100 letters, digits,
+            `_`, `.`, `:` or `-`, starting with a letter or digit.
+        :param verify: `verify(sub)` (plain or async) asks the provider whether the
+            call with `sub.idempotency_key` arrived: `Delivered(remote_id)`,
+            `NotDelivered()` or `Unknown(why)`. Without it (and not `idempotent`), a
+            row in doubt waits for a person.
+        :param idempotent: the provider honours the idempotency key (a second call
+            with it has no second effect): a row in doubt may then be resent without
+            a verify, within `idempotency_window`.
+        :param max_attempts: attempts before a failing row is exhausted (an alert,
+            a person's turn).
+        :param backoff: the wait between attempts (default: 1 s, doubling up to an
+            hour, half of it drawn at random); a provider's Retry-After is a floor.
+        :param lease: seconds a holder keeps a row before it counts as abandoned, by
+            the database clock; make it longer than the call's worst case. A worker
+            renews it while the call runs.
+        :param concurrency: the most calls of this channel in flight at once in one
+            worker process (None: the worker's own `concurrency`).
+        :param rate_limit: the most calls per second one worker process starts on
+            this channel (None: no limit); with N workers, divide the provider's
+            limit by N.
+        :param classify: `classify(exc)` maps an exception to an `Outcome` (None
+            falls back to the default: `Rejected`, `Transient`, else ambiguous).
+        :param idempotency_window: the seconds the provider remembers an idempotency
+            key (Stripe: 86400). Past it, an in-doubt row of an `idempotent` channel
+            is verified if the channel can verify, and otherwise waits for a person.
+        :param list_remote: `list_remote(since, until)` (plain or async) yields
+            `RemoteRecord`s of the calls the provider accepted in that window, for
+            `audit`."""
         check_channel_name(name)
         if name in self.channels:
             raise ConfigurationError(f"channel {name!r} is already registered")
@@ -186,11 +213,19 @@ class Ledger:
         and `record.seconds` (usable as a decorator; `denpyo.metrics` uses it)."""
         return self.calls.add(handler)
 
-    def migrate(self) -> list[int]:
-        """Create or upgrade the denpyo tables; safe to run twice, or at once from two processes."""
+    def migrate(self, *, partitions: str | None = None) -> list[int]:
+        """Create or upgrade the denpyo tables; safe to run twice, or at once from two
+        processes. `partitions="daily"` or `"monthly"` (PostgreSQL, with pg_partman),
+        on a database without the tables, makes the partitioned layout: retention
+        drops a day or a month whole instead of deleting its rows."""
+        if partitions is not None:
+            return self.store.migrate_partitioned(partitions)
         return self.store.migrate()
 
     def new_actor(self, role: str) -> str:
+        """A name for the events this process writes in a role (`worker`, `app`,
+        `reconciler`): the role, the ledger's `name` (host:pid) and a short random
+        part, so that a row's history says which process did what."""
         return f"{role}:{self.name}:{uuid.uuid4().hex[:6]}"
 
     # -- submit ---------------------------------------------------------------------
@@ -330,6 +365,8 @@ class Ledger:
         return self.store.get_by_key(channel, check_key(key))
 
     async def aget(self, channel: str, key: str) -> Submission | None:
+        """`get` without blocking the event loop: the read runs on the ledger's
+        database threads, for an asyncio application (FastAPI, aiohttp)."""
         return await self.async_runner().in_db(self.store.get_by_key, channel, check_key(key))
 
     def get_by_id(self, submission_id: int) -> Submission | None:
@@ -339,6 +376,7 @@ class Ledger:
         return self.store.get(submission_id) if check_id(submission_id) else None
 
     async def aget_by_id(self, submission_id: int) -> Submission | None:
+        """`get_by_id` without blocking the event loop (the ledger's database threads)."""
         if not check_id(submission_id):
             return None
         return await self.async_runner().in_db(self.store.get, submission_id)
@@ -349,6 +387,7 @@ class Ledger:
         return self.store.events(submission_id) if check_id(submission_id) else []
 
     async def aevents(self, submission_id: int) -> list[Event]:
+        """`events` without blocking the event loop (the ledger's database threads)."""
         if not check_id(submission_id):
             return []
         return await self.async_runner().in_db(self.store.events, submission_id)

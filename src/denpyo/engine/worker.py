@@ -40,8 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from denpyo.domain.holders import actor_of, by_actor
 from denpyo.domain.lease import Lease
-from denpyo.domain.moves import Change, Move
+from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE,
@@ -51,9 +52,11 @@ from denpyo.domain.settings import (
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
+from denpyo.engine.holders import holder_gone
 from denpyo.engine.pacing import TokenBucket
 
 if TYPE_CHECKING:
@@ -93,25 +96,60 @@ class Shape(NamedTuple):
 
 
 @dataclass(slots=True, eq=False)
+class ReconcilePass:
+    """The rows in doubt one round of claims took to verify (`Worker._claim_in_doubt`),
+    per channel, and how each ended: logged once the last has."""
+
+    taken: Counter[str]
+    ended: Counter[str] = field(default_factory=Counter)
+
+    def end(self, how: str) -> bool:
+        """Count one row's end; True when it was the last."""
+        self.ended[how] += 1
+        return self.ended.total() == self.taken.total()
+
+
+@dataclass(slots=True, eq=False)
 class Run:
     """A flow the worker drives: the row it began with (its slot) and that row's
-    hold, which its ending clears only if no newer hold replaced it."""
+    hold, which its ending clears only if no newer hold replaced it; for a row taken
+    in doubt, its reconcile pass."""
 
     spec: ChannelSpec
     sub: Submission
     hold: HeldRow
     flow: Flow
+    doubt: ReconcilePass | None = None
 
 
 @dataclass
 class WorkReport:
-    """What one `work()` run did."""
+    """What one `work()` run did: `attempted`, rows whose attempt it began (a row given
+    back before its call started included); `outcomes`, how its calls ended, by the
+    status their settles recorded; `reconciled`, rows it took in doubt to verify, and
+    `verified`, the status each of those ended in (`requesting`: still in doubt, or
+    given back); `released`, rows given back before their call started (its lease ran
+    out first, or the worker stopped); `errors`, flows that failed (their rows
+    recovered when their leases end)."""
 
     attempted: int = 0
     reconciled: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    verified: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     released: int = 0
+
+    def summary(self) -> str:
+        """One line for a person, as a worker stops."""
+        return (
+            f"attempted {self.attempted}, outcomes: {_counts(self.outcomes)}; reconciled "
+            f"{self.reconciled}, verified: {_counts(self.verified)}; released "
+            f"{self.released}, errors {self.errors}"
+        )
+
+
+def _counts(counts: Counter[str]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "none"
 
 
 class Worker:
@@ -161,8 +199,10 @@ class Worker:
         self.stopping = asyncio.Event()
         self.wakeup = asyncio.Event()
         self.sends = True  # claim ready rows (off for a reconcile pass)
-        # claimed, not started: (row, held only to be verified)
-        self.ready: defaultdict[str, deque[tuple[Submission, bool]]] = defaultdict(deque)
+        # claimed, not started: (row, the reconcile pass that took it in doubt, if one did)
+        self.ready: defaultdict[str, deque[tuple[Submission, ReconcilePass | None]]] = defaultdict(
+            deque
+        )
         self.throttled = False  # a rate limit held back the last claim round
 
     def stop(self) -> None:
@@ -186,6 +226,7 @@ class Worker:
         ]
         lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
+        await self._tell_holdings()
         doubt_checked = float("-inf")
         failures = 0  # claim rounds that failed in a row
         try:
@@ -285,20 +326,54 @@ class Worker:
             rows = await self._claim(spec, want, in_doubt=False)
             if bucket is not None:
                 bucket.take(len(rows))
-            self.ready[spec.name].extend((sub, False) for sub in rows)
+            self.ready[spec.name].extend((sub, None) for sub in rows)
             claimed += len(rows)
         return claimed
 
     async def _claim_in_doubt(self) -> int:
-        claimed = 0
+        """One reconcile pass: take the due rows in doubt of every channel to verify,
+        logged with its counts as it begins and once its last row has ended."""
+        taken: dict[str, list[Submission]] = {}
         for spec in list(self.ledger.channels.values()):
             want = self._wanted(spec)
-            if want <= 0:
+            if want > 0:
+                taken[spec.name] = await self._claim(spec, want, in_doubt=True)
+        doubt = ReconcilePass(Counter({name: len(rows) for name, rows in taken.items() if rows}))
+        if not doubt.taken:
+            log.debug("reconcile pass: no row in doubt is due")
+            return 0
+        log.info("reconcile pass: %d rows in doubt taken to verify (%s)",
+                 doubt.taken.total(), _counts(doubt.taken))  # fmt: skip
+        for name, rows in taken.items():
+            self.ready[name].extend((sub, doubt) for sub in rows)
+        return doubt.taken.total()
+
+    def _verified(self, doubt: ReconcilePass, how: str) -> None:
+        """A row of `doubt` ended as `how`; the pass is logged once all have."""
+        self.report.verified[how] += 1
+        if doubt.end(how):
+            log.info("reconcile pass of %d rows in doubt (%s) done: %s",
+                     doubt.taken.total(), _counts(doubt.taken), _counts(doubt.ended))  # fmt: skip
+
+    async def _tell_holdings(self) -> None:
+        """Say, as the worker starts, which rows of its channels others hold: after a
+        crash, the dead worker's rows wait for their leases to end before they are in
+        doubt and verified."""
+        try:
+            found = await self.runner.in_db(self.ledger.store.holdings, None)
+        except Exception as exc:  # only a message: the claims will say more if it lasts
+            log.warning("cannot read which rows are held now: %s", exc)
+            return
+        for held in by_actor(found):
+            if held.channel not in self.ledger.channels:
                 continue
-            rows = await self._claim(spec, want, in_doubt=True)
-            self.ready[spec.name].extend((sub, True) for sub in rows)
-            claimed += len(rows)
-        return claimed
+            gone = " (its process is gone)" if holder_gone(held.holder) else ""
+            log.info(
+                "%d rows of %s held by %s%s; their leases end in %.0f s at the latest, "
+                "then they are in doubt and verified",
+                held.rows, held.channel, visible(actor_of(held.holder)), gone,
+                max(held.ends_in[1], 0.0),
+            )  # fmt: skip
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         holder = self.flows.new_holder()
@@ -320,8 +395,8 @@ class Worker:
             waiting = self.ready[spec.name]
             cap = self._shape(spec).cap
             while waiting and self.running[spec.name] < cap and self._has_room():
-                sub, in_doubt = waiting.popleft()
-                self._spawn(spec, sub, in_doubt)
+                sub, doubt = waiting.popleft()
+                self._spawn(spec, sub, doubt)
 
     def _has_room(self) -> bool:
         return len(self.slots) < self.concurrency
@@ -348,15 +423,15 @@ class Worker:
         if not self.runs or self._wanted(spec) > 0:
             self.wakeup.set()
 
-    def _spawn(self, spec: ChannelSpec, sub: Submission, in_doubt: bool) -> None:
+    def _spawn(self, spec: ChannelSpec, sub: Submission, doubt: ReconcilePass | None) -> None:
         self._take_slot(spec, sub)
-        if in_doubt:
+        if doubt is not None:
             self.report.reconciled += 1
             flow = self.flows.reconcile(spec, sub)
         else:
             self.report.attempted += 1
             flow = self.flows.attempt(spec, sub)
-        run = Run(spec, sub, self.held[sub.id], flow)
+        run = Run(spec, sub, self.held[sub.id], flow, doubt)
         self.runs.add(run)
         self._step(run, None, None)
 
@@ -432,6 +507,10 @@ class Worker:
             self._step(run, None, error)
             return
         for change, sub in zip(changes, results, strict=True):
+            if sub is not None and isinstance(change, Settle):
+                self.report.outcomes[sub.status.value] += 1  # how a call ended
+            elif sub is not None and change.event == "released":
+                self.report.released += 1  # given back: its call could not start
             hold = self.held.get(change.submission_id)
             if hold is None or hold.holder != change.holder:
                 continue
@@ -442,8 +521,8 @@ class Worker:
         self._step(run, results, None)
 
     def _ended(self, run: Run, settled: Submission | None) -> None:
-        if settled is not None:
-            self.report.outcomes[settled.status.value] += 1
+        if run.doubt is not None:
+            self._verified(run.doubt, "error" if settled is None else settled.status.value)
         self.runs.discard(run)
         # Only this flow's own entries: the row may be held anew already.
         self._free_slot(run.sub)
@@ -547,7 +626,12 @@ class Worker:
         seconds; then stop the lanes and give back the rows whose call had not begun
         (those that had are left to run out their lease and be verified: they may have
         arrived)."""
-        waiting = [sub.id for queue in self.ready.values() for sub, _ in queue]
+        waiting = []
+        for queue in self.ready.values():
+            for sub, doubt in queue:
+                waiting.append(sub.id)
+                if doubt is not None:
+                    self._verified(doubt, "given back")
         self.ready.clear()
         await self._release({row_id: self.held.pop(row_id) for row_id in waiting})
         if self.runs:

@@ -37,6 +37,7 @@ from datetime import date, datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
+from denpyo.domain.holders import Holding
 from denpyo.domain.moves import Change, Move
 from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
@@ -71,6 +72,17 @@ class Page:
     older: int | str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One partition of the submissions: the rows whose ids are in [from_id, to_id),
+    created in [from_at, to_at)."""
+
+    from_id: int
+    to_id: int
+    from_at: datetime
+    to_at: datetime
+
+
 class Store(ABC):
     """Every operation on the ledger's tables. Each database implements all of them."""
 
@@ -88,6 +100,39 @@ class Store(ABC):
     @abstractmethod
     def migrate(self) -> list[int]:
         """Apply the migrations this database lacks, under a lock; returns their numbers."""
+
+    def migrate_partitioned(self, every: str) -> list[int]:
+        """`migrate` to the partitioned layout, `every` "daily" or "monthly"
+        (PostgreSQL's only: store/postgresql.py)."""
+        raise ConfigurationError(
+            f"partitions are PostgreSQL's (kept by pg_partman); {self.dialect} keeps one table"
+        )
+
+    def partitions(self) -> list[Partition]:
+        """The partitions of the submissions, oldest first (none: one table)."""
+        return []
+
+    def maintain_partitions(self) -> None:
+        """Make the partitions of the coming intervals (none: one table)."""
+        return
+
+    def partition_rows(self, part: Partition, after: int, limit: int) -> list[Submission]:
+        """The rows of a partition after id `after`, in id order, up to `limit`."""
+        return []
+
+    def drop_partition(
+        self,
+        part: Partition,
+        retention: Retention,
+        *,
+        before_drop: Callable[[], None] | None = None,
+        archived_to: str | None = None,
+    ) -> int:
+        """Drop a partition whose rows `retention` lets go, all of them, with their
+        history, after remembering their keys and counts (`before_drop()` runs once
+        they can no longer change: the archive writes them); how many rows went (0: a
+        row stays, or the partition could not be locked now: it waits)."""
+        return 0
 
     @abstractmethod
     def schema_version(self) -> int:
@@ -287,9 +332,9 @@ class Store(ABC):
         `after` is the (synced_at, id) of the last row of the previous page."""
 
     @abstractmethod
-    def first_attempt_at(self, submission_id: int) -> tuple[datetime | None, datetime]:
-        """When the row's first attempt began (None: never attempted) and the database
-        clock now: a provider's memory of the idempotency key runs from that attempt."""
+    def history(self, submission_id: int) -> tuple[list[Event], datetime]:
+        """The row's events, oldest first, and the database clock, read together: what
+        a reconciler reads of a row in doubt (`domain.doubt.DoubtHistory`)."""
 
     @abstractmethod
     def list_submissions(self, flt: Filter) -> list[Submission]:
@@ -350,6 +395,12 @@ class Store(ABC):
     @abstractmethod
     def count_in_doubt_due(self, channel: str) -> int:
         """In-doubt rows of one channel that a reconciler would take now."""
+
+    @abstractmethod
+    def holdings(self, channel: str | None = None) -> list[Holding]:
+        """The rows held now under a live lease (being sent or verified, or their
+        holder gone and the lease not yet ended), per channel and holder, the lease
+        that ends last first (optionally one channel)."""
 
     # -- connections ---------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from denpyo.domain.filters import Filter
-from denpyo.domain.moves import Change, Move, Settle
+from denpyo.domain.moves import Change, Move, Settle, event_attempt
 from denpyo.domain.status import Status
 from denpyo.store.base import NewSubmission
 
@@ -43,7 +43,6 @@ def insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[s
         "payload": new.payload_json,
         "ordering_key": new.ordering_key,
         "supersedes": new.supersedes,
-        "attempts": 1 if lease else 0,
         "locked_by": actor if lease else None,
         "lease": seconds(lease),
     }
@@ -119,12 +118,14 @@ def event_row(
     }
 
 
-def event_params(change: Change, attempt: int) -> dict[str, Any]:
-    """`event_insert`'s parameters for the event a change records (`change.event`)."""
+def event_params(change: Change, attempts: int) -> dict[str, Any]:
+    """`event_insert`'s parameters for the event a change records (`change.event`), on
+    a row left with `attempts`."""
     assert change.event is not None
     return event_row(
-        change.submission_id, change.event, change.from_status, change.to_status, attempt,
-        change.actor, change.detail, change.duration_ms,
+        change.submission_id, change.event, change.from_status, change.to_status,
+        event_attempt(change.event, attempts), change.actor, change.detail,
+        change.duration_ms,
     )  # fmt: skip
 
 

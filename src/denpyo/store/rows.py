@@ -65,7 +65,7 @@ class Rows:
         statement computed (its id and times) comes back in `row`, the rest was sent."""
         return Submission(
             int(row["id"]), new.channel, new.key, new.idempotency_key,
-            self.parse_payload(new.payload_json), Status.REQUESTING, params["attempts"],
+            self.parse_payload(new.payload_json), Status.REQUESTING, 0,
             self.parse_time(row["next_attempt_at"]), params["locked_by"],
             self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
             self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,
@@ -74,11 +74,12 @@ class Rows:
 
     def settled(self, row: Row, settle: Settle) -> Submission:
         """The row a settle moved: what the statement could not know from the settle
-        and the row as held comes back in `row`."""
+        and the row as held comes back in `row`; its call counted (attempts + 1)."""
         known = settle.row
         return Submission(
             known.id, known.channel, known.key, known.idempotency_key, known.payload,
-            settle.to_status, known.attempts, self.parse_time(row["next_attempt_at"]), None,
+            settle.to_status, known.attempts + 1, self.parse_time(row["next_attempt_at"]),
+            None,
             None, row["remote_id"], settle.last_error, settle.error_kind, known.ordering_key,
             known.created_at, self.parse_time(row["updated_at"]),
             self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,

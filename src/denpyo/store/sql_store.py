@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from denpyo.domain.filters import Filter
+from denpyo.domain.holders import Holding
 from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
@@ -45,9 +46,10 @@ class SqlStore(CallerConnections, Removal):
             "submission_ordering_waits",
             "event_list",
             "submission_list", "submission_count_by_status", "submission_count_attention",
-            "submission_count_in_doubt_due", "submission_renew_lock", "submission_renew",
+            "submission_count_in_doubt_due", "submission_holdings", "submission_renew_lock",
+            "submission_renew",
             "submission_get_by_idempotency_keys",
-            "submission_list_synced", "event_first_attempt",
+            "submission_list_synced",
             "submission_last_id", "submission_page", "submission_search",
             "submission_attention_page", "outcome_fold_lock", "outcome_fold_upto",
             "outcome_fold_add", "outcome_fold_advance", "outcome_fold_trim",
@@ -92,13 +94,17 @@ class SqlStore(CallerConnections, Removal):
                     f"the database is at schema {current}; this denpyo knows "
                     f"{self.latest_version()}: upgrade denpyo"
                 )
-            applied = []
-            for version, script in load_migrations(self.dialect):
-                if version > current:
-                    tx.script(script)
-                    tx.execute("schema_version_add", {"version": version})
-                    applied.append(version)
-            return applied
+            return self.apply_migrations(tx, current)
+
+    def apply_migrations(self, tx: Tx, current: int) -> list[int]:
+        """Run the numbered migrations above `current`, recording each."""
+        applied = []
+        for version, script in load_migrations(self.dialect):
+            if version > current:
+                tx.script(script)
+                tx.execute("schema_version_add", {"version": version})
+                applied.append(version)
+        return applied
 
     def schema_version(self) -> int:
         with self.transaction() as tx:
@@ -274,7 +280,7 @@ class SqlStore(CallerConnections, Removal):
             if before is None:
                 row = tx.fetch_one("submission_last_id")
                 before = int(row["id"]) + 1 if row else 1
-            floor = max(before - window, 0)
+            floor = self.window_floor(tx, before, window)
             params = {**filter_params(flt), "before": before, "floor": floor}
             params["limit"] = flt.limit + 1
             rows = tx.fetch_all("submission_page", params)
@@ -282,6 +288,11 @@ class SqlStore(CallerConnections, Removal):
         if len(rows) > flt.limit:
             return Page(subs, subs[-1].id)
         return Page(subs, floor if floor > 1 else None)
+
+    def window_floor(self, tx: Tx, before: int, window: int) -> int:
+        """The lowest id of a page's window: `window` ids below `before` (ids are
+        numbered one by one)."""
+        return max(before - window, 0)
 
     def search_keys(
         self, channel: str, prefix: str, *, after: str | None = None, limit: int = 50
@@ -410,6 +421,17 @@ class SqlStore(CallerConnections, Removal):
             row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
         return int(row["n"]) if row else 0
 
+    def holdings(self, channel: str | None = None) -> list[Holding]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_holdings", self.attention_params(tx, channel))
+        found = []
+        for row in rows:
+            times = [self.parse_time(row[name]) for name in ("first_end", "last_end", "now")]
+            first, last, now = times
+            assert first is not None and last is not None and now is not None
+            found.append(Holding(row["channel"], row["locked_by"], int(row["n"]), first, last, now))
+        return found
+
     def get_by_idempotency_keys(self, keys: Sequence[str]) -> list[Submission]:
         if not keys:
             return []
@@ -445,13 +467,14 @@ class SqlStore(CallerConnections, Removal):
             rows = tx.fetch_all("submission_list_synced", params)
         return [self.to_submission(row) for row in rows]
 
-    def first_attempt_at(self, submission_id: int) -> tuple[datetime | None, datetime]:
+    def history(self, submission_id: int) -> tuple[list[Event], datetime]:
         with self.reading() as tx:
-            row = tx.fetch_one("event_first_attempt", {"submission_id": submission_id})
-        assert row is not None
-        now = self.parse_time(row["now"])
+            rows = tx.fetch_all("event_list", {"submission_id": submission_id})
+            clock = tx.fetch_one("clock_now")
+        assert clock is not None
+        now = self.parse_time(clock["now"])
         assert now is not None
-        return self.parse_time(row["first_attempt_at"]), now
+        return [self.to_event(row) for row in rows], now
 
     def find_superseding(self, submission_id: int) -> Submission | None:
         with self.reading() as tx:

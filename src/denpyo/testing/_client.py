@@ -33,6 +33,8 @@ class FakeProviderClient:
             raise RuntimeError(f"fake provider {method} {path}: HTTP {exc.code}: {detail}") from exc
 
     def stats(self) -> ProviderStats:
+        """Its counters now (`GET /stats`): `stats().duplicates == 0` is "nothing
+        was sent twice"."""
         return ProviderStats.from_dict(self._call("GET", "/stats"))
 
     def accepted(self) -> list[dict[str, Any]]:
@@ -41,6 +43,7 @@ class FakeProviderClient:
         return effects
 
     def accepted_keys(self) -> dict[str, int]:
+        """Idempotency key -> number of effects: a value above 1 is a double effect."""
         counts: dict[str, int] = {}
         for effect in self.accepted():
             key = effect["idempotency_key"]
@@ -48,9 +51,11 @@ class FakeProviderClient:
         return counts
 
     def accepted_ids_for(self, idempotency_key: str) -> list[str]:
+        """Remote ids of the effects for that key; more than one is a double effect."""
         return [e["id"] for e in self.accepted() if e["idempotency_key"] == idempotency_key]
 
     def reset(self) -> None:
+        """Forget every effect and zero the counters (`POST /reset`); the faults stay."""
         self._call("POST", "/reset", {})
 
     def configure(self, **opts: Any) -> None:

@@ -75,10 +75,12 @@ class ProviderStats:
     lookups: int = 0
 
     def to_dict(self) -> dict[str, int]:
+        """The counters as `GET /stats` answers them."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProviderStats:
+        """The counters from `GET /stats`'s answer (names it does not know are left out)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: int(v) for k, v in data.items() if k in names})
 

@@ -187,6 +187,7 @@ class FakeProvider:
         self._core.configure(**opts)
 
     def stats(self) -> ProviderStats:
+        """Its counters now: `stats().duplicates == 0` is "nothing was sent twice"."""
         return self._core.stats()
 
     def accepted_ids_for(self, idempotency_key: str) -> list[str]:

@@ -50,10 +50,12 @@ class Access:
 
     @classmethod
     def admin(cls, name: str) -> Access:
+        """A person who may act on rows; `name` goes into the history of each action."""
         return cls(name, True)
 
     @classmethod
     def read_only(cls, name: str) -> Access:
+        """A person who may look, and whose actions are refused."""
         return cls(name, False)
 
 

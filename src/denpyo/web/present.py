@@ -14,6 +14,7 @@ from typing import Any
 from markupsafe import Markup
 
 REDACTED = "[redacted]"
+"""What the dashboard shows in place of a redacted payload field."""
 DEFAULT_REDACT = (
     "password",
     "secret",

@@ -98,9 +98,8 @@ def assert_counts_match_the_table(store: Store, sql: SQL) -> None:
             + sum(s.resolution is None for s in expired),
             "pending": len(pending),
             "oldest_pending": min((s.created_at for s in pending), default=None),
-            "resolved": sum(
-                s.resolution is not None and s.status is not Status.SYNCED for s in mine
-            ),
+            # a row a person marked synced is resolved by a person too
+            "resolved": sum(s.resolution is not None for s in mine),
         }, channel  # fmt: skip
 
 

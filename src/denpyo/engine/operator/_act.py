@@ -16,7 +16,7 @@ from denpyo.domain import rules
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
-from denpyo.domain.rules import Permit, label
+from denpyo.domain.rules import Permit, label, sent_maybe
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
@@ -265,10 +265,9 @@ def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: s
     a row the rules let the person abandon or resend)."""
     if sub.status is not Status.REQUESTING:
         return Move.give_up(sub, actor, event, resolution, note)
-    attempted = sub.attempts > 0  # an attempt was made: it may have arrived
     failure = (
         (ErrorKind.AMBIGUOUS, sub.last_error or "the outcome of the last attempt is unknown")
-        if attempted
+        if sent_maybe(sub)
         else (ErrorKind.TRANSIENT, sub.last_error or "never sent")
     )
     return Move.give_up(sub, actor, event, resolution, note, failure)

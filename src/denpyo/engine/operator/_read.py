@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 from dataclasses import dataclass
@@ -9,10 +10,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain.filters import Filter, parse_when
-from denpyo.domain.limits import MAX_KEY_LENGTH, check_channel_name, check_search_text
+from denpyo.domain.holders import Holding, actor_of, by_actor
+from denpyo.domain.limits import (
+    MAX_ID,
+    MAX_KEY_LENGTH,
+    check_channel_name,
+    check_id,
+    check_search_text,
+)
 from denpyo.domain.policy import window_closes_at
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
+from denpyo.engine.holders import holder_gone
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store import shown_url
 from denpyo.store.base import Page
@@ -41,7 +50,9 @@ class StatusReport:
     `needs_attention` the unresolved rows among all three (`denpyo.domain.rules`
     says what each means, row by row). `pending` counts rows the engine still has to move
     (`requesting`, or `failed` with a next attempt); `oldest_pending` is the
-    creation time of the oldest of them.
+    creation time of the oldest of them. `holdings`: the rows held now under a live
+    lease, per channel and holder (a holder known to be gone among them: its rows
+    are in doubt once their leases end, and not before).
     """
 
     channels: dict[str, dict[Status, int]]
@@ -54,6 +65,7 @@ class StatusReport:
     oldest_pending: datetime | None
     now: datetime
     database: str = ""  # the URL read, without its password
+    holdings: list[Holding] = dataclasses.field(default_factory=list)
 
     @property
     def totals(self) -> dict[Status, int]:
@@ -83,7 +95,19 @@ class StatusReport:
             "oldest_pending_age_seconds": self.oldest_pending_age,
             "now": iso(self.now),
             "database": self.database,
+            "holdings": [holding_json(held) for held in self.holdings],
         }
+
+
+def holding_json(held: Holding) -> dict[str, Any]:
+    first, last = held.ends_in
+    return {
+        "channel": held.channel,
+        "holder": actor_of(held.holder),
+        "rows": held.rows,
+        "leases_end_in_seconds": [round(first, 3), round(last, 3)],
+        "holder_gone": held.gone,
+    }
 
 
 def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
@@ -94,7 +118,13 @@ def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
     for name, st, n in ledger.store.count_by_status(channel):
         channels.setdefault(name, dict.fromkeys(Status, 0))[st] = n
     counts = ledger.store.count_attention(channel)
-    return StatusReport(channels=channels, database=shown_url(ledger.url), **counts)
+    holdings = [
+        dataclasses.replace(held, gone=holder_gone(held.holder))
+        for held in by_actor(ledger.store.holdings(channel))
+    ]
+    return StatusReport(
+        channels=channels, database=shown_url(ledger.url), holdings=holdings, **counts
+    )
 
 
 def make_filter(
@@ -148,13 +178,15 @@ def find(ledger: Ledger, ref: str | int) -> Submission:
     text = check_search_text(str(ref).strip(), "the submission to find")
     digits = text[1:] if text.startswith("#") else text
     if digits.isdigit():
-        found = ledger.store.get(int(digits)) if len(digits) <= 18 else None
+        number = int(digits) if len(digits) <= len(str(MAX_ID)) else 0
+        found = ledger.store.get(number) if check_id(number) else None
         if found is None:
             raise SubmissionNotFound(f"no submission with id {digits}")
         return found
     if ":" not in text:
         raise InvalidInput(
             f"{text!r} is neither an id (123) nor CHANNEL:KEY (invoice-email:order:42)"
+            f"{_key_elsewhere(ledger, text)}"
         )
     start = 0
     while (at := text.find(":", start)) != -1:
@@ -164,7 +196,21 @@ def find(ledger: Ledger, ref: str | int) -> Submission:
             if found is not None:
                 return found
         start = at + 1
-    raise SubmissionNotFound(f"no submission {text!r} (read as CHANNEL:KEY)")
+    channel, _, key = text.partition(":")
+    raise SubmissionNotFound(
+        f"no submission {text!r}: a row is found by CHANNEL:KEY (read here as channel "
+        f"{channel!r}, key {key!r}) or by its id{_key_elsewhere(ledger, text)}"
+    )
+
+
+def _key_elsewhere(ledger: Ledger, key: str) -> str:
+    """What a person who typed a key without its channel meant: the rows of that key
+    in each channel, else the channels there are."""
+    channels = ledger.store.channels()
+    meant = [f"{name}:{key}" for name in channels if ledger.store.get_by_key(name, key)]
+    if meant:
+        return f"; did you mean {' or '.join(meant[:3])}?"
+    return f"; channels with rows: {', '.join(channels[:10]) or 'none'}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,7 @@ def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSumm
     def tick() -> None:
         if progress is not None:
             report = worker.report
-            done = sum(report.outcomes.values()) + report.errors
+            done = report.verified.total()
             progress(done, max(due, report.reconciled))
 
     report = _wait(ledger, worker, worker.reconcile_pass(), tick)
@@ -88,10 +88,10 @@ def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSumm
     return ReconcileSummary(
         due=due,
         checked=report.reconciled,
-        synced=report.outcomes["synced"],
-        failed=report.outcomes["failed"],
-        rejected=report.outcomes["rejected"],
-        requesting=report.outcomes["requesting"],
+        synced=report.verified["synced"],
+        failed=report.verified["failed"],
+        rejected=report.verified["rejected"],
+        requesting=report.verified["requesting"],
         errors=report.errors,
         in_doubt_after=int(ledger.store.count_attention()["in_doubt"]),
     )

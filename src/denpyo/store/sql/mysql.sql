@@ -80,7 +80,7 @@ INSERT INTO denpyo_submissions (
     locked_by, locked_until, next_attempt_at
 )
 SELECT
-    %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s, 'requesting', %(attempts)s,
+    %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s, 'requesting', 0,
     %(ordering_key)s, %(supersedes)s, %(locked_by)s,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND
@@ -168,9 +168,10 @@ WHERE id = %(id)s AND status = %(from_status)s
            AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6))))
   AND (%(resolution)s IS NOT NULL OR resolution IS NULL);
 
--- submission_settle: end an attempt its holder still holds (`requesting` to how it ended; read back with submission_get_many)
+-- submission_settle: end an attempt its holder still holds (`requesting` to how it ended, its call counted; read back with submission_get_many)
 UPDATE denpyo_submissions SET
     status = %(to_status)s,
+    attempts = attempts + 1,
     locked_by = NULL,
     locked_until = NULL,
     next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(retry_in)s * 1000000) MICROSECOND,
@@ -248,7 +249,7 @@ FROM (
         COALESCE(SUM(CASE WHEN status = 'requesting'
                             OR (status = 'failed' AND kind IN ('retrying', 'ambiguous_due'))
                           THEN n END), 0) AS pending,
-        COALESCE(SUM(CASE WHEN resolved AND status <> 'synced' THEN n END), 0) AS resolved
+        COALESCE(SUM(CASE WHEN resolved THEN n END), 0) AS resolved
     FROM denpyo_status_counts
     WHERE (%(channel)s IS NULL OR channel = %(channel)s)
 ) AS counted,
@@ -279,6 +280,17 @@ WHERE channel = %(channel)s
   AND next_attempt_at <= UTC_TIMESTAMP(6)
   AND ({{in_doubt}});
 
+-- submission_holdings: the rows held now under a live lease (being sent or verified), per channel and holder (the rows of one claim share theirs), with when the first and the last of their leases end, and the database clock; the lease that ends last first
+-- A held row is due when its lease ends (next_attempt_at = locked_until): the channels'
+-- due index holds it among the rows due later, never the settled history.
+SELECT channel, locked_by, COUNT(*) AS n, MIN(locked_until) AS first_end,
+    MAX(locked_until) AS last_end, UTC_TIMESTAMP(6) AS now
+FROM denpyo_submissions FORCE INDEX (denpyo_submissions_due)
+WHERE channel IN %(channels)s AND next_attempt_at > UTC_TIMESTAMP(6)
+  AND status IN ('requesting', 'failed') AND locked_until > UTC_TIMESTAMP(6)
+GROUP BY channel, locked_by
+ORDER BY last_end DESC, channel, locked_by;
+
 -- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
 SELECT EXISTS (
     SELECT 1 FROM denpyo_submissions h
@@ -302,10 +314,6 @@ WHERE channel = %(channel)s AND status = 'synced'
   AND (synced_at > %(after_at)s OR id > %(after_id)s)
 ORDER BY synced_at, id
 LIMIT %(limit)s;
-
--- event_first_attempt: when a submission's first attempt began (NULL: never attempted), and the database clock
-SELECT MIN(at) AS first_attempt_at, UTC_TIMESTAMP(6) AS now
-FROM denpyo_events WHERE submission_id = %(submission_id)s AND kind = 'attempt';
 
 -- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
 SELECT id FROM denpyo_submissions
@@ -507,16 +515,18 @@ SELECT MAX(id) AS upto FROM (
     WHERE id > %(after)s AND at <= UTC_TIMESTAMP(6) - INTERVAL ROUND(%(lag)s * 1000000) MICROSECOND
     ORDER BY id LIMIT %(limit)s) AS batch;
 
--- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+-- outcome_fold_add: add a batch of events to the outcomes per minute: each call that ended (a settle, or a verify that found a call its sender never settled at the provider) once as `sent` and once by the status it reached
 INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
 SELECT * FROM (
     SELECT DATE_FORMAT(e.at, '%%Y-%%m-%%d %%H:%%i:00') AS minute, s.channel,
-           CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END AS outcome,
+           CASE WHEN counted.sent = 1 THEN 'sent' ELSE e.to_status END AS outcome,
            COUNT(*) AS n
     FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+    CROSS JOIN (SELECT 1 AS sent UNION ALL SELECT 0) AS counted
     WHERE e.id > %(after)s AND e.id <= %(upto)s
-      AND (e.kind = 'attempt'
-           OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+      AND (e.kind = 'settle'
+           OR (e.kind = 'verify' AND e.from_status = 'requesting'
+               AND e.to_status = 'synced'))
     GROUP BY 1, 2, 3) AS batch
 ON DUPLICATE KEY UPDATE n = denpyo_outcome_minutes.n + VALUES(n);
 

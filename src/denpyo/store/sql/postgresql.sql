@@ -60,6 +60,12 @@ SELECT current_database() AS database, current_setting('port') AS port,
     COALESCE((SELECT relnamespace::regnamespace::text || '.denpyo_submissions' FROM pg_class
         WHERE oid = to_regclass('denpyo_submissions')), 'none on its search_path') AS tables;
 
+-- layout_get: whether the submissions table is partitioned (the layout of migrations/postgresql-partitioned); no row before the first migration
+SELECT relkind = 'p' AS partitioned FROM pg_class WHERE oid = to_regclass('denpyo_submissions');
+
+-- partman_available: whether the server has pg_partman, for the partitioned layout
+SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_partman') AS available;
+
 -- clock_now: the database clock
 SELECT now() AS now;
 
@@ -118,7 +124,7 @@ WITH counted AS (
         COALESCE(SUM(n) FILTER (WHERE status = 'requesting'
                                    OR (status = 'failed'
                                        AND kind IN ('retrying', 'ambiguous_due'))), 0) AS pending,
-        COALESCE(SUM(n) FILTER (WHERE resolved AND status <> 'synced'), 0) AS resolved
+        COALESCE(SUM(n) FILTER (WHERE resolved), 0) AS resolved
     FROM denpyo_status_counts
     WHERE (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 ), held AS (  -- rows being sent or verified, and those whose sender is gone
@@ -163,6 +169,18 @@ WHERE channel = %(channel)s
   AND ((status = 'requesting' AND locked_until <= now())
        OR (status = 'failed' AND error_kind = 'ambiguous' AND next_attempt_at IS NOT NULL));
 
+-- submission_holdings: the rows held now under a live lease (being sent or verified), per channel and holder (the rows of one claim share theirs), with when the first and the last of their leases end, and the database clock; the lease that ends last first
+SELECT channel, locked_by, COUNT(*) AS n, MIN(locked_until) AS first_end,
+    MAX(locked_until) AS last_end, now() AS now
+FROM denpyo_submissions
+WHERE ((status = 'requesting' AND locked_until IS NOT NULL)
+       OR (status = 'failed' AND error_kind = 'ambiguous'
+           AND next_attempt_at IS NOT NULL))  -- as the index `denpyo_submissions_in_doubt`
+  AND locked_until > now()
+  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+GROUP BY channel, locked_by
+ORDER BY last_end DESC, channel, locked_by;
+
 -- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
 SELECT EXISTS (
     SELECT 1 FROM denpyo_submissions h
@@ -186,10 +204,6 @@ WHERE channel = %(channel)s AND status = 'synced'
   AND (synced_at > %(after_at)s OR id > %(after_id)s)
 ORDER BY synced_at, id
 LIMIT %(limit)s;
-
--- event_first_attempt: when a submission's first attempt began (NULL: never attempted), and the database clock
-SELECT MIN(at) AS first_attempt_at, now() AS now
-FROM denpyo_events WHERE submission_id = %(submission_id)s AND kind = 'attempt';
 
 -- submission_renew_lock: which of a list of rows one holder still holds; rows another transaction has locked (a settle in flight) are skipped, never waited for
 SELECT id FROM denpyo_submissions
@@ -221,8 +235,10 @@ WITH kept AS (
     )
     SELECT s.channel, s.key, s.idempotency_key, s.id, s.status, s.attempts, s.error_kind,
            s.remote_id, s.resolution, s.supersedes,
-           COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = s.id),
-                    (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = s.id)),
+           -- `+ 0`: read by the partial index on supersedes, not by walking the primary key
+           COALESCE((SELECT MIN(n.id + 0) FROM denpyo_submissions n WHERE n.supersedes = s.id),
+                    (SELECT MIN(k.submission_id + 0) FROM denpyo_keys k
+                     WHERE k.supersedes = s.id)),
            s.created_at, s.synced_at, %(archived_to)s::text
     FROM denpyo_submissions s
     WHERE s.id = ANY(%(ids)s::bigint[])
@@ -272,8 +288,9 @@ WITH gone AS (
     SELECT g.channel, g.key, g.idempotency_key, g.id, g.status, g.attempts, g.error_kind,
            g.remote_id, g.resolution, g.supersedes,
            -- the statement's snapshot still holds the rows it deletes
-           COALESCE((SELECT MIN(n.id) FROM denpyo_submissions n WHERE n.supersedes = g.id),
-                    (SELECT MIN(k.submission_id) FROM denpyo_keys k WHERE k.supersedes = g.id)),
+           COALESCE((SELECT MIN(n.id + 0) FROM denpyo_submissions n WHERE n.supersedes = g.id),
+                    (SELECT MIN(k.submission_id + 0) FROM denpyo_keys k
+                     WHERE k.supersedes = g.id)),
            g.created_at, g.synced_at, %(archived_to)s::text
     FROM gone g
     ORDER BY g.id
@@ -312,16 +329,19 @@ UPDATE denpyo_keys SET resolution = %(resolution)s, superseded_by = %(new_id)s
 WHERE submission_id = %(id)s AND superseded_by IS NULL;
 
 -- key_get: a removed row's key and outcome, by channel and business key
-SELECT * FROM denpyo_keys WHERE channel = %(channel)s AND key = %(key)s;
+SELECT * FROM denpyo_keys
+WHERE channel = %(channel)s AND key = %(key)s AND removed_at IS NOT NULL;
 
 -- key_get_by_id: a removed row's key and outcome, by the row's id
-SELECT * FROM denpyo_keys WHERE submission_id = %(id)s;
+SELECT * FROM denpyo_keys WHERE submission_id = %(id)s AND removed_at IS NOT NULL;
 
 -- key_find_superseding: the removed resend that replaced a submission, if any
-SELECT * FROM denpyo_keys WHERE supersedes = %(id)s ORDER BY submission_id LIMIT 1;
+SELECT * FROM denpyo_keys WHERE supersedes = %(id)s AND removed_at IS NOT NULL
+ORDER BY submission_id LIMIT 1;
 
 -- key_get_by_idempotency_keys: removed rows of a list of idempotency keys (the audit)
-SELECT * FROM denpyo_keys WHERE idempotency_key = ANY(%(keys)s::text[]);
+SELECT * FROM denpyo_keys
+WHERE idempotency_key = ANY(%(keys)s::text[]) AND removed_at IS NOT NULL;
 
 -- key_get_recorded_before: the remembered keys of a batch's channels and keys that no live row holds, with the item's place in the batch (a bulk insert skipped them)
 SELECT k.*, n.ord
@@ -362,7 +382,7 @@ WITH new AS (
         locked_by, locked_until, next_attempt_at
     )
     SELECT %(channel)s::text, %(key)s::text, %(idempotency_key)s::text, %(payload)s::jsonb,
-        'requesting', %(attempts)s::int, %(ordering_key)s::text, %(supersedes)s::bigint,
+        'requesting', 0, %(ordering_key)s::text, %(supersedes)s::bigint,
         %(locked_by)s::text, now() + make_interval(secs => %(lease)s::float8),
         now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
     WHERE NOT EXISTS (
@@ -381,7 +401,7 @@ WITH new AS (
 )
 SELECT new.*, false AS in_doubt, (SELECT COUNT(*) FROM woken) AS woken FROM new;
 
--- submission_claim_ready: lock up to :limit due rows of a channel and start their attempt, with events
+-- submission_claim_ready: lock up to :limit due rows of a channel and hold them to send, with their attempt events (each counted once its call started)
 WITH due AS (
     SELECT s.id, s.status FROM denpyo_submissions s
     WHERE s.channel = %(channel)s
@@ -400,7 +420,6 @@ WITH due AS (
 ), claimed AS (
     UPDATE denpyo_submissions s SET
         status = 'requesting',
-        attempts = s.attempts + 1,
         locked_by = %(holder)s,
         locked_until = now() + make_interval(secs => %(lease)s::float8),
         next_attempt_at = now() + make_interval(secs => %(lease)s::float8),
@@ -409,7 +428,7 @@ WITH due AS (
     RETURNING s.*, due.status AS previous_status
 ), events AS (
     INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
-    SELECT id, 'attempt', previous_status, 'requesting', attempts, %(holder)s FROM claimed
+    SELECT id, 'attempt', previous_status, 'requesting', attempts + 1, %(holder)s FROM claimed
 )
 SELECT claimed.*, false AS in_doubt FROM claimed ORDER BY id;
 
@@ -467,8 +486,9 @@ WITH moved AS (
 ), events AS (
     INSERT INTO denpyo_events
         (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
-    SELECT id, %(event)s::text, %(from_status)s, status, attempts, %(actor)s, %(detail)s,
-        %(duration_ms)s::int
+    SELECT id, %(event)s::text, %(from_status)s, status,
+        CASE WHEN %(event)s::text = 'attempt' THEN attempts + 1 ELSE attempts END,  -- moves.event_attempt
+        %(actor)s, %(detail)s, %(duration_ms)s::int
     FROM moved WHERE %(event)s::text IS NOT NULL
 )
 SELECT id, channel, key, idempotency_key,
@@ -515,7 +535,9 @@ WITH m AS (
 ), events AS (
     INSERT INTO denpyo_events
         (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
-    SELECT id, event, event_from, status, attempts, event_actor, event_detail, event_duration_ms
+    SELECT id, event, event_from, status,
+        CASE WHEN event = 'attempt' THEN attempts + 1 ELSE attempts END,  -- moves.event_attempt
+        event_actor, event_detail, event_duration_ms
     FROM moved WHERE event IS NOT NULL
 )
 -- A mover that has the row (the worker) gets back only what a move can change:
@@ -531,7 +553,7 @@ SELECT id, ord, status, attempts, next_attempt_at, locked_by, locked_until, remo
     CASE WHEN payload_known THEN NULL ELSE supersedes END AS supersedes
 FROM moved;
 
--- submission_settle_many: end attempts their holders still hold (`requesting` to how each ended), with their settle events: the worker's commit of finished calls
+-- submission_settle_many: end attempts their holders still hold (`requesting` to how each ended, each call counted), with their settle events: the worker's commit of finished calls
 -- The common move of the hot path, lean: one typed array per thing a settle
 -- changes (an array of NULLs goes as one NULL: unnest pads it), the event written
 -- from what the statement already has, and back only what the mover cannot know.
@@ -545,6 +567,7 @@ WITH m AS (
 ), moved AS (
     UPDATE denpyo_submissions s SET
         status = m.to_status,
+        attempts = s.attempts + 1,
         locked_by = NULL,
         locked_until = NULL,
         next_attempt_at = now() + make_interval(secs => m.retry_in),
@@ -572,6 +595,7 @@ SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_dou
 WITH moved AS (
     UPDATE denpyo_submissions SET
         status = %(to_status)s,
+        attempts = attempts + 1,
         locked_by = NULL,
         locked_until = NULL,
         next_attempt_at = now() + make_interval(secs => %(retry_in)s::float8),
@@ -727,14 +751,14 @@ SELECT MAX(id) AS upto FROM (
     WHERE id > %(after)s AND at <= now() - make_interval(secs => %(lag)s::float8)
     ORDER BY id LIMIT %(limit)s) AS batch;
 
--- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+-- outcome_fold_add: add a batch of events to the outcomes per minute: each call that ended (a settle, or a verify that found a call its sender never settled at the provider) once as `sent` and once by the status it reached
 INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
-SELECT date_trunc('minute', e.at), s.channel,
-       CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END, COUNT(*)
+SELECT date_trunc('minute', e.at), s.channel, counted.outcome, COUNT(*)
 FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+CROSS JOIN LATERAL (VALUES ('sent'), (e.to_status)) AS counted(outcome)
 WHERE e.id > %(after)s AND e.id <= %(upto)s
-  AND (e.kind = 'attempt'
-       OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+  AND (e.kind = 'settle'
+       OR (e.kind = 'verify' AND e.from_status = 'requesting' AND e.to_status = 'synced'))
 GROUP BY 1, 2, 3
 ON CONFLICT (minute, channel, outcome)
 DO UPDATE SET n = denpyo_outcome_minutes.n + excluded.n;

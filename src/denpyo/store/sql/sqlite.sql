@@ -70,7 +70,7 @@ INSERT INTO denpyo_submissions (
     channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
     locked_by, locked_until, next_attempt_at
 ) SELECT
-    :channel, :key, :idempotency_key, :payload, 'requesting', :attempts, :ordering_key,
+    :channel, :key, :idempotency_key, :payload, 'requesting', 0, :ordering_key,
     :supersedes, :locked_by,
     CASE WHEN :lease IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END,
@@ -149,9 +149,10 @@ WHERE id = :id AND status = :from_status
 RETURNING *,
     {{in_doubt}} AS in_doubt;
 
--- submission_settle: end an attempt its holder still holds (`requesting` to how it ended), back only what the mover cannot know: submission_move's commonest move, lean
+-- submission_settle: end an attempt its holder still holds (`requesting` to how it ended, its call counted), back only what the mover cannot know: submission_move's commonest move, lean
 UPDATE denpyo_submissions SET
     status = :to_status,
+    attempts = attempts + 1,
     locked_by = NULL,
     locked_until = NULL,
     next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :retry_in || ' seconds'),
@@ -219,7 +220,7 @@ WITH counted AS (
         COALESCE(SUM(CASE WHEN status = 'requesting'
                             OR (status = 'failed' AND kind IN ('retrying', 'ambiguous_due'))
                           THEN n END), 0) AS pending,
-        COALESCE(SUM(CASE WHEN resolved AND status <> 'synced' THEN n END), 0) AS resolved
+        COALESCE(SUM(CASE WHEN resolved THEN n END), 0) AS resolved
     FROM denpyo_status_counts
     WHERE (:channel IS NULL OR channel = :channel)
 ), held AS (  -- rows being sent or verified, and those whose sender is gone
@@ -255,6 +256,16 @@ WHERE channel = :channel
   AND {{in_doubt_index}}
   AND ({{in_doubt}});
 
+-- submission_holdings: the rows held now under a live lease (being sent or verified), per channel and holder (the rows of one claim share theirs), with when the first and the last of their leases end, and the database clock; the lease that ends last first
+SELECT channel, locked_by, COUNT(*) AS n, MIN(locked_until) AS first_end,
+    MAX(locked_until) AS last_end, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
+FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
+WHERE {{in_doubt_index}}
+  AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND (:channel IS NULL OR channel = :channel)
+GROUP BY channel, locked_by
+ORDER BY last_end DESC, channel, locked_by;
+
 -- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
 SELECT EXISTS (
     SELECT 1 FROM denpyo_submissions h
@@ -278,10 +289,6 @@ WHERE channel = :channel AND status = 'synced'
   AND (synced_at > :after_at OR id > :after_id)
 ORDER BY synced_at, id
 LIMIT :limit;
-
--- event_first_attempt: when a submission's first attempt began (NULL: never attempted), and the database clock
-SELECT MIN(at) AS first_attempt_at, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
-FROM denpyo_events WHERE submission_id = :submission_id AND kind = 'attempt';
 
 -- submission_renew_lock: which of a list of rows one holder still holds (ids: a JSON array)
 SELECT id FROM denpyo_submissions
@@ -434,14 +441,17 @@ SELECT MAX(id) AS upto FROM (
     WHERE id > :after AND at <= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :lag || ' seconds')
     ORDER BY id LIMIT :limit) AS batch;
 
--- outcome_fold_add: add a batch of events to the outcomes per minute: attempts as `sent`, settles by the status they reached
+-- outcome_fold_add: add a batch of events to the outcomes per minute: each call that ended (a settle, or a verify that found a call its sender never settled at the provider) once as `sent` and once by the status it reached
 INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
-SELECT substr(e.at, 1, 16) || ':00.000', s.channel,
-       CASE WHEN e.kind = 'attempt' THEN 'sent' ELSE e.to_status END, COUNT(*)
-FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
-WHERE e.id > :after AND e.id <= :upto
-  AND (e.kind = 'attempt'
-       OR (e.kind = 'settle' AND e.to_status IN ('synced', 'failed', 'rejected')))
+SELECT ended.minute, ended.channel,
+       CASE WHEN counted.sent THEN 'sent' ELSE ended.status END, COUNT(*)
+FROM (SELECT substr(e.at, 1, 16) || ':00.000' AS minute, s.channel, e.to_status AS status
+      FROM denpyo_events e JOIN denpyo_submissions s ON s.id = e.submission_id
+      WHERE e.id > :after AND e.id <= :upto
+        AND (e.kind = 'settle'
+             OR (e.kind = 'verify' AND e.from_status = 'requesting'
+                 AND e.to_status = 'synced'))) AS ended
+CROSS JOIN (SELECT 1 AS sent UNION ALL SELECT 0) AS counted
 GROUP BY 1, 2, 3
 ON CONFLICT (minute, channel, outcome) DO UPDATE SET n = n + excluded.n;
 

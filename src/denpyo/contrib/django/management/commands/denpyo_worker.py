@@ -84,11 +84,7 @@ class Command(BaseCommand):
             )
         except DenpyoError as exc:
             raise CommandError(str(exc), returncode=2) from exc
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())) or "none"
-        self.stderr.write(
-            f"worker stopped: attempted {report.attempted}, reconciled {report.reconciled}, "
-            f"outcomes: {outcomes}, released {report.released}, errors {report.errors}"
-        )
+        self.stderr.write(f"worker stopped: {report.summary()}")
 
     def _supervise(self, options: dict[str, Any]) -> None:
         """N children, each this command with `--processes 1`, under the supervisor."""
