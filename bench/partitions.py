@@ -137,14 +137,17 @@ class Layout:
             self.conn.execute(query, {**params, "first": first, "last": last})
         self.conn.execute("ANALYZE denpyo_submissions")
 
-    def size(self) -> int:
-        """Bytes on disk of the rows, their events and the keys, indexes included."""
+    def size(self) -> tuple[int, int]:
+        """Bytes on disk, indexes included, of the rows and their events, and of the
+        keys (which grow by design: every key is kept)."""
         row = self.conn.execute(
-            """SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c
+            """SELECT SUM(pg_total_relation_size(c.oid)) FILTER (WHERE c.relname <> 'denpyo_keys'),
+                      SUM(pg_total_relation_size(c.oid)) FILTER (WHERE c.relname = 'denpyo_keys')
+               FROM pg_class c
                WHERE c.relkind = 'r' AND (c.relname LIKE 'denpyo_submissions%%'
                   OR c.relname LIKE 'denpyo_events%%' OR c.relname = 'denpyo_keys')"""
         ).fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
     def backend_cpu(self) -> float:
         """CPU seconds of this database's server processes so far."""
@@ -297,8 +300,15 @@ def size_over_time(args: argparse.Namespace, results: dict[str, Any]) -> None:
                     layout.ledger.prune(older_than=age, batch_size=10_000)
                 if (day + 1) % 10 == 0 or day + 1 == args.size_days:
                     layout.conn.execute("VACUUM denpyo_submissions, denpyo_events")
-                    sizes[name].append({"day": day + 1, "mb": round(layout.size() / 1e6, 1)})
-                    log(f"{name}: day {day + 1}: {sizes[name][-1]['mb']} MB")
+                    rows, keys = layout.size()
+                    sizes[name].append(
+                        {
+                            "day": day + 1,
+                            "mb": round(rows / 1e6, 1),
+                            "keys_mb": round(keys / 1e6, 1),
+                        }
+                    )
+                    log(f"{name}: day {day + 1}: {sizes[name][-1]}")
         results["size_over_time"] = {
             "per_day": args.size_per_day,
             "kept_days": args.size_kept,

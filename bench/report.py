@@ -713,7 +713,8 @@ def section_partitions(results: dict[str, Any]) -> list[str]:
         days = sorted({day for rows in by_day.values() for day in rows})
         body = [[str(day), *[f"{by_day[name].get(day, '–')}" for name in by_day]] for day in days]
         lines += [
-            f"Size on disk (rows, events, keys, with their indexes, MB), "
+            f"Size on disk of the rows and their events, with their indexes, MB (the keys, "
+            f"kept for ever by design, apart), "
             f"{size['per_day']:,} rows a day, the last {size['kept_days']} days kept:",
             "",
             table(["day", *by_day], body),
