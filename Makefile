@@ -38,7 +38,7 @@ test-partitions: setup services
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
 		tests/integration/store tests/integration/ledger tests/integration/test_partitions.py \
 		tests/integration/test_operator.py tests/integration/test_double_send.py \
-		tests/integration/test_rules_sql.py
+		tests/integration/test_rules_sql.py tests/integration/test_fleet.py
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 

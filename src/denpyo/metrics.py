@@ -9,12 +9,14 @@ Two sources, one registry:
 - gauges read from the store when scraped (cached for a few seconds, so that
   several scrapers cost one read): `denpyo_rows{channel,status}`,
   `denpyo_in_doubt{channel}`, `denpyo_needs_attention{channel}`,
-  `denpyo_oldest_pending_seconds{channel}`, and `denpyo_store_up` (0 when the
-  database could not be read; the other gauges are then left out, not zeroed).
+  `denpyo_oldest_pending_seconds{channel}`, `denpyo_channel_state{channel,state}`,
+  and `denpyo_store_up` (0 when the database could not be read; the other gauges
+  are then left out, not zeroed).
   A read that takes long (SQLite and MariaDB count by reading the table) is kept
   ten times as long as it took.
 
-Labels stay few: a channel, a status, an outcome, a reason; never a key or an id.
+Labels stay few: a channel, a status, an outcome, a reason, a channel's state;
+never a key or an id.
 `denpyo worker --metrics-port` serves them from each worker; the dashboard at
 `/metrics`.
 """
@@ -46,6 +48,7 @@ try:
 except ImportError as exc:  # the extra is not installed
     raise missing("dashboard", "denpyo.metrics", exc) from exc
 
+from denpyo.domain.channel_state import Mode
 from denpyo.engine.alerts import Alert
 from denpyo.engine.observers import CallRecord
 
@@ -214,4 +217,20 @@ class StoreCounts(Collector):
             pending = counts["oldest_pending"]
             age = (counts["now"] - pending).total_seconds() if pending is not None else 0.0
             oldest.add_metric([channel], max(age, 0.0))
-        return [rows, in_doubt, attention, oldest]
+        return [rows, in_doubt, attention, oldest, self._channel_state(channels)]
+
+    def _channel_state(self, channels: set[str]) -> GaugeMetricFamily:
+        """1 for each channel's mode now, 0 for the other modes: the channels registered
+        or with rows (running unless they have a state), and those with a state."""
+        family = GaugeMetricFamily(
+            "denpyo_channel_state",
+            "1 for the channel's mode now, 0 for the others: running; paused (by a person); "
+            "held (the provider asked it to wait); down (failing, probed).",
+            labels=["channel", "state"],
+        )
+        modes = {state.channel: state.mode for state in self.ledger.store.channel_states()}
+        for channel in sorted(channels | set(modes)):
+            now = modes.get(channel, Mode.RUNNING)
+            for mode in Mode:
+                family.add_metric([channel, mode.value], 1 if mode is now else 0)
+        return family

@@ -97,9 +97,12 @@ class CallStart:
 
 
 def start_provider(*, honour_keys: bool, latency: float) -> tuple[subprocess.Popen[str], str]:
+    """The provider the sends meet: its 503s carry no Retry-After (a call failing on
+    its own, not the provider asking the whole channel to wait, which would hold
+    every worker back a second per failure: test_fleet.py covers that)."""
     honour = "--honour-idempotency" if honour_keys else "--no-honour-idempotency"
     process = subprocess.Popen(
-        [sys.executable, "-m", "denpyo.testing", "--port", "0", honour,
+        [sys.executable, "-m", "denpyo.testing", "--port", "0", honour, "--retry-after", "0",
          "--fail-rate", "0.08", "--reject-rate", "0.03", "--slow-rate", "0.03",
          "--slow-seconds", "2.5", "--latency", str(latency), "--seed", "7"],
         stdout=subprocess.PIPE, text=True,

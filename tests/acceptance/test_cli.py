@@ -536,6 +536,133 @@ def test_abandon_says_what_happened_to_the_row(db_url: str, seeded: dict[str, in
     assert (done["from_status"], done["submission"]["status"]) == ("rejected", "rejected")
 
 
+def channel_changes(db_url: str, channel: str) -> list[tuple[str, str, str | None]]:
+    with denpyo.Ledger(db_url) as ledger:
+        return [(e.kind, e.actor, e.note) for e in ledger.store.channel_history(channel)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_pause_and_resume_a_channel_with_who_and_why(db_url: str) -> None:
+    """`pause` and `resume` say what they did; `status` shows the paused channel on a
+    line of its own (its note escaped), `--json` its state, and `status --channel`
+    its latest changes; a second pause or resume says what holds and writes nothing."""
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ledger.enqueue("email", "k1", {})
+    note = "provider incident\x1b[2J INC-7"
+    paused = ok(denpyo_cli("pause", "email", "--note", note, "--by", "alice", db=db_url))
+    assert " ".join(paused.stdout.split()) == (
+        "email paused by operator:alice: workers stop starting its calls within one poll "
+        "interval (1 s by default); calls already sent finish"
+    )
+    assert paused.stderr == ""  # a channel with rows: nothing more to say
+    people, as_json_, again = run_all(
+        [["status"], ["status", "--json"], ["pause", "email", "--note", "me too", "--by", "bob"]],
+        db_url,
+    )
+    shown = ok(people).stdout.splitlines()
+    first = shown[1].rstrip()  # first, right under the database
+    assert first == "Channels that start no call now", shown
+    assert " ".join(shown[2].split()[:4]) == "email paused by operator:alice", shown
+    assert shown[2].endswith(": provider incident\\x1b[2J INC-7"), shown
+    assert "\x1b" not in people.stdout
+    state = as_json(as_json_)["channel_states"]["email"]
+    assert (state["mode"], state["paused_by"], state["note"]) == ("paused", "operator:alice", note)
+    assert state["paused_at"] is not None and state["held_until"] is None
+    text = " ".join(ok(again).stdout.split())
+    assert text.startswith("email is already paused by operator:alice at "), text
+    assert text.endswith(": provider incident\\x1b[2J INC-7; nothing written"), text
+    assert channel_changes(db_url, "email") == [("paused", "operator:alice", note)]
+
+    resumed = as_json(denpyo_cli("resume", "email", "--note", "fixed", "--by", "carol",
+                                 "--json", db=db_url))  # fmt: skip
+    assert (resumed["changed"], resumed["by"], resumed["state"]["mode"]) == (
+        True, "operator:carol", "running"
+    )  # fmt: skip
+    twice, shown, shown_json, status = run_all(
+        [
+            ["resume", "email", "--note", "again"],
+            ["status", "--channel", "email"],
+            ["status", "--channel", "email", "--json"],
+            ["status"],
+        ],
+        db_url,
+    )
+    assert " ".join(ok(twice).stdout.split()) == "email is not paused (running); nothing written"
+    history = [(e["kind"], e["actor"], e["note"]) for e in as_json(shown_json)["channel_history"]]
+    assert history == [("resumed", "operator:carol", "fixed"), ("paused", "operator:alice", note)]
+    assert history == channel_changes(db_url, "email")  # newest first
+    table = ok(shown).stdout
+    assert "channel email: latest changes" in table
+    resumed_line = next(line for line in table.splitlines() if "resumed" in line)
+    assert "operator:carol" in resumed_line and "fixed" in resumed_line
+    assert "start no call" not in table and "start no call" not in ok(status).stdout  # running
+
+
+def test_pause_and_resume_refuse_bad_input_and_write_nothing(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/pause.db"
+    with denpyo.Ledger(db) as ledger:
+        ledger.migrate()
+        script_channel(ledger)
+        ledger.enqueue("email", "k", {})
+        ledger.channel("legacy")(lambda sub: "r")
+        ledger.enqueue("legacy", "k", {})  # rows, but the application no longer has it
+    (tmp_path / "pause_app.py").write_text(
+        "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n"
+        "ledger.channel('email')(lambda sub: 'r')\nledger.channel('sms')(lambda sub: 'r')\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "DENPYO_DB": db}
+    app = ["--app", "pause_app:ledger"]
+    cases = [
+        (["--db", db, "pause", "email"], "a note (--note) is required for a pause"),
+        (["--db", db, "pause", "email", "--note", "  "], "a note (--note) is required"),
+        (["--db", db, "resume", "email"], "a note (--note) is required for a resume"),
+        (["--db", db, "pause", "bad name!", "--note", "x"], "channel name 'bad name!' must be"),
+        (["--db", db, "pause", "nowhere"], "a note (--note) is required"),  # not the note: line
+        ([*app, "pause", "emial", "--note", "x"],
+         "no channel named 'emial': the application registers email, sms; channels with rows: "
+         "email, legacy"),
+        ([*app, "resume", "emial", "--note", "x", "--json"], "no channel named 'emial'"),
+        ([*app, "pause", "legacy", "--note", "x"],
+         "no channel named 'legacy': the application registers email, sms"),
+    ]  # fmt: skip
+    with ThreadPoolExecutor(8) as pool:
+        procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
+    for (args, text), proc in zip(cases, procs, strict=True):
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("error: ") and text in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)
+    with denpyo.Ledger(db) as ledger:
+        assert ledger.store.channel_states() == []
+        assert [
+            ledger.store.channel_history(n) for n in ("email", "emial", "nowhere", "legacy")
+        ] == [[], [], [], []]
+    registered = ok(denpyo_cli(*app, "pause", "sms", "--note", "not yet", env=env))
+    assert "sms paused by" in registered.stdout and registered.stderr == ""  # no rows, registered
+
+
+def test_a_channel_with_no_rows_yet_may_be_paused_ahead(db_url: str) -> None:
+    """Without --app, a channel with no rows may be a typo: the command goes on, and
+    says so on stderr as a filter naming it does."""
+    with denpyo.Ledger(db_url) as ledger:
+        script_channel(ledger)
+        ledger.enqueue("email", "k", {})
+    people, scripted = run_all(
+        [
+            ["pause", "sms", "--note", "launch on Monday"],
+            ["pause", "push", "--note", "x", "--json"],
+        ],
+        db_url,
+    )
+    said = "note: channel '{}' has no rows (channels with rows: email)\n"
+    assert ok(people).stderr == said.format("sms")
+    assert "sms paused by operator:" in people.stdout
+    assert ok(scripted).stderr == said.format("push")
+    assert json.loads(scripted.stdout)["state"]["mode"] == "paused"
+    with denpyo.Ledger(db_url) as ledger:
+        assert sorted(s.channel for s in ledger.store.channel_states()) == ["push", "sms"]
+
+
 ROW_FILTERS = {
     "statuses", "channel", "in_doubt", "needs_attention", "resolved", "since", "until",
     "key_prefix", "limit",

@@ -86,10 +86,12 @@ def test_audit_exits_0_when_both_sides_agree_and_1_with_each_discrepancy(
     assert (clean["remote_records"], clean["ledger_synced"], clean["discrepancies"]) == (3, 3, [])
     assert "no discrepancy" in ok(denpyo_cli("audit", "--channel", "charge", env=env)).stdout
 
-    failed = charge(db_url, provider, "order:failed", "fail")
-    provider.plant(failed.idempotency_key, remote_id="ch_seen")
     lost = charge(db_url, provider, "order:lost")
     provider.forget(lost.idempotency_key)
+    # Last: its 503's Retry-After holds the channel back, and a charge meanwhile
+    # would be left to a worker.
+    failed = charge(db_url, provider, "order:failed", "fail")
+    provider.plant(failed.idempotency_key, remote_id="ch_seen")
     found = denpyo_cli("audit", "--channel", "charge", "--since", "2h", "--json", env=env)
     assert found.returncode == 1, found.stderr
     report = __import__("json").loads(found.stdout)

@@ -101,10 +101,6 @@ def test_each_kind_of_discrepancy_is_reported_with_its_row(
 ) -> None:
     for i in range(3):
         send(mail, f"fine:{i}")
-    # the provider accepted it; the ledger says failed
-    failed = send(mail, "failed", "fail")
-    assert failed.status is Status.FAILED
-    provider.plant(failed.idempotency_key)
     # the provider accepted a key the ledger never recorded
     stranger = provider.plant("a-key-nobody-recorded")
     # the ledger says synced; the provider has no record of it
@@ -117,6 +113,11 @@ def test_each_kind_of_discrepancy_is_reported_with_its_row(
     # the provider acted twice on one key
     twice = send(mail, "twice")
     provider.plant(twice.idempotency_key, remote_id="msg_second")
+    # the provider accepted it; the ledger says failed (last: its 503's Retry-After
+    # holds the channel back, and a submit meanwhile leaves its row to a worker)
+    failed = send(mail, "failed", "fail")
+    assert failed.status is Status.FAILED
+    provider.plant(failed.idempotency_key)
 
     report = mail.audit("mail", step=7200, **window(mail))  # one step: both of "twice"
     found = {(d.kind, d.submission.key if d.submission else None) for d in report.discrepancies}

@@ -203,3 +203,77 @@ def test_an_unreachable_database_is_a_503_not_a_400(tmp_path: Any) -> None:
             assert answer.status_code == 503, (path, answer.text)
             assert "the database did not answer" in answer.text
             assert answer.headers["retry-after"]
+
+
+def test_a_channel_is_paused_and_resumed_from_the_overview(
+    web: TestClient, ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    """Each channel on the overview with its state and its one action (a note
+    required), and its page with who changed it, when and why."""
+    overview = web.get("/").text
+    assert '<span class="badge m-running">running</span>' in overview
+    assert 'action="/channels/sms/pause"' in overview
+    assert 'action="/channels/invoice-email/pause"' in overview
+    assert 'href="/channels/sms"' in overview
+
+    missing = web.post("/channels/sms/pause", data={"note": "  "}, follow_redirects=False)
+    assert missing.status_code == 409 and "a note (--note) is required" in missing.text
+    assert 'class="flash error"' in missing.text and "Nothing was changed" in missing.text
+    assert ledger.store.channel_history("sms") == []
+
+    note = "carrier outage <script>alert(1)</script>"
+    paused = web.post("/channels/sms/pause", data={"note": note}, follow_redirects=False)
+    assert paused.status_code == 303 and paused.headers["location"] == "/channels/sms?done=paused"
+    [state] = ledger.store.channel_states()
+    assert (state.channel, state.paused_by, state.paused_note) == ("sms", "operator:script", note)
+    page = web.get(paused.headers["location"]).text
+    assert "Paused: workers stop starting its calls within one poll interval" in page
+    assert 'action="/channels/sms/resume"' in page and "/channels/sms/pause" not in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert re.search(r'badge k-paused">paused</span></td>\s*<td>operator:script</td>', page)
+    overview = web.get("/").text
+    assert '<tr class="stopped">' in overview and 'badge m-paused">paused' in overview
+    assert 'action="/channels/sms/resume"' in overview and "operator:script" in overview
+    assert "&lt;script&gt;alert(1)" in overview and "<script>alert(1)" not in overview
+
+    again = web.post("/channels/sms/pause", data={"note": "me too"}, follow_redirects=False)
+    assert again.headers["location"] == "/channels/sms?done=already-paused"
+    assert "It was paused already: nothing was changed." in web.get(again.headers["location"]).text
+    assert len(ledger.store.channel_history("sms")) == 1
+
+    resumed = web.post("/channels/sms/resume", data={"note": "back"}, follow_redirects=False)
+    assert resumed.headers["location"] == "/channels/sms?done=resumed"
+    page = web.get("/channels/sms").text
+    assert [m for m in re.findall(r'badge k-(\w+)"', page)] == ["resumed", "paused"]
+    assert 'action="/channels/sms/pause"' in page
+    assert [s.mode.value for s in ledger.store.channel_states()] == ["running"]
+    not_paused = web.post("/channels/sms/resume", data={"note": "x"}, follow_redirects=False)
+    assert not_paused.headers["location"] == "/channels/sms?done=not-paused"
+
+
+def test_a_channel_the_application_does_not_register_is_refused(
+    web: TestClient, ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    unknown = web.post("/channels/emial/pause", data={"note": "x"}, follow_redirects=False)
+    refusal = unknown.text
+    assert unknown.status_code == 404 and "no channel named &#39;emial&#39;" in refusal
+    assert "the application registers invoice-email, sms" in refusal
+    assert web.get("/channels/emial").status_code == 404
+    bad = web.post("/channels/bad%20name/pause", data={"note": "x"}, follow_redirects=False)
+    assert bad.status_code == 400 and "channel name" in bad.text
+    assert ledger.store.channel_states() == []
+
+
+def test_a_channel_with_no_rows_may_be_paused_ahead_without_the_application(
+    tmp_path: Any,
+) -> None:
+    """A dashboard over the database alone (no channels registered) takes any channel
+    name, as `denpyo pause` does without --app."""
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/bare.db") as bare:
+        bare.migrate()
+        client = TestClient(create_app(bare, token=TOKEN), base_url="http://127.0.0.1:8470")
+        client.headers.update({"authorization": f"Bearer {TOKEN}"})
+        assert "No channels yet." in client.get("/").text
+        done = client.post("/channels/launch/pause", data={"note": "not before Monday"})
+        assert done.status_code == 200 and "Paused:" in done.text
+        assert 'action="/channels/launch/resume"' in client.get("/").text

@@ -15,11 +15,15 @@ from starlette.testclient import TestClient
 
 import denpyo
 from dashboard_seed import CARD, SCRIPT, seed
+from denpyo.engine import operator as op
 from denpyo.web import Access, create_app
 
 TOKEN = "correct-horse-battery"
 ORIGIN = "http://127.0.0.1:8470"
-PAGES = ["/", "/partials/overview", "/submissions", "/submissions/1", "/attention", "/metrics"]
+PAGES = [
+    "/", "/partials/overview", "/submissions", "/submissions/1", "/attention", "/metrics",
+    "/channels/sms",
+]  # fmt: skip
 
 
 @pytest.fixture
@@ -156,6 +160,46 @@ def test_posts_without_the_csrf_token_or_from_elsewhere_write_nothing(
     done = browser.post(target, data={**form, "csrf_token": csrf}, headers={"origin": ORIGIN})
     assert done.status_code in (200, 303), done.text
     assert {name: history(ledger, i) for name, i in ids.items()} != before
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_a_channel_pause_or_resume_needs_the_csrf_token_and_this_origin(
+    ledger: denpyo.Ledger, ids: dict[str, int], verb: str
+) -> None:
+    if verb == "resume":
+        op.pause(ledger, "sms", note="carrier outage", by="bob")
+    browser, csrf = signed_in(ledger)
+    before = ledger.store.channel_history("sms")
+    form = {"note": "maintenance"}
+    refusals = [
+        (dict(form), {"origin": ORIGIN}),
+        ({**form, "csrf_token": "forged"}, {"origin": ORIGIN}),
+        ({**form, "csrf_token": csrf}, {"origin": "https://evil.example"}),
+        ({**form, "csrf_token": csrf}, {"referer": "https://evil.example/page"}),
+        ({**form, "csrf_token": csrf}, {"origin": ORIGIN, "sec-fetch-site": "cross-site"}),
+    ]
+    target = f"/channels/sms/{verb}"
+    for data, headers in refusals:
+        answer = browser.post(target, data=data, headers=headers)
+        assert answer.status_code == 403, (data, headers, answer.text)
+    anonymous = client(create_app(ledger, token=TOKEN))
+    assert anonymous.post(target, data={**form, "csrf_token": csrf}).status_code == 401
+    reader, reader_csrf = signed_in(ledger, read_only=True)
+    page = reader.get("/").text
+    assert "/channels/sms/" not in page and "read-only" in page
+    assert "/channels/sms/" not in reader.get("/channels/sms").text
+    refused = reader.post(
+        target, data={**form, "csrf_token": reader_csrf}, headers={"origin": ORIGIN}
+    )
+    assert refused.status_code == 403
+    assert ledger.store.channel_history("sms") == before
+    # The form of the overview, with its token, from this origin, is let through.
+    overview = browser.get("/").text
+    assert f'action="{target}"' in overview
+    done = browser.post(target, data={**form, "csrf_token": csrf}, headers={"origin": ORIGIN})
+    assert done.status_code == 303 and done.headers["location"].startswith("/channels/sms?done=")
+    [latest, *_] = ledger.store.channel_history("sms")
+    assert (latest.actor, latest.note) == ("operator:alice", "maintenance")
 
 
 def test_read_only_hides_the_actions_and_refuses_them(

@@ -62,7 +62,36 @@ def test_calls_alerts_and_counts_are_exported(ledger: denpyo.Ledger) -> None:
     assert value("denpyo_oldest_pending_seconds", channel="mail") == 0
     # Labels stay few: never a key, an id or a payload.
     for _name, labels in found:
-        assert {label for label, _ in labels} <= {"channel", "status", "outcome", "reason", "le"}
+        assert {label for label, _ in labels} <= {
+            "channel", "status", "outcome", "reason", "state", "le",
+        }  # fmt: skip
+
+
+def test_each_channels_state_is_one_gauge_per_mode(ledger: denpyo.Ledger) -> None:
+    """`denpyo_channel_state`: 1 for the mode each channel is in now, 0 for the three
+    others, for the channels registered and those with a state (a channel paused
+    ahead, before the application registers it, included)."""
+    channel(ledger)
+    ledger.channel("sms")(lambda sub: "s-1")
+    ledger.channel("push")(lambda sub: "p-1")
+    metrics = Metrics(ledger, counts_ttl=0)
+    ledger.pause("mail", note="provider incident", by="alice")
+    ledger.pause("launch", note="not before Monday", by="bob")
+    ledger.store.hold_channel("sms", hold_for=600, note="429 Too Many Requests")
+    ledger.store.channel_down("push", actor="worker:test", note="10 calls failed", probe_in=2)
+    found = samples(metrics)
+    modes = {"running", "paused", "held", "down"}
+    expected = {"mail": "paused", "launch": "paused", "sms": "held", "push": "down"}
+    for name, now in expected.items():
+        values = {
+            mode: found.get(("denpyo_channel_state", (("channel", name), ("state", mode))))
+            for mode in modes
+        }
+        assert values == {mode: 1.0 if mode == now else 0.0 for mode in modes}, (name, values)
+    ledger.resume("mail", note="fixed", by="alice")
+    found = samples(Metrics(ledger, counts_ttl=0))  # a read is kept 10 times as long as it took
+    key = ("denpyo_channel_state", (("channel", "mail"), ("state", "running")))
+    assert found[key] == 1.0
 
 
 def test_a_database_that_cannot_be_read_says_so(tmp_path: Any) -> None:

@@ -1,4 +1,4 @@
-"""Commands that act: retry, resolve, reconcile, worker."""
+"""Commands that act: retry, resolve, pause, resume, reconcile, worker."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from denpyo.cli.app import (
     pass_env,
 )
 from denpyo.cli.processes import MAX_PROCESSES
-from denpyo.cli.rows import RowFilters, row_filters
+from denpyo.cli.rows import RowFilters, check_filter_channel, row_filters
 from denpyo.domain.limits import decode_payload
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
@@ -172,6 +172,69 @@ def resolve(
         render.emit_json(done.to_json(full=full))
     else:
         render.show_resolution(done)
+
+
+@main.command()
+@click.argument("channel", metavar="CHANNEL")
+@note_option
+@by_option
+@json_option
+@pass_env
+def pause(env: Env, channel: str, note: str | None, by: str | None, as_json: bool) -> None:
+    """Stop the calls of CHANNEL until `denpyo resume`: every worker stops starting
+    them within one poll interval (1 s by default). Calls already on the wire
+    finish and settle; the application still records rows, which wait. --note
+    (required) and who (--by) go into the channel's history, which `denpyo status
+    --channel CHANNEL` shows.
+
+    \b
+    Example: denpyo pause invoice-email --note "provider incident, INC-4411"
+    """
+    _switch(env, channel, note, by, as_json, pausing=True)
+
+
+@main.command()
+@click.argument("channel", metavar="CHANNEL")
+@note_option
+@by_option
+@json_option
+@pass_env
+def resume(env: Env, channel: str, note: str | None, by: str | None, as_json: bool) -> None:
+    """Let the workers start the calls of a paused CHANNEL again, within one poll
+    interval (1 s by default). --note (required) and who (--by) go into the
+    channel's history.
+
+    \b
+    Example: denpyo resume invoice-email --note "provider says fixed, INC-4411"
+    """
+    _switch(env, channel, note, by, as_json, pausing=False)
+
+
+def _switch(
+    env: Env, channel: str, note: str | None, by: str | None, as_json: bool, *, pausing: bool
+) -> None:
+    """`pause` or `resume`: the input checked before anything is written (the name,
+    the note, then the channel against the application's), then the change, and
+    what the channel is now."""
+    op.check_channel(channel)
+    op.check_note(note, "a pause" if pausing else "a resume")
+    ledger = env.ledger
+    check_filter_channel(ledger, channel, registered_only=True)
+    switch = op.pause if pausing else op.resume
+    changed = switch(ledger, channel, note=note, by=by)
+    view = op.channel_view(ledger, channel, limit=1)
+    if as_json:
+        render.emit_json(
+            {
+                "channel": channel,
+                "action": "pause" if pausing else "resume",
+                "changed": changed,
+                "by": op.operator_actor(by) if changed else None,
+                "state": op.channel_state_json(view.state),
+            }
+        )
+    else:
+        render.show_switch(view, pausing=pausing, changed=changed, by=op.operator_actor(by))
 
 
 def read_payload(text: str) -> Any:

@@ -22,14 +22,17 @@ from rich.table import Table
 from rich.text import Text
 
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
+from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.holders import actor_of, lease_left
 from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import Action, RowActions, allowed_actions
+from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.engine.holders import holder_gone
 from denpyo.engine.operator import (
+    ChannelView,
     History,
     ReconcileSummary,
     Resolution,
@@ -166,6 +169,8 @@ def short(text: str | None, width: int | None = 60) -> str:
 
 def show_status(report: StatusReport) -> None:
     out.print(Text.assemble("database ", (visible(report.database), "bold")), soft_wrap=True)
+    if report.stopped:
+        show_stopped(report.stopped)
     table = Table(title="Submissions by channel and status", title_justify="left")
     table.add_column("channel")
     for st in Status:
@@ -202,6 +207,90 @@ def show_status(report: StatusReport) -> None:
             ", then in doubt and verified" if held.gone else "",
         )
         out.print(line, soft_wrap=True)
+    if report.channel_history:
+        [name] = report.channel_states
+        show_channel_history(name, report.channel_history, report.now)
+
+
+MODE_STYLE = {
+    Mode.RUNNING: "green",
+    Mode.PAUSED: "bold yellow",
+    Mode.HELD: "yellow",
+    Mode.DOWN: "bold red",
+}
+
+
+def show_stopped(states: Sequence[ChannelState]) -> None:
+    """The channels that start no call now, first and one line each (wrapped under
+    their own column in a narrow terminal): paused by whom, when and why; held until
+    when, and why; down since when, and the next probe."""
+    table = Table(
+        title="Channels that start no call now", title_justify="left", box=None,
+        show_header=False, pad_edge=False,
+    )  # fmt: skip
+    table.add_column("channel", style="bold", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("why", overflow="fold")
+    for state in states:
+        table.add_row(
+            plain(state.channel), Text(state.mode.value, MODE_STYLE[state.mode]), channel_why(state)
+        )
+    out.print(table)
+    if any(state.mode is Mode.PAUSED for state in states):
+        hint = "a paused channel starts no call until `denpyo resume CHANNEL --note TEXT`"
+        out.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def channel_why(state: ChannelState) -> Text:
+    """Why a channel starts no call now, for `show_stopped`."""
+    now, mode = state.now, state.mode
+    if mode is Mode.PAUSED:
+        by, note = visible(state.paused_by or "-"), short(state.paused_note, None)
+        text = f"by {by} {ago(state.paused_at, now)} ({_stamp(state.paused_at)}): {note}"
+        if state.down_since is not None:
+            text += f"; the provider is down too, since {ago(state.down_since, now)}"
+    elif mode is Mode.HELD:
+        until, note = state.held_until, short(state.held_note, None)
+        text = f"until {_stamp(until)} ({ago(until, now)}): {note}"
+    else:
+        since = f"{ago(state.down_since, now)} ({_stamp(state.down_since)})"
+        probe = state.probe_at
+        nxt = f"next probe {ago(probe, now)}" if probe and probe > now else "a probe is due"
+        why = short(state.down_note, None) or "calls failed in a row"
+        text = f"since {since}: {why}; {nxt}"
+    return Text(text)
+
+
+def show_channel_history(name: str, events: Sequence[ChannelEvent], now: datetime) -> None:
+    """A channel's latest changes, newest first: paused, resumed, down, up."""
+    table = Table(title=f"channel {visible(name)}: latest changes", title_justify="left")
+    for column in ("when", "event", "actor", "note"):
+        table.add_column(column, no_wrap=column == "when", overflow="fold")
+    for event in events:
+        table.add_row(
+            f"{event.at:%m-%d %H:%M:%S}  {ago(event.at, now)}",
+            plain(event.kind),
+            plain(event.actor),
+            Text(short(event.note, None)),
+        )
+    out.print(table)
+
+
+def show_switch(view: ChannelView, *, pausing: bool, changed: bool, by: str) -> None:
+    """What `pause` or `resume` did, on one line (and what still holds the channel)."""
+    name, now = visible(view.channel), visible(view.describe())
+    poll = f"within one poll interval ({DEFAULT_POLL_INTERVAL:g} s by default)"
+    if not changed:
+        said = f"is already {now}" if pausing else f"is not paused ({now})"
+        out.print(Text(f"{name} {said}; nothing written"), soft_wrap=True)
+    elif pausing:
+        said = f"workers stop starting its calls {poll}; calls already sent finish"
+        out.print(Text(f"{name} paused by {visible(by)}: {said}", style="yellow"), soft_wrap=True)
+    else:
+        said = f"workers start its calls again {poll}"
+        if view.mode is not Mode.RUNNING:
+            said += f"; it is still {now}"
+        out.print(Text(f"{name} resumed by {visible(by)}: {said}", style="green"), soft_wrap=True)
 
 
 def show_report(rows: Sequence[ReportRow], by: str) -> None:

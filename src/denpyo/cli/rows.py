@@ -58,15 +58,19 @@ class RowFilters:
         )
 
 
-def check_filter_channel(ledger: Ledger, channel: str | None) -> None:
+def check_filter_channel(
+    ledger: Ledger, channel: str | None, *, registered_only: bool = False
+) -> None:
     """A channel named in a filter that has no rows is most often a typo, which must
     not read as "nothing to see": refused when the application (--app) does not
-    register it either, else said on stderr (a channel may have no rows yet)."""
+    register it either, else said on stderr (a channel may have no rows yet). With
+    `registered_only` (a change, not a filter), the application's channels are the
+    only ones it may name."""
     if channel is None or channel in ledger.channels:
         return
     op.check_channel(channel)  # a name no channel can have: that error, first and alone
     known = ledger.store.channels()
-    if channel in known:
+    if channel in known and not (registered_only and ledger.channels):
         return
     with_rows = visible(", ".join(known)) or "none"
     if ledger.channels:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from denpyo.domain.limits import storable_text
@@ -386,6 +386,15 @@ class Settle:
             remote_id=self.remote_id, error_kind=self.error_kind,
             last_error=self.last_error, detail=self.detail, duration_ms=self.duration_ms,
             row=self.row,
+        )  # fmt: skip
+
+    def uncounted(self) -> Move:
+        """The same settle with its call not counted against the row: it failed while
+        the channel's provider was down (domain/channel_state.py). Rare, so written
+        as a general move, which says so in its event."""
+        return replace(
+            self.as_move(), attempt_delta=0,
+            detail=f"not counted, the provider is down: {self.detail}",
         )  # fmt: skip
 
     @property

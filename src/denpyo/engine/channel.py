@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from denpyo.domain.backoff import Backoff
+from denpyo.domain.channel_state import DEFAULT_DOWN_AFTER
 from denpyo.domain.policy import Outcome, OutcomeKind, RetryPolicy, classify_exception
 from denpyo.domain.settings import DEFAULT_BACKOFF, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS
 from denpyo.domain.submission import Submission
@@ -37,6 +38,12 @@ class ChannelSpec:
     past it, an idempotent channel's in-doubt row is never resent on the strength
     of its key (policy.resend_in_window). `list_remote` gives the provider's own
     records for the audit (engine/audit.py).
+
+    `concurrency` and `rate_limit` are per worker process; `fleet_concurrency` and
+    `fleet_rate_limit` hold for every process on every host that shares the ledger
+    (a rate: at most that many calls start in any one second, evenly spaced).
+    `down_after`: failed calls in a row after which the provider is taken as down
+    for the whole fleet (None: never).
     """
 
     name: str
@@ -48,6 +55,9 @@ class ChannelSpec:
     lease: float = DEFAULT_LEASE
     concurrency: int | None = None
     rate_limit: float | None = None
+    fleet_rate_limit: float | None = None
+    fleet_concurrency: int | None = None
+    down_after: int | None = DEFAULT_DOWN_AFTER
     classify: Classifier | None = None
     idempotency_window: float | None = None
     list_remote: ListRemoteFn | None = None
@@ -66,10 +76,18 @@ class ChannelSpec:
             self.concurrency is None or self.concurrency >= 1,
             f"{where}: concurrency must be at least 1",
         )
-        require(
-            self.rate_limit is None or self.rate_limit > 0,
-            f"{where}: rate_limit must be positive calls/second",
-        )
+        for name in ("rate_limit", "fleet_rate_limit"):
+            value = getattr(self, name)
+            require(
+                value is None or (_number(value) and value > 0),
+                f"{where}: {name} must be positive calls/second, not {value!r}",
+            )
+        for name in ("fleet_concurrency", "down_after"):
+            value = getattr(self, name)
+            require(
+                value is None or (_number(value) and value == int(value) and value >= 1),
+                f"{where}: {name} must be a whole number of at least 1, not {value!r}",
+            )
         require(self.max_attempts >= 1, f"{where}: max_attempts must be at least 1")
         require(
             self.idempotency_window is None or self.idempotency_window > 0,
@@ -110,6 +128,10 @@ def checked_verdict(value: Any) -> Verdict:
     if isinstance(value, Delivered | NotDelivered | Unknown):
         return value
     return Unknown(f"verify returned {type(value).__name__}, not a Verdict")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

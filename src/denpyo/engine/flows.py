@@ -25,12 +25,14 @@ from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
+from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.domain.verdict import Verdict
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
+from denpyo.engine.gates import Gates
 from denpyo.engine.observers import CallObservers
 from denpyo.errors import LeaseExpired
 from denpyo.store import NewSubmission, Store
@@ -106,12 +108,18 @@ class Flows:
     """The decisions of the engine for one ledger and one actor (a process or worker)."""
 
     def __init__(
-        self, store: Store, alerts: Alerts, actor: str, calls: CallObservers | None = None
+        self,
+        store: Store,
+        alerts: Alerts,
+        actor: str,
+        calls: CallObservers | None = None,
+        gates: Gates | None = None,
     ) -> None:
         self.store = store
         self.alerts = alerts
         self.actor = actor
         self.calls = calls or CallObservers()
+        self.gates = gates or Gates(store, alerts, actor)
         self._holds = itertools.count(1)
 
     def new_holder(self) -> str:
@@ -121,11 +129,22 @@ class Flows:
         return f"{self.actor}/{next(self._holds)}"
 
     def submit(self, spec: ChannelSpec, new: NewSubmission) -> Flow:
-        """Record, then call, then settle. The row is committed before the call."""
+        """Record, then call, then settle. The row is committed before the call. A
+        channel that is paused, held back, down or limited fleet-wide is sent by the
+        workers only: its row is recorded for them."""
+        why = yield from self._left_to_workers(spec)
         since = time.monotonic()  # before the lease starts by the database's clock
+        sub: Submission
+        created: bool
         sub, created = yield StoreOp(
-            self.store.record, (new,), {"actor": self.new_holder(), "lease": spec.lease}
+            self.store.record,
+            (new,),
+            {"actor": self.new_holder(), "lease": None if why is not None else spec.lease},
         )
+        if created and why is not None:
+            log.info("%s:%s recorded for a worker to send: %s",
+                     visible(sub.channel), visible(sub.key), why)  # fmt: skip
+            return sub
         if created:
             held = sub.held(Lease(spec.lease, since))
             if (yield from self._waits_in_order(sub)):
@@ -145,6 +164,8 @@ class Flows:
         if sub.resolution is not None:
             return (yield from self._successor(sub))
         if sub.status in FINAL or sub.in_flight:
+            return sub
+        if (yield from self._left_to_workers(spec)) is not None:
             return sub
         if sub.in_doubt:
             held = yield from self._apply(Move.take_to_verify(sub, self.new_holder(), spec.lease))
@@ -168,9 +189,15 @@ class Flows:
             return (yield from self._give_back(sub, f"not sent: {result.error}"))
         outcome = spec.outcome(result.value, result.error)
         self.calls.called(spec.name, outcome.kind, result.duration_ms)
-        # The call started: its settle counts it, as the row's next attempt.
-        decided = decide_attempt(sub.attempts + 1, outcome, spec.policy)
-        after = yield from self._apply(Settle.of(sub, self.actor, decided, result.duration_ms))
+        seen = self.gates.seen(spec, outcome)
+        if seen.news:  # the provider asked the channel to wait, or is down, or is up again
+            yield StoreOp(self.gates.tell, (spec.name, seen))
+        # The call started: its settle counts it, as the row's next attempt, unless
+        # the provider is down (then it is the provider's failure, not the row's).
+        attempt = sub.attempts + 1 if seen.counted else max(sub.attempts, 1)
+        decided = decide_attempt(attempt, outcome, spec.policy)
+        settle = Settle.of(sub, self.actor, decided, result.duration_ms)
+        after = yield from self._apply(settle if seen.counted else settle.uncounted())
         if after is None:
             log.warning(
                 "lease lost on %s:%s (id %s): another process took the row while it was "
@@ -226,6 +253,14 @@ class Flows:
             return (yield from self._reread(sub))
         self._alert(decision.alert, after)
         return after
+
+    def _left_to_workers(self, spec: ChannelSpec) -> Generator[Effect, Any, str | None]:
+        """Why an inline submit leaves the call to the workers (None: it makes it):
+        the channel is not running, or its limits hold for the fleet, which only the
+        workers pace. The states are read at most once per poll interval."""
+        if self.gates.stale(DEFAULT_POLL_INTERVAL):
+            yield StoreOp(self.gates.refresh)
+        return self.gates.left_to_workers(spec)
 
     def _waits_in_order(self, sub: Submission) -> Generator[Effect, Any, bool]:
         """Whether an earlier row of its ordering key is open (no read without a key)."""

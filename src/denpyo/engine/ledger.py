@@ -13,6 +13,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from denpyo.domain.audit import AuditReport
 from denpyo.domain.backoff import Backoff
+from denpyo.domain.channel_state import DEFAULT_DOWN_AFTER
 from denpyo.domain.limits import (
     MAX_PAYLOAD_BYTES,
     check_channel_name,
@@ -39,6 +40,7 @@ from denpyo.engine.audit import Auditor, Progress
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
 from denpyo.engine.flows import Flows
+from denpyo.engine.gates import Gates
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.observers import CallHandler, CallObservers
 from denpyo.engine.runners import AsyncRunner, SyncRunner
@@ -120,7 +122,9 @@ class Ledger:
         self.calls = CallObservers()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.bridge = LoopThread()
-        self.flows = Flows(self.store, self.alerts, self.new_actor("app"), self.calls)
+        actor = self.new_actor("app")
+        self.gates = Gates(self.store, self.alerts, actor)
+        self.flows = Flows(self.store, self.alerts, actor, self.calls, self.gates)
         self._sync = SyncRunner(self.store, self.bridge)
         self._db: ThreadPoolExecutor | None = None
         self._calls: ThreadPoolExecutor | None = None
@@ -138,6 +142,9 @@ class Ledger:
         lease: float = DEFAULT_LEASE,
         concurrency: int | None = None,
         rate_limit: float | None = None,
+        fleet_rate_limit: float | None = None,
+        fleet_concurrency: int | None = None,
+        down_after: int | None = DEFAULT_DOWN_AFTER,
         classify: Classifier | None = None,
         idempotency_window: float | None = None,
         list_remote: ListRemoteFn | None = None,
@@ -165,9 +172,19 @@ class Ledger:
             renews it while the call runs.
         :param concurrency: the most calls of this channel in flight at once in one
             worker process (None: the worker's own `concurrency`).
-        :param rate_limit: the most calls per second one worker process starts on
-            this channel (None: no limit); with N workers, divide the provider's
-            limit by N.
+        :param rate_limit: the most calls one worker process starts on this
+            channel in any one second, evenly spaced (None: no limit); each of N
+            workers starts that many.
+        :param fleet_rate_limit: the most calls all workers of all hosts sharing the
+            ledger start on this channel in any one second, evenly spaced: the
+            provider's own limit (None: none). `submit` then leaves the call to the
+            workers, which pace it.
+        :param fleet_concurrency: the most calls of this channel in flight across the
+            fleet (None: no limit); a worker that dies gives its share back when its
+            leases run out. `submit` leaves the call to the workers.
+        :param down_after: failed calls in a row (transient, or no answer) after which
+            the provider is taken as down for the whole fleet: one probe call at a
+            time, and no row spends an attempt, until a call succeeds (None: never).
         :param classify: `classify(exc)` maps an exception to an `Outcome` (None
             falls back to the default: `Rejected`, `Transient`, else ambiguous).
         :param idempotency_window: the seconds the provider remembers an idempotency
@@ -191,6 +208,9 @@ class Ledger:
                 lease=lease,
                 concurrency=concurrency,
                 rate_limit=rate_limit,
+                fleet_rate_limit=fleet_rate_limit,
+                fleet_concurrency=fleet_concurrency,
+                down_after=down_after,
                 classify=classify,
                 idempotency_window=idempotency_window,
                 list_remote=list_remote,
@@ -221,6 +241,23 @@ class Ledger:
         if partitions is not None:
             return self.store.migrate_partitioned(partitions)
         return self.store.migrate()
+
+    def pause(self, channel: str, *, note: str, by: str | None = None) -> bool:
+        """Stop the calls of `channel`: every worker stops starting them within one
+        poll interval (calls on the wire finish and settle); `enqueue` and `submit`
+        still record rows, which wait. `note` (required) says why, `by` who (default:
+        the login name); both are kept in the channel's history. False when it was
+        paused already (nothing written)."""
+        from denpyo.engine.operator import pause
+
+        return pause(self, channel, note=note, by=by)
+
+    def resume(self, channel: str, *, note: str, by: str | None = None) -> bool:
+        """Let the workers start `channel`'s calls again (within one poll interval),
+        kept in its history with `note` and `by`. False when it was not paused."""
+        from denpyo.engine.operator import resume
+
+        return resume(self, channel, note=note, by=by)
 
     def new_actor(self, role: str) -> str:
         """A name for the events this process writes in a role (`worker`, `app`,

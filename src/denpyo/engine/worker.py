@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from denpyo.domain.channel_state import Mode
 from denpyo.domain.holders import actor_of, by_actor
 from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Change, Move, Settle
@@ -57,7 +58,7 @@ from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
 from denpyo.engine.holders import holder_gone
-from denpyo.engine.pacing import TokenBucket
+from denpyo.engine.pacing import Pacing
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -169,8 +170,13 @@ class Worker:
         self.concurrency = settings.concurrency
         self.poll_interval = settings.poll_interval
         self.grace = settings.grace
+        self.gates = ledger.gates
         self.flows = Flows(
-            ledger.store, ledger.alerts, actor or ledger.new_actor("worker"), ledger.calls
+            ledger.store,
+            ledger.alerts,
+            actor or ledger.new_actor("worker"),
+            ledger.calls,
+            ledger.gates,
         )
         self.runner = ledger.async_runner()
         # One commit at a time: the settles that arrive meanwhile make the next batch
@@ -190,11 +196,12 @@ class Worker:
         self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
         self.renewal_failing_since: float | None = None  # monotonic, while renewals fail
         self.renewal_alerted = False
-        self.buckets = {
-            spec.name: TokenBucket(spec.rate_limit)
+        self.pacing = {
+            spec.name: Pacing(spec.rate_limit, spec.fleet_rate_limit)
             for spec in ledger.channels.values()
-            if spec.rate_limit is not None
+            if spec.rate_limit is not None or spec.fleet_rate_limit is not None
         }
+        self.probes: set[int] = set()  # rows claimed as a down channel's probe call
         self.report = WorkReport()
         self.stopping = asyncio.Event()
         self.wakeup = asyncio.Event()
@@ -203,7 +210,7 @@ class Worker:
         self.ready: defaultdict[str, deque[tuple[Submission, ReconcilePass | None]]] = defaultdict(
             deque
         )
-        self.throttled = False  # a rate limit held back the last claim round
+        self.throttled = False  # a rate limit or a hold kept the last claim round waiting
 
     def stop(self) -> None:
         """Stop claiming; calls in flight get `grace` seconds to finish and settle."""
@@ -227,6 +234,8 @@ class Worker:
         lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
         await self._tell_holdings()
+        with contextlib.suppress(Exception):  # read again at the first poll if it failed
+            await self.runner.in_db(self.gates.refresh)  # no call of a paused channel
         doubt_checked = float("-inf")
         failures = 0  # claim rounds that failed in a row
         try:
@@ -240,6 +249,8 @@ class Worker:
                     # In-doubt rows are rare: look for them once per poll, not per call.
                     if until_idle or loop.time() - doubt_checked >= self.poll_interval:
                         doubt_checked = loop.time()
+                        await self.runner.in_db(self.gates.refresh)
+                        claimed += await self._probe()
                         await self._revalidate()
                         # While its renewals fail, rows that look in doubt may be this
                         # worker's own calls on the wire: it leaves them to the others.
@@ -294,7 +305,11 @@ class Worker:
         if shape is not None:
             return shape
         cap = min(spec.concurrency or self.concurrency, self.concurrency)
-        if not spec.policy.decides_doubt:
+        if spec.fleet_concurrency is not None:
+            # Every row held counts against the fleet's share: hold only what runs.
+            cap = min(cap, spec.fleet_concurrency)
+            shape = Shape(cap, cap, 1)
+        elif not spec.policy.decides_doubt:
             shape = Shape(cap, 2 * cap, max(1, cap // 2))
         else:
             ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
@@ -315,26 +330,94 @@ class Worker:
         claimed = 0
         self.throttled = False
         for spec in list(self.ledger.channels.values()):
+            mode = self.gates.mode(spec.name)
+            if mode is not Mode.RUNNING:
+                # Held: its rows wait for the time the provider asked for. Paused or
+                # down: they go back, unsent, for whichever worker resumes first.
+                self.throttled |= mode is Mode.HELD
+                if mode is not Mode.HELD:
+                    await self._give_back_ready(spec, f"channel {mode.value}")
+                continue
             want = self._wanted(spec)
-            bucket = self.buckets.get(spec.name)
-            if bucket is not None:
-                allowed = bucket.available()
-                self.throttled |= allowed == 0 and want > 0  # paced, not idle
-                want = min(want, allowed)
+            pacing = self.pacing.get(spec.name)
+            if pacing is not None:
+                waiting = self._sends_waiting(spec.name)
+                if waiting > len(pacing.starts):  # rows whose start was dropped as late
+                    await self._reserve(spec, pacing, waiting - len(pacing.starts))
+                room = pacing.room(waiting)
+                self.throttled |= room == 0 and want > 0  # paced, not idle
+                want = min(want, room)
             if want <= 0:
                 continue
             rows = await self._claim(spec, want, in_doubt=False)
-            if bucket is not None:
-                bucket.take(len(rows))
+            if pacing is not None and rows:
+                await self._reserve(spec, pacing, len(rows))
             self.ready[spec.name].extend((sub, None) for sub in rows)
             claimed += len(rows)
         return claimed
+
+    async def _reserve(self, spec: ChannelSpec, pacing: Pacing, count: int) -> None:
+        """Start times for `count` rows just claimed: from the fleet's clock (one round
+        trip, starting no earlier than the database said), or this process's own."""
+        if pacing.fleet_rate is None:
+            pacing.reserve(count, time.monotonic())
+            return
+        delay = await self.runner.in_db(
+            self.ledger.store.reserve_starts, spec.name, count, pacing.fleet_rate
+        )
+        pacing.reserve(count, time.monotonic() + delay)
+
+    def _sends_waiting(self, channel: str) -> int:
+        """The channel's rows claimed to be sent that have not started."""
+        return sum(1 for _, doubt in self.ready[channel] if doubt is None)
+
+    async def _probe(self) -> int:
+        """For each channel whose provider is down: if its next probe is due and the
+        fleet gives it to this worker, claim one row to send as the probe."""
+        claimed = 0
+        for spec in list(self.ledger.channels.values()):
+            if self.gates.mode(spec.name) is not Mode.DOWN or not self.gates.probe_due(spec.name):
+                continue
+            if self.running[spec.name] or self.ready[spec.name]:
+                continue  # a call of this channel is still out here: let it answer first
+            if not await self.runner.in_db(self.gates.take_probe, spec.name):
+                continue
+            rows = await self._claim(spec, 1, in_doubt=False)
+            self.probes.update(sub.id for sub in rows)
+            self.ready[spec.name].extend((sub, None) for sub in rows)
+            claimed += len(rows)
+        return claimed
+
+    async def _give_back_ready(self, spec: ChannelSpec, why: str) -> None:
+        """Give back the channel's claimed rows that have not started (a probe stays)."""
+        queue = self.ready.get(spec.name)
+        if not queue:
+            return
+        kept: deque[tuple[Submission, ReconcilePass | None]] = deque()
+        holds: dict[int, HeldRow] = {}
+        sends = 0
+        for sub, doubt in queue:
+            if sub.id in self.probes:
+                kept.append((sub, doubt))
+                continue
+            holds[sub.id] = self.held.pop(sub.id)
+            if doubt is None:
+                sends += 1
+            else:
+                self._verified(doubt, "given back")
+        self.ready[spec.name] = kept
+        pacing = self.pacing.get(spec.name)
+        if pacing is not None:
+            pacing.drop(sends)
+        await self._release(holds, why)
 
     async def _claim_in_doubt(self) -> int:
         """One reconcile pass: take the due rows in doubt of every channel to verify,
         logged with its counts as it begins and once its last row has ended."""
         taken: dict[str, list[Submission]] = {}
         for spec in list(self.ledger.channels.values()):
+            if self.gates.mode(spec.name) is not Mode.RUNNING:
+                continue  # a verify is a call too: not while paused, held or down
             want = self._wanted(spec)
             if want > 0:
                 taken[spec.name] = await self._claim(spec, want, in_doubt=True)
@@ -378,9 +461,15 @@ class Worker:
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         holder = self.flows.new_holder()
         since = time.monotonic()  # before the database starts the leases
-        rows = await self.runner.claim(
-            spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt
-        )
+        if spec.fleet_concurrency is not None and not in_doubt:
+            rows = await self.runner.in_db(
+                self.ledger.store.claim_within, spec.name, holder=holder, limit=limit,
+                lease=spec.lease, fleet_concurrency=spec.fleet_concurrency,
+            )  # fmt: skip
+        else:
+            rows = await self.runner.claim(
+                spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt
+            )
         held = []
         for sub in rows:
             lease = Lease(spec.lease, since)
@@ -390,12 +479,27 @@ class Worker:
         return held
 
     def _dispatch(self) -> None:
-        """Start claimed calls while there is room."""
+        """Start claimed calls while there is room: a channel's calls only while it
+        runs (a down channel's probe excepted), and a paced one's at their times."""
+        now = time.monotonic()
         for spec in self.ledger.channels.values():
             waiting = self.ready[spec.name]
+            if not waiting:
+                continue
+            running = self.gates.mode(spec.name) is Mode.RUNNING
+            pacing = self.pacing.get(spec.name)
+            if pacing is not None and pacing.expire(now):
+                self.wakeup.set()  # their rows need new starts: the claim loop reserves them
             cap = self._shape(spec).cap
             while waiting and self.running[spec.name] < cap and self._has_room():
-                sub, doubt = waiting.popleft()
+                sub, doubt = waiting[0]
+                if not running and sub.id not in self.probes:
+                    break
+                if doubt is None and pacing is not None and sub.id not in self.probes:
+                    if not pacing.due(now):
+                        break
+                    pacing.take()
+                waiting.popleft()
                 self._spawn(spec, sub, doubt)
 
     def _has_room(self) -> bool:
@@ -507,8 +611,8 @@ class Worker:
             self._step(run, None, error)
             return
         for change, sub in zip(changes, results, strict=True):
-            if sub is not None and isinstance(change, Settle):
-                self.report.outcomes[sub.status.value] += 1  # how a call ended
+            if sub is not None and (isinstance(change, Settle) or change.event == "settle"):
+                self.report.outcomes[sub.status.value] += 1  # how a call ended (counted or not)
             elif sub is not None and change.event == "released":
                 self.report.released += 1  # given back: its call could not start
             hold = self.held.get(change.submission_id)
@@ -524,6 +628,7 @@ class Worker:
         if run.doubt is not None:
             self._verified(run.doubt, "error" if settled is None else settled.status.value)
         self.runs.discard(run)
+        self.probes.discard(run.sub.id)
         # Only this flow's own entries: the row may be held anew already.
         self._free_slot(run.sub)
         if self.held.get(run.sub.id) is run.hold:
@@ -533,9 +638,17 @@ class Worker:
         self._wake_if_wanted(run.spec)  # its settle may have made a row due
 
     async def _wait(self) -> None:
+        """Until something wakes the loop, the next paced start or the end of a hold,
+        or the next poll."""
+        now = time.monotonic()
         timeout = self.poll_interval
-        for bucket in self.buckets.values():
-            timeout = min(timeout, max(bucket.wait_time(), 0.01))
+        for name, pacing in self.pacing.items():
+            start = pacing.next_at()
+            if start is not None and self.ready[name]:
+                timeout = min(timeout, max(start - now, 0.001))
+        for name, waiting in self.ready.items():
+            if waiting and self.gates.mode(name) is Mode.HELD:
+                timeout = min(timeout, max(self.gates.held_until(name) - now, 0.001))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wakeup.wait(), timeout=timeout)
 
@@ -633,7 +746,9 @@ class Worker:
                 if doubt is not None:
                     self._verified(doubt, "given back")
         self.ready.clear()
-        await self._release({row_id: self.held.pop(row_id) for row_id in waiting})
+        await self._release(
+            {row_id: self.held.pop(row_id) for row_id in waiting}, "stopped before the call started"
+        )
         if self.runs:
             self.no_runs.clear()
             with contextlib.suppress(TimeoutError):
@@ -647,14 +762,14 @@ class Worker:
         for lane in lanes:
             lane.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
-        await self._release(unstarted)
+        await self._release(unstarted, "stopped before the call started")
 
-    async def _release(self, holds: dict[int, HeldRow]) -> None:
+    async def _release(self, holds: dict[int, HeldRow], why: str) -> None:
         """Give back rows this worker holds but whose call never began: a row claimed
         to be sent becomes due again with its attempt undone; a row held to be
         verified goes back to being in doubt, due for the next reconciler."""
         releases = [
-            Move.release(row_id, hold.holder, "stopped before the call started")
+            Move.release(row_id, hold.holder, why)
             if hold.verifying is None
             else Move.release_to_doubt(row_id, hold.verifying, hold.holder)
             for row_id, hold in holds.items()

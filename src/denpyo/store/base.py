@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, ClassVar
 
+from denpyo.domain.channel_state import ChannelEvent, ChannelState
 from denpyo.domain.filters import Filter
 from denpyo.domain.holders import Holding
 from denpyo.domain.moves import Change, Move
@@ -401,6 +402,56 @@ class Store(ABC):
         """The rows held now under a live lease (being sent or verified, or their
         holder gone and the lease not yet ended), per channel and holder, the lease
         that ends last first (optionally one channel)."""
+
+    # -- what the fleet shares about each channel (store/controls.py) ----------------------
+
+    @abstractmethod
+    def channel_states(self) -> list[ChannelState]:
+        """Every channel that has a state (a channel without one is running)."""
+
+    @abstractmethod
+    def channel_history(self, channel: str, limit: int = 50) -> list[ChannelEvent]:
+        """The channel's pauses, resumes, downs and ups, newest first."""
+
+    @abstractmethod
+    def pause_channel(self, channel: str, *, actor: str, note: str) -> bool:
+        """Pause the channel, with a line of history; False (nothing written) if it is."""
+
+    @abstractmethod
+    def resume_channel(self, channel: str, *, actor: str, note: str) -> bool:
+        """Resume the channel, with a line of history; False (nothing written) if it
+        was not paused."""
+
+    @abstractmethod
+    def hold_channel(self, channel: str, *, hold_for: float, note: str) -> bool:
+        """No call of the channel starts for `hold_for` seconds (a longer wait already
+        asked stands: False)."""
+
+    @abstractmethod
+    def channel_down(self, channel: str, *, actor: str, note: str, probe_in: float) -> bool:
+        """The provider is down: one probe in `probe_in` seconds; True only for the
+        caller that made it so (the others find it down already)."""
+
+    @abstractmethod
+    def take_probe(self, channel: str, *, next_in: float) -> bool:
+        """Take the due probe call of a down channel, the next one `next_in` seconds on;
+        True for one caller only."""
+
+    @abstractmethod
+    def channel_up(self, channel: str, *, actor: str, note: str) -> bool:
+        """The provider answers again; True only for the caller that made it so."""
+
+    @abstractmethod
+    def reserve_starts(self, channel: str, count: int, rate: float) -> float:
+        """Reserve the fleet's next `count` call starts of a channel limited to `rate`
+        a second; the seconds from now until the first (the others follow 1/rate apart)."""
+
+    @abstractmethod
+    def claim_within(
+        self, channel: str, *, holder: str, limit: int, lease: float, fleet_concurrency: int
+    ) -> list[Submission]:
+        """`claim_ready`, leaving at most `fleet_concurrency` rows of the channel held by
+        the whole fleet."""
 
     # -- connections ---------------------------------------------------------------------
 

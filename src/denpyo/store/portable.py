@@ -77,12 +77,24 @@ class PortableSqlStore(SqlStore):
     ) -> list[Submission]:
         """Find and lock the due rows, then move each to held, in one transaction."""
         with self.transaction() as tx:
-            found = tx.fetch_all(query, {"channel": channel, "limit": limit})
-            moves = [
-                Move.claim(int(row["id"]), Status(row["status"]), holder, lease, verify=verify)
-                for row in found
-            ]
-            return [sub for sub in self.move_in(tx, moves) if sub is not None]
+            return self._claim_in(tx, query, channel, holder, limit, lease, verify=verify)
+
+    def claim_ready_in(
+        self, tx: Tx, channel: str, holder: str, limit: int, lease: float
+    ) -> list[Submission]:
+        return self._claim_in(tx, "submission_find_ready", channel, holder, limit, lease,
+                              verify=False)  # fmt: skip
+
+    def _claim_in(
+        self, tx: Tx, query: str, channel: str, holder: str, limit: int, lease: float, *,
+        verify: bool,
+    ) -> list[Submission]:  # fmt: skip
+        found = tx.fetch_all(query, {"channel": channel, "limit": limit})
+        moves = [
+            Move.claim(int(row["id"]), Status(row["status"]), holder, lease, verify=verify)
+            for row in found
+        ]
+        return [sub for sub in self.move_in(tx, moves) if sub is not None]
 
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """Per group of distinct rows: each change's UPDATE (a move's `submission_move`,

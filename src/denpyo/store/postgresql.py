@@ -675,6 +675,12 @@ class PostgresStore(SqlStore):
         with self._autocommit() as tx:
             return [self.to_submission(row) for row in tx.fetch_all(*statement)]
 
+    def claim_ready_in(
+        self, tx: Tx, channel: str, holder: str, limit: int, lease: float
+    ) -> list[Submission]:
+        statement = _claim_statement(channel, holder, limit, lease, in_doubt=False)
+        return [self.to_submission(row) for row in tx.fetch_all(*statement)]
+
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """One statement per kind of change in each group of distinct rows (usually
         one in all: a worker's commit of settles, a person's move)."""

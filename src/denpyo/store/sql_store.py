@@ -28,6 +28,7 @@ from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, StoreUnavailable
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
+from denpyo.store.controls import ChannelControls
 from denpyo.store.params import filter_params, seconds
 from denpyo.store.queries import load_migrations
 from denpyo.store.removal import Removal
@@ -35,7 +36,7 @@ from denpyo.store.removal import Removal
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(CallerConnections, Removal):
+class SqlStore(CallerConnections, Removal, ChannelControls):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(

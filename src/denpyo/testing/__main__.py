@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-rate", type=float, default=0.0, help="effect, then no reply")
     p.add_argument("--slow-rate", type=float, default=0.0, help="effect, then a late reply")
     p.add_argument("--slow-seconds", type=float, default=30.0)
+    p.add_argument("--retry-after", type=float, default=1.0, help="the 503s' Retry-After (0: none)")
     p.add_argument("--lookup-unknown-rate", type=float, default=0.0, help="lookup answers 503")
     p.add_argument("--key-header", default="Idempotency-Key", help="'' for none")
     p.add_argument("--key-field", default=None, help="read the key from this body field")
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             drop_rate=args.drop_rate,
             slow_rate=args.slow_rate,
             slow_seconds=args.slow_seconds,
+            retry_after=args.retry_after,
             lookup_unknown_rate=args.lookup_unknown_rate,
             key_header=args.key_header or None,
             key_field=args.key_field,

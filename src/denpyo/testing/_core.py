@@ -102,6 +102,7 @@ class ProviderOptions:
     drop_rate: float = 0.0
     slow_rate: float = 0.0
     slow_seconds: float = 30.0
+    retry_after: float = 1.0
     lookup_unknown_rate: float = 0.0
     key_header: str | None = "Idempotency-Key"
     key_field: str | None = None
@@ -341,7 +342,9 @@ class ProviderCore:
             fault = forced if forced is not None else self._draw(options)
             if fault == "fail":
                 counts["failed"] += 1
-                return Reply(503, {"error": "try again later"}, {"Retry-After": "1"})
+                wait = options.retry_after
+                header = {"Retry-After": f"{wait:g}"} if wait > 0 else {}
+                return Reply(503, {"error": "try again later"}, header)
             if fault == "reject":
                 counts["rejected"] += 1
                 return Reply(422, {"error": "rejected by provider"})

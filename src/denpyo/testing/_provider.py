@@ -46,7 +46,9 @@ class FakeProvider:
     the standard library's ``http.server``; ``"aiohttp"`` or ``"stdlib"`` choose
     one. Both answer alike. Faults:
 
-    - ``fail_rate``: 503 with ``Retry-After: 1``; nothing recorded.
+    - ``fail_rate``: 503 with ``Retry-After`` of ``retry_after`` seconds (1; 0 for
+      no header); nothing recorded. A worker then holds the whole channel back
+      for that long.
     - ``reject_rate``: 422; nothing recorded (counted as rejected).
     - ``drop_rate``: the call is recorded, then the connection is closed unanswered.
     - ``slow_rate``: the call is recorded, then the 200 comes after ``slow_seconds``.
@@ -75,6 +77,7 @@ class FakeProvider:
         drop_rate: float = 0.0,
         slow_rate: float = 0.0,
         slow_seconds: float = 30.0,
+        retry_after: float = 1.0,
         lookup_unknown_rate: float = 0.0,
         key_header: str | None = "Idempotency-Key",
         key_field: str | None = None,
@@ -92,6 +95,7 @@ class FakeProvider:
             drop_rate=drop_rate,
             slow_rate=slow_rate,
             slow_seconds=slow_seconds,
+            retry_after=retry_after,
             lookup_unknown_rate=lookup_unknown_rate,
             key_header=key_header,
             key_field=key_field,

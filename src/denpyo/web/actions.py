@@ -1,6 +1,6 @@
 """The dashboard's actions: each one of the operator's functions (retry, abandon,
-resend, mark synced), run with the person's name and note exactly as the CLI runs
-them, and bulk actions over the rows a person ticked."""
+resend, mark synced; pause and resume a channel), run with the person's name and
+note exactly as the CLI runs them, and bulk actions over the rows a person ticked."""
 
 from __future__ import annotations
 
@@ -116,6 +116,37 @@ class Actions(Shell):
         )
         assert done.created is not None
         return self.done(request, done.created.id, "resent")
+
+    async def pause(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        name = await self.known_channel(request.path_params["name"])
+        changed = await self.act(request, access, op.pause, name, note=fields.get("note") or "")
+        return self.channel_done(request, name, "paused" if changed else "already-paused")
+
+    async def resume(
+        self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
+    ) -> Response:
+        name = await self.known_channel(request.path_params["name"])
+        changed = await self.act(request, access, op.resume, name, note=fields.get("note") or "")
+        return self.channel_done(request, name, "resumed" if changed else "not-paused")
+
+    async def known_channel(self, name: str) -> str:
+        """A channel a request names: a name a channel can have (else 400), and, when
+        the application registers its channels, one of them (else 404, nothing
+        written): the CLI's rule for `pause`."""
+        op.check_channel(name)
+        if not self.ledger.channels or name in self.ledger.channels:
+            return name
+        registered = ", ".join(sorted(self.ledger.channels))
+        raise Refused(404, f"no channel named {name!r}: the application registers {registered}")
+
+    def channel_done(self, request: Request, name: str, code: str) -> Response:
+        """The redirect to the channel's page after a pause or a resume, naming its outcome."""
+        assert code in present.CHANNEL_DONE, code
+        self.counts = None  # the overview shows the channel's new state
+        target = request.url_for("channel", name=name).include_query_params(done=code)
+        return RedirectResponse(f"{target.path}?{target.query}", status_code=303)
 
     async def bulk(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]

@@ -1,8 +1,9 @@
 """The dashboard: an ASGI app (Starlette) over the operator's functions.
 
 Pages read through `denpyo.engine.operator`, and every action is one of its
-functions (retry, abandon, resend, mark synced), with the person's name and
-note, exactly as the CLI runs them: one place for each piece of logic.
+functions (retry, abandon, resend, mark synced; pause and resume a channel), with
+the person's name and note, exactly as the CLI runs them: one place for each
+piece of logic.
 """
 
 from __future__ import annotations
@@ -60,6 +61,16 @@ class Dashboard(Actions):
             Route("/partials/overview", self.page(self.overview_part), name="overview_part"),
             Route("/submissions", self.page(self.submissions), name="submissions"),
             Route("/submissions/{id:int}", self.page(self.submission), name="submission"),
+            Route("/channels/{name}", self.page(self.channel), name="channel"),
+            *[
+                Route(
+                    f"/channels/{{name}}/{verb}",
+                    self.action(handler),
+                    methods=["POST"],
+                    name=f"{verb}_channel",
+                )
+                for verb, handler in (("pause", self.pause), ("resume", self.resume))
+            ],
             Route("/attention", self.page(self.attention), name="attention"),
             Route("/partials/attention", self.page(self.attention_part), name="attention_part"),
             Route("/metrics", self.page(self.metrics_text), name="metrics"),
@@ -142,6 +153,7 @@ class Dashboard(Actions):
         rows = await self.call(self.ledger.store.outcomes_per_minute, 24)
         return {
             "report": report,
+            "channel_rows": present.channel_rows(report.channel_states),
             "statuses": list(Status),
             "chart": present.chart(rows, report.now),
             "totals": present.totals(rows),
@@ -254,6 +266,20 @@ class Dashboard(Actions):
             redacted=shown != sub.payload,
             done=done_text(request.query_params.get("done"), sub.supersedes),
             **context,
+        )
+
+    async def channel(self, request: Request, access: Access) -> Response:
+        """A channel: its mode, who changed it and why, its pause or resume, and its
+        latest changes."""
+        name = await self.known_channel(request.path_params["name"])
+        view: op.ChannelView = await self.call(op.channel_view, self.ledger, name, 50)
+        return await self.render(
+            request,
+            access,
+            "channel.html",
+            ch=present.channel_row(name, view.state),
+            history=view.history,
+            flash=present.CHANNEL_DONE.get(request.query_params.get("done") or ""),
         )
 
     async def attention(self, request: Request, access: Access) -> Response:

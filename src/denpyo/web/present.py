@@ -7,11 +7,15 @@ number the code computed; text from the ledger goes through Jinja's escaping.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from markupsafe import Markup
+
+from denpyo.domain.channel_state import ChannelState, Mode
+from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 
 REDACTED = "[redacted]"
 """What the dashboard shows in place of a redacted payload field."""
@@ -136,3 +140,84 @@ def totals(rows: Sequence[tuple[datetime, str, int]]) -> dict[str, int]:
     for _, outcome, n in rows:
         found[outcome] = found.get(outcome, 0) + n
     return found
+
+
+POLL = f"within one poll interval ({DEFAULT_POLL_INTERVAL:g} s by default)"
+MEANING = {
+    Mode.RUNNING: "Workers start its calls as they fall due.",
+    Mode.PAUSED: "A person paused it: no worker starts its calls until someone resumes it. "
+    "The application still records rows, which wait.",
+    Mode.HELD: "The provider asked the whole channel to wait (a 429 or 503 with "
+    "Retry-After): no worker starts its calls until then.",
+    Mode.DOWN: "The provider failed call after call: one probe call at a time, at a growing "
+    "interval, until one succeeds. No row spends an attempt meanwhile.",
+}
+"""What each mode means for the channel's calls, as the channel's page says it."""
+SWITCH = {
+    "pause": f"Workers stop starting its calls {POLL}; calls already sent finish and settle.",
+    "resume": f"Workers start its calls again {POLL}.",
+}
+"""What the channel's one action does, said beside its button."""
+CHANNEL_DONE = {
+    "paused": ("ok", f"Paused: workers stop starting its calls {POLL}."),
+    "resumed": ("ok", f"Resumed: workers start its calls again {POLL}."),
+    "already-paused": ("note", "It was paused already: nothing was changed."),
+    "not-paused": ("note", "It was not paused: nothing was changed."),
+}
+"""What a channel's redirect may announce (`?done=CODE`): fixed texts only, never one
+the link carries."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRow:
+    """A channel as the overview and its page show it: its mode, since when (or until
+    when), by whom and why, and the one action a person may take (pause a channel
+    that is not paused, resume one that is)."""
+
+    name: str
+    mode: str
+    since: str
+    by: str
+    why: str
+    action: str
+    meaning: str
+    does: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.mode != Mode.RUNNING.value
+
+
+def channel_row(name: str, state: ChannelState | None) -> ChannelRow:
+    mode = Mode.RUNNING if state is None else state.mode
+    since = by = why = ""
+    if state is not None and mode is Mode.PAUSED:
+        since = _moment(state.paused_at, state.now)
+        by, why = state.paused_by or "", state.paused_note or ""
+        if state.down_since is not None:
+            why += f" (the provider is down too, since {_moment(state.down_since, state.now)})"
+    elif state is not None and mode is Mode.HELD:
+        since = f"until {_moment(state.held_until, state.now)}"
+        by, why = "the provider", state.held_note or ""
+    elif state is not None and mode is Mode.DOWN:
+        since = _moment(state.down_since, state.now)
+        by, why = "the provider", state.down_note or "calls failed in a row"
+        if state.probe_at is not None and state.probe_at > state.now:
+            why += f"; next probe in {age((state.probe_at - state.now).total_seconds())}"
+    action = "resume" if mode is Mode.PAUSED else "pause"
+    return ChannelRow(name, mode.value, since, by, why, action, MEANING[mode], SWITCH[action])
+
+
+def channel_rows(states: Mapping[str, ChannelState | None]) -> list[ChannelRow]:
+    """Every channel, those that start no call first (each group by name)."""
+    rows = [channel_row(name, state) for name, state in sorted(states.items())]
+    return sorted(rows, key=lambda row: not row.stopped)
+
+
+def _moment(at: datetime | None, now: datetime) -> str:
+    """`at` in UTC, and how long ago (or how far ahead) by the database clock."""
+    if at is None:
+        return "—"
+    seconds = (now - at).total_seconds()
+    relative = f"{age(seconds)} ago" if seconds >= 0 else f"in {age(-seconds)}"
+    return f"{when(at)} UTC ({relative})"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.filters import Filter, parse_when
 from denpyo.domain.holders import Holding, actor_of, by_actor
 from denpyo.domain.limits import (
@@ -52,7 +53,10 @@ class StatusReport:
     (`requesting`, or `failed` with a next attempt); `oldest_pending` is the
     creation time of the oldest of them. `holdings`: the rows held now under a live
     lease, per channel and holder (a holder known to be gone among them: its rows
-    are in doubt once their leases end, and not before).
+    are in doubt once their leases end, and not before). `channel_states`: every
+    channel known (registered, with rows, or with a state), with what the fleet
+    shares about it (None: never paused, held or down, so running);
+    `channel_history`: the latest changes of the one channel asked for (else empty).
     """
 
     channels: dict[str, dict[Status, int]]
@@ -66,6 +70,17 @@ class StatusReport:
     now: datetime
     database: str = ""  # the URL read, without its password
     holdings: list[Holding] = dataclasses.field(default_factory=list)
+    channel_states: dict[str, ChannelState | None] = dataclasses.field(default_factory=dict)
+    channel_history: list[ChannelEvent] = dataclasses.field(default_factory=list)
+
+    @property
+    def stopped(self) -> list[ChannelState]:
+        """The channels that start no call now (paused, held or down), by name."""
+        return [
+            state
+            for _, state in sorted(self.channel_states.items())
+            if state is not None and state.mode is not Mode.RUNNING
+        ]
 
     @property
     def totals(self) -> dict[Status, int]:
@@ -96,7 +111,48 @@ class StatusReport:
             "now": iso(self.now),
             "database": self.database,
             "holdings": [holding_json(held) for held in self.holdings],
+            "channel_states": {
+                name: channel_state_json(state)
+                for name, state in sorted(self.channel_states.items())
+            },
+            "channel_history": [channel_event_json(event) for event in self.channel_history],
         }
+
+
+def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
+    """A channel's state for scripts: its mode, and who paused it, when and why; until
+    when the provider holds it (a hold that has run out is no longer given); since
+    when it is down and when the next probe goes."""
+    if state is None:
+        return {"mode": Mode.RUNNING.value, **dict.fromkeys(_STATE_FIELDS)}
+    held = state.held_until is not None and state.held_until > state.now
+    return {
+        "mode": state.mode.value,
+        "paused_at": iso(state.paused_at),
+        "paused_by": state.paused_by,
+        "note": state.paused_note,
+        "held_until": iso(state.held_until) if held else None,
+        "held_note": state.held_note if held else None,
+        "down_since": iso(state.down_since),
+        "down_note": state.down_note,
+        "probe_at": iso(state.probe_at) if state.down_since is not None else None,
+    }
+
+
+_STATE_FIELDS = (
+    "paused_at", "paused_by", "note", "held_until", "held_note", "down_since", "down_note",
+    "probe_at",
+)  # fmt: skip
+
+
+def channel_event_json(event: ChannelEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "at": iso(event.at),
+        "kind": event.kind,
+        "actor": event.actor,
+        "note": event.note,
+    }
 
 
 def holding_json(held: Holding) -> dict[str, Any]:
@@ -123,8 +179,25 @@ def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
         for held in by_actor(ledger.store.holdings(channel))
     ]
     return StatusReport(
-        channels=channels, database=shown_url(ledger.url), holdings=holdings, **counts
+        channels=channels,
+        database=shown_url(ledger.url),
+        holdings=holdings,
+        channel_states=_channel_states(ledger, channels, channel),
+        channel_history=[] if channel is None else ledger.store.channel_history(channel, 10),
+        **counts,
     )
+
+
+def _channel_states(
+    ledger: Ledger, counted: dict[str, Any], channel: str | None
+) -> dict[str, ChannelState | None]:
+    """Every channel known (registered, with rows, or with a state), or only `channel`,
+    with its state (None: it never had one, so it runs)."""
+    states = {state.channel: state for state in ledger.store.channel_states()}
+    if channel is not None:
+        return {channel: states.get(channel)}
+    names = {*ledger.channels, *counted, *states}
+    return {name: states.get(name) for name in sorted(names)}
 
 
 def make_filter(

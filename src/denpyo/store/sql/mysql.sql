@@ -542,3 +542,66 @@ WHERE minute >= UTC_TIMESTAMP() - INTERVAL %(hours)s HOUR
   AND (%(channel)s IS NULL OR channel = %(channel)s)
 GROUP BY minute, outcome
 ORDER BY minute, outcome;
+
+-- What the fleet shares about each channel (store/controls.py): read once per poll,
+-- written when something happens. A channel's row is made by its first write.
+
+-- channel_ensure: the channel's row, made if missing (running, no history)
+INSERT IGNORE INTO denpyo_channels (channel) VALUES (%(channel)s);
+
+-- channel_list: every channel's state, and the database clock it was read by
+SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_channels ORDER BY channel;
+
+-- channel_lock: lock one channel's row for a fleet limit's claim or reservation: the fleet rate limit's next start, and the database clock
+SELECT next_start, UTC_TIMESTAMP(6) AS now FROM denpyo_channels
+WHERE channel = %(channel)s FOR UPDATE;
+
+-- channel_start_after: the fleet rate limit's clock moved on: no call of the channel starts before :at but those reserved
+UPDATE denpyo_channels SET next_start = %(at)s WHERE channel = %(channel)s;
+
+-- channel_held_count: the channel's rows held now under a live lease, by any worker (the fleet's calls in flight, and the rows claimed to start next)
+SELECT COUNT(*) AS n FROM denpyo_submissions
+WHERE channel = %(channel)s AND status = 'requesting' AND locked_until > UTC_TIMESTAMP(6);
+
+-- channel_pause: a person pauses the channel (nothing when it is paused already)
+UPDATE denpyo_channels SET paused_at = UTC_TIMESTAMP(6), paused_by = %(actor)s,
+    paused_note = %(note)s, updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s AND paused_at IS NULL;
+
+-- channel_resume: a person resumes the channel (nothing when it is not paused)
+UPDATE denpyo_channels SET paused_at = NULL, paused_by = NULL, paused_note = NULL,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s AND paused_at IS NOT NULL;
+
+-- channel_hold: the provider asked the channel to wait :seconds (a Retry-After): no call starts before then, unless a longer wait is already asked
+UPDATE denpyo_channels
+SET held_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND,
+    held_note = %(note)s, updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s
+  AND (held_until IS NULL
+       OR held_until < UTC_TIMESTAMP(6) + INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND);
+
+-- channel_down: the provider is down: one probe call in :seconds (nothing when it is down already)
+UPDATE denpyo_channels SET down_since = UTC_TIMESTAMP(6),
+    probe_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND,
+    down_note = %(note)s, probe_every = %(seconds)s, updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s AND down_since IS NULL;
+
+-- channel_probe: take the next probe call of a channel that is down, if it is due; the one after it waits :seconds (nothing when another took it)
+UPDATE denpyo_channels
+SET probe_at = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND,
+    probe_every = %(seconds)s, updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s AND down_since IS NOT NULL AND probe_at <= UTC_TIMESTAMP(6);
+
+-- channel_up: a call succeeded: the provider is up again (nothing when it was not down)
+UPDATE denpyo_channels SET down_since = NULL, down_note = NULL, probe_at = NULL, probe_every = NULL,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE channel = %(channel)s AND down_since IS NOT NULL;
+
+-- channel_event_add: one line of a channel's history
+INSERT INTO denpyo_channel_events (channel, kind, actor, note)
+VALUES (%(channel)s, %(kind)s, %(actor)s, %(note)s);
+
+-- channel_event_list: a channel's history, newest first
+SELECT * FROM denpyo_channel_events WHERE channel = %(channel)s
+ORDER BY id DESC LIMIT %(limit)s;

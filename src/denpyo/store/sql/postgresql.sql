@@ -775,3 +775,62 @@ WHERE minute >= date_trunc('minute', now() - make_interval(hours => %(hours)s))
   AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 GROUP BY minute, outcome
 ORDER BY minute, outcome;
+
+-- What the fleet shares about each channel (store/controls.py): read once per poll,
+-- written when something happens. A channel's row is made by its first write.
+
+-- channel_ensure: the channel's row, made if missing (running, no history)
+INSERT INTO denpyo_channels (channel) VALUES (%(channel)s) ON CONFLICT (channel) DO NOTHING;
+
+-- channel_list: every channel's state, and the database clock it was read by
+SELECT *, now() AS now FROM denpyo_channels ORDER BY channel;
+
+-- channel_lock: lock one channel's row for a fleet limit's claim or reservation: the fleet rate limit's next start, and the database clock
+SELECT next_start, now() AS now FROM denpyo_channels WHERE channel = %(channel)s FOR UPDATE;
+
+-- channel_start_after: the fleet rate limit's clock moved on: no call of the channel starts before :at but those reserved
+UPDATE denpyo_channels SET next_start = %(at)s WHERE channel = %(channel)s;
+
+-- channel_held_count: the channel's rows held now under a live lease, by any worker (the fleet's calls in flight, and the rows claimed to start next)
+SELECT COUNT(*) AS n FROM denpyo_submissions
+WHERE channel = %(channel)s AND status = 'requesting' AND locked_until > now();
+
+-- channel_pause: a person pauses the channel (nothing when it is paused already)
+UPDATE denpyo_channels SET paused_at = now(), paused_by = %(actor)s, paused_note = %(note)s,
+    updated_at = now()
+WHERE channel = %(channel)s AND paused_at IS NULL;
+
+-- channel_resume: a person resumes the channel (nothing when it is not paused)
+UPDATE denpyo_channels SET paused_at = NULL, paused_by = NULL, paused_note = NULL,
+    updated_at = now()
+WHERE channel = %(channel)s AND paused_at IS NOT NULL;
+
+-- channel_hold: the provider asked the channel to wait :seconds (a Retry-After): no call starts before then, unless a longer wait is already asked
+UPDATE denpyo_channels SET held_until = now() + make_interval(secs => %(seconds)s::float8),
+    held_note = %(note)s, updated_at = now()
+WHERE channel = %(channel)s
+  AND (held_until IS NULL OR held_until < now() + make_interval(secs => %(seconds)s::float8));
+
+-- channel_down: the provider is down: one probe call in :seconds (nothing when it is down already)
+UPDATE denpyo_channels SET down_since = now(),
+    probe_at = now() + make_interval(secs => %(seconds)s::float8),
+    down_note = %(note)s, probe_every = %(seconds)s::float8, updated_at = now()
+WHERE channel = %(channel)s AND down_since IS NULL;
+
+-- channel_probe: take the next probe call of a channel that is down, if it is due; the one after it waits :seconds (nothing when another took it)
+UPDATE denpyo_channels SET probe_at = now() + make_interval(secs => %(seconds)s::float8),
+    probe_every = %(seconds)s::float8, updated_at = now()
+WHERE channel = %(channel)s AND down_since IS NOT NULL AND probe_at <= now();
+
+-- channel_up: a call succeeded: the provider is up again (nothing when it was not down)
+UPDATE denpyo_channels SET down_since = NULL, down_note = NULL, probe_at = NULL, probe_every = NULL,
+    updated_at = now()
+WHERE channel = %(channel)s AND down_since IS NOT NULL;
+
+-- channel_event_add: one line of a channel's history
+INSERT INTO denpyo_channel_events (channel, kind, actor, note)
+VALUES (%(channel)s, %(kind)s, %(actor)s, %(note)s);
+
+-- channel_event_list: a channel's history, newest first
+SELECT * FROM denpyo_channel_events WHERE channel = %(channel)s
+ORDER BY id DESC LIMIT %(limit)s;

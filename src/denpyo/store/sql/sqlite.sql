@@ -468,3 +468,69 @@ WHERE minute >= strftime('%Y-%m-%d %H:%M:00.000', 'now', '-' || :hours || ' hour
   AND (:channel IS NULL OR channel = :channel)
 GROUP BY minute, outcome
 ORDER BY minute, outcome;
+
+-- What the fleet shares about each channel (store/controls.py): read once per poll,
+-- written when something happens. A channel's row is made by its first write.
+
+-- channel_ensure: the channel's row, made if missing (running, no history)
+INSERT OR IGNORE INTO denpyo_channels (channel) VALUES (:channel);
+
+-- channel_list: every channel's state, and the database clock it was read by
+SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_channels ORDER BY channel;
+
+-- channel_lock: the fleet rate limit's next start of one channel, and the database clock (BEGIN IMMEDIATE holds the write lock: a claim or reservation of a fleet limit at a time)
+SELECT next_start, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_channels
+WHERE channel = :channel;
+
+-- channel_start_after: the fleet rate limit's clock moved on: no call of the channel starts before :at but those reserved
+UPDATE denpyo_channels SET next_start = :at WHERE channel = :channel;
+
+-- channel_held_count: the channel's rows held now under a live lease, by any worker (the fleet's calls in flight, and the rows claimed to start next)
+SELECT COUNT(*) AS n FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
+WHERE channel = :channel AND {{in_doubt_index}} AND status = 'requesting'
+  AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- channel_pause: a person pauses the channel (nothing when it is paused already)
+UPDATE denpyo_channels SET paused_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    paused_by = :actor, paused_note = :note,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND paused_at IS NULL;
+
+-- channel_resume: a person resumes the channel (nothing when it is not paused)
+UPDATE denpyo_channels SET paused_at = NULL, paused_by = NULL, paused_note = NULL,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND paused_at IS NOT NULL;
+
+-- channel_hold: the provider asked the channel to wait :seconds (a Retry-After): no call starts before then, unless a longer wait is already asked
+UPDATE denpyo_channels
+SET held_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
+    held_note = :note, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel
+  AND (held_until IS NULL
+       OR held_until < strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'));
+
+-- channel_down: the provider is down: one probe call in :seconds (nothing when it is down already)
+UPDATE denpyo_channels SET down_since = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    probe_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
+    down_note = :note, probe_every = :seconds, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND down_since IS NULL;
+
+-- channel_probe: take the next probe call of a channel that is down, if it is due; the one after it waits :seconds (nothing when another took it)
+UPDATE denpyo_channels
+SET probe_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
+    probe_every = :seconds, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND down_since IS NOT NULL
+  AND probe_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- channel_up: a call succeeded: the provider is up again (nothing when it was not down)
+UPDATE denpyo_channels SET down_since = NULL, down_note = NULL, probe_at = NULL, probe_every = NULL,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND down_since IS NOT NULL;
+
+-- channel_event_add: one line of a channel's history
+INSERT INTO denpyo_channel_events (channel, kind, actor, note)
+VALUES (:channel, :kind, :actor, :note);
+
+-- channel_event_list: a channel's history, newest first
+SELECT * FROM denpyo_channel_events WHERE channel = :channel
+ORDER BY id DESC LIMIT :limit;

@@ -1,0 +1,146 @@
+"""What the fleet shares about each channel (`denpyo_channels`): a person's pause,
+the provider's back-off, the provider-down mode with its probes, the fleet rate
+limit's clock, and the fleet's calls in flight (domain/channel_state.py).
+
+None of it is on the path of a channel that sets no fleet limit: workers read the
+states once per poll, and write them only when something happens (a pause, a
+Retry-After, a run of failures, a probe). A fleet-limited channel's claim and its
+reservation of start times each lock the channel's row for one short transaction.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from denpyo.domain.channel_state import ChannelEvent, ChannelState
+from denpyo.domain.submission import Submission
+from denpyo.store.base import Row, Tx
+from denpyo.store.connections import ConnectionModes
+from denpyo.store.params import Params, seconds
+from denpyo.store.rows import Rows
+
+
+class ChannelControls(ConnectionModes, Rows, Params):
+    """The channel states, their history, and the fleet limits' shared counts."""
+
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "channel_ensure", "channel_list", "channel_lock", "channel_start_after",
+            "channel_held_count", "channel_pause", "channel_resume", "channel_hold",
+            "channel_down", "channel_probe", "channel_up", "channel_event_add",
+            "channel_event_list",
+        }
+    )  # fmt: skip
+
+    @abstractmethod
+    def claim_ready_in(
+        self, tx: Tx, channel: str, holder: str, limit: int, lease: float
+    ) -> list[Submission]:
+        """`claim_ready` inside the caller's transaction."""
+
+    def channel_states(self) -> list[ChannelState]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("channel_list")
+        return [self._state(row) for row in rows]
+
+    def channel_history(self, channel: str, limit: int = 50) -> list[ChannelEvent]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("channel_event_list", {"channel": channel, "limit": limit})
+        return [
+            ChannelEvent(
+                int(row["id"]), row["channel"], row["kind"], row["actor"], row["note"],
+                self._time(row["at"]),
+            )
+            for row in rows
+        ]  # fmt: skip
+
+    def pause_channel(self, channel: str, *, actor: str, note: str) -> bool:
+        return self._change(channel, "channel_pause", "paused", actor, note)
+
+    def resume_channel(self, channel: str, *, actor: str, note: str) -> bool:
+        return self._change(channel, "channel_resume", "resumed", actor, note)
+
+    def channel_down(self, channel: str, *, actor: str, note: str, probe_in: float) -> bool:
+        return self._change(channel, "channel_down", "down", actor, note, seconds=probe_in)
+
+    def channel_up(self, channel: str, *, actor: str, note: str) -> bool:
+        return self._change(channel, "channel_up", "up", actor, note)
+
+    def hold_channel(self, channel: str, *, hold_for: float, note: str) -> bool:
+        with self.transaction() as tx:
+            tx.execute("channel_ensure", {"channel": channel})
+            params = {"channel": channel, "seconds": seconds(hold_for), "note": note}
+            return tx.execute("channel_hold", params) > 0
+
+    def take_probe(self, channel: str, *, next_in: float) -> bool:
+        with self.transaction() as tx:
+            params = {"channel": channel, "seconds": seconds(next_in)}
+            return tx.execute("channel_probe", params) > 0
+
+    def reserve_starts(self, channel: str, count: int, rate: float) -> float:
+        """Move the channel's fleet clock on by `count / rate` seconds from where it
+        stood (or from now, if it stood in the past: unused time is no credit, so no
+        burst); the seconds from now to the first start reserved."""
+        with self.transaction() as tx:
+            now, next_start = self._lock_channel(tx, channel)
+            first = max(now, next_start or now)
+            after = first + timedelta(seconds=count / rate)
+            tx.execute("channel_start_after", {"channel": channel, "at": self.time_param(after)})
+        return (first - now).total_seconds()
+
+    def claim_within(
+        self, channel: str, *, holder: str, limit: int, lease: float, fleet_concurrency: int
+    ) -> list[Submission]:
+        """`claim_ready`, up to `fleet_concurrency` rows of the channel held by the whole
+        fleet: under the channel's lock, its held rows are counted (a dead worker's stop
+        counting when their leases run out), and the claim takes what is left."""
+        with self.transaction() as tx:
+            self._lock_channel(tx, channel)
+            row = tx.fetch_one("channel_held_count", {"channel": channel})
+            room = min(limit, fleet_concurrency - (int(row["n"]) if row else 0))
+            if room <= 0:
+                return []
+            return self.claim_ready_in(tx, channel, holder, room, lease)
+
+    def _lock_channel(self, tx: Tx, channel: str) -> tuple[datetime, datetime | None]:
+        """Lock the channel's row (made if missing): the database clock, and the fleet
+        rate limit's next start."""
+        tx.execute("channel_ensure", {"channel": channel})
+        row = tx.fetch_one("channel_lock", {"channel": channel})
+        assert row is not None
+        return self._time(row["now"]), self.parse_time(row["next_start"])
+
+    def _change(
+        self, channel: str, query: str, kind: str, actor: str, note: str, **params: Any
+    ) -> bool:
+        """One change of a channel's state with its line of history; False (nothing
+        written) when the channel already was in that state."""
+        with self.transaction() as tx:
+            tx.execute("channel_ensure", {"channel": channel})
+            if not tx.execute(query, {"channel": channel, "actor": actor, "note": note, **params}):
+                return False
+            event = {"channel": channel, "kind": kind, "actor": actor, "note": note}
+            tx.execute("channel_event_add", event)
+            return True
+
+    def _state(self, row: Row) -> ChannelState:
+        return ChannelState(
+            row["channel"],
+            self._time(row["now"]),
+            paused_at=self.parse_time(row["paused_at"]),
+            paused_by=row["paused_by"],
+            paused_note=row["paused_note"],
+            held_until=self.parse_time(row["held_until"]),
+            held_note=row["held_note"],
+            down_since=self.parse_time(row["down_since"]),
+            down_note=row["down_note"],
+            probe_at=self.parse_time(row["probe_at"]),
+            probe_every=None if row["probe_every"] is None else float(row["probe_every"]),
+        )
+
+    def _time(self, value: Any) -> datetime:
+        parsed = self.parse_time(value)
+        assert parsed is not None
+        return parsed
