@@ -40,7 +40,7 @@ def _tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     env = dict(os.environ)
@@ -69,7 +69,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         capture_output=True,
         text=True,
         env=env,
-        timeout=230,
+        timeout=290,
     )
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -107,6 +107,16 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert set(partitions["hot_path_cpu_us_per_row"]) == {"plain", "partitioned"}
     assert partitions["drop_one_day"]["partition_steps"]  # a day dropped whole
     assert set(partitions["size_over_time"]["mb"]) == {"plain", "partitioned"}
+    fleet = results["fleet"]
+    assert "error" not in fleet, fleet
+    assert {(run["store"], run["case"]) for run in fleet["rate"]} == {
+        ("postgresql", "fleet_rate_limit=50"),
+        ("sqlite", "fleet_rate_limit=50"),
+    }
+    assert all(run["arrivals"] > 0 and run["worst_window"] > 0 for run in fleet["rate"])
+    assert len(fleet["cpu"]["us_per_call"]["after"]) == 1 and fleet["cpu"]["ratio"] > 0
+    assert fleet["outage"]["calls_during_outage"] > 0
+    assert fleet["checks"]  # judged in the report, not here: this test never times anything
 
     markdown = out.read_text()
     for heading in (
@@ -120,6 +130,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         "## 7. Worker processes",
         "## 8. Memory",
         "## 9. PostgreSQL partitions",
+        "## 10. A fleet and its provider's limits",
         "## Targets",
     ):
         assert heading in markdown

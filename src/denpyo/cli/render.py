@@ -26,7 +26,6 @@ from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.holders import actor_of, lease_left
 from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import Action, RowActions, allowed_actions
-from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
@@ -279,7 +278,7 @@ def show_channel_history(name: str, events: Sequence[ChannelEvent], now: datetim
 def show_switch(view: ChannelView, *, pausing: bool, changed: bool, by: str) -> None:
     """What `pause` or `resume` did, on one line (and what still holds the channel)."""
     name, now = visible(view.channel), visible(view.describe())
-    poll = f"within one poll interval ({DEFAULT_POLL_INTERVAL:g} s by default)"
+    poll = "within one poll interval"
     if not changed:
         said = f"is already {now}" if pausing else f"is not paused ({now})"
         out.print(Text(f"{name} {said}; nothing written"), soft_wrap=True)
