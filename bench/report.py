@@ -723,6 +723,113 @@ def section_partitions(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def section_fleet(results: dict[str, Any]) -> list[str]:
+    """Worker processes against a provider's limits and outage (bench/fleet.py)."""
+    found = results.get("fleet")
+    if not found:
+        return []
+    title = "## 10. A fleet and its provider's limits"
+    if "error" in found:
+        return [title, "", f"⚠ the run failed: {found['error'][-300:]}", ""]
+    args = found["args"]
+    limit = found["provider_limit"]
+    lines = [
+        title,
+        "",
+        f"`bench/fleet.py`: {args['processes']} worker processes (`denpyo worker --processes "
+        f"{args['processes']}`, `{' '.join(found['worker_options'])}`), each run on a fresh "
+        f"database, its rows made due at once. The provider (loopback, in the bench's "
+        f"process) accepts {limit} requests in any window of one second and answers the "
+        "rest 429 with `Retry-After: 1`. *Worst window*: the most requests that arrived in "
+        "any [t, t + 1 s), over the sorted arrival times; *calls/s*: those accepted, from "
+        "the first arrival to the last accepted; *rows/s*: rows synced from the release to "
+        "the last `synced_at`. A run that heard nothing for "
+        f"{args['stall']:g} s is stopped as stalled.",
+        "",
+    ]
+    body = []
+    for run in found.get("rate", []):
+        downs = sum(1 for e in run.get("events", []) if e["kind"] == "down")
+        body.append([
+            run["store"] + (" (one file)" if run["store"] == "sqlite" else ""), run["case"],
+            f"{run['rows']:,}", str(run["worst_window"]), fmt_rate(run["calls_per_s"]),
+            fmt_rate(run["rows_per_s"]), str(run["http_429"]),
+            f"{run['synced']:,}" + (" ⚠ stalled" if run.get("stalled") else ""),
+            str(downs), f"{run['machine_busy_cores']:.1f}",
+        ])  # fmt: skip
+    if body:
+        header = [
+            "store", "channel", "rows", "worst window", "calls/s", "rows/s", "429s", "synced",
+            "went down", "machine busy (cores)",
+        ]  # fmt: skip
+        lines += [table(header, body), ""]
+    cpu = found.get("cpu")
+    if cpu:
+        per = cpu["us_per_call"]
+        lines += [
+            f"CPU per call with no limit set: {cpu['rows']:,} rows, one process's "
+            "`work(until_idle=True, concurrency=16)` against the fake provider at 0 ms, "
+            f"{cpu['rounds']} round(s) alternated; *before* is {cpu['before']}"
+            + (" (the same code as after)" if cpu["same_code"] else "")
+            + f", *after* the working tree as copied when the run began "
+            f"({found['tree']['copied_at']}, code {found['tree']['fingerprint']}). µs of the "
+            "worker's CPU per call:",
+            "",
+            table(
+                ["tree", "µs per call", "machine busy (cores)"],
+                [
+                    [
+                        which,
+                        ", ".join(f"{v:,.0f}" for v in per[which]),
+                        ", ".join(f"{v:.1f}" for v in cpu["machine_busy_cores"][which]),
+                    ]
+                    for which in ("before", "after")
+                ],
+            ),
+            "",
+            f"After ÷ before: {cpu['ratio']:.2f} (medians); per round "
+            + ", ".join(f"{r:.2f}" for r in cpu["paired_ratios"])
+            + ".",
+            "",
+        ]
+    down = found.get("outage")
+    if down:
+        recovery = down["recovery_to_last_synced_s"]
+        lines += [
+            f"Outage: the provider answered 503 (no Retry-After) to every call for "
+            f"{down['outage_s']:g} s, then 200; {down['rows']:,} rows, `fleet_rate_limit="
+            f"{limit}`, `max_attempts=5`, `down_after` at its default. "
+            f"{down['calls_during_outage']} calls during the outage, "
+            f"{down['calls_before_down']} before the channel went down"
+            + (f" ({down['down_at']:.1f} s after the release)" if down["down_at"] else "")
+            + f", {down['calls_while_down']} while it was down (the calls of the workers "
+            "that had not yet read it, and the probes, the one that found it up included); "
+            f"{down['exhausted']} rows exhausted, at most {down['max_attempts']} attempts "
+            f"of any row; {down['synced']:,} of {down['rows']:,} synced"
+            + (f", the last {recovery:.1f} s after the provider recovered" if recovery else "")
+            + (
+                f" — ⚠ stalled: no call and no row synced for {args['stall']:g} s"
+                if down.get("stalled")
+                else ""
+            )
+            + ".",
+            "",
+        ]
+    checks = found.get("checks", [])
+    if checks:
+        lines += [
+            table(
+                ["check", "measured", ""],
+                [
+                    [c["check"], str(c["value"]), "**met**" if c["ok"] else "**not met**"]
+                    for c in checks
+                ],
+            ),
+            "",
+        ]
+    return lines
+
+
 def memory_growth(results: dict[str, Any]) -> float | None:
     """Peak RSS of the largest run ÷ that of the smallest."""
     rows = [r for r in results.get("memory", []) if r.get("ok") and "maxrss_kb" in r]
@@ -1249,6 +1356,7 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
     lines += section_processes(results, curve_name)
     lines += section_memory(results)
     lines += section_partitions(results)
+    lines += section_fleet(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [

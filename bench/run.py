@@ -78,7 +78,7 @@ NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, n
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = [
     "dispatch", "processes", "inline", "enqueue", "recovery", "scale", "backends", "memory",
-    "partitions",
+    "partitions", "fleet",
 ]  # fmt: skip
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -967,6 +967,23 @@ class Bench:
             self.results["partitions"] = {"error": done.stderr[-2000:]}
         else:
             self.results["partitions"] = json.loads(out.read_text())
+        self.save()
+
+    def fleet(self) -> None:
+        """Worker processes against a provider's limits and outage, and the CPU per call
+        with no limit against the commit before the fleet limits (bench/fleet.py): about
+        5 minutes, or about one with --quick."""
+        out = self.out_dir / "fleet.json"
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "fleet.py"),
+             *(["--quick"] if self.args.quick else []), "--json", str(out),
+             "--logs", str(self.out_dir / "logs" / "fleet")],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        if done.returncode != 0:
+            self.results["fleet"] = {"error": done.stderr[-2000:]}
+        else:
+            self.results["fleet"] = json.loads(out.read_text())
         self.save()
 
 

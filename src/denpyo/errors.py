@@ -158,12 +158,21 @@ class Transient(ChannelSignal):
     """The provider did not act (5xx, 429, refused connection): retry after back-off.
 
     `retry_after` (seconds), when the provider said it, is a floor for the back-off:
-    the next attempt waits the longer of the two.
+    the next attempt waits the longer of the two, and the whole channel waits that
+    long on every worker. `throttled`: the provider answered that it limits the
+    rate (HTTP 429): it is up, so the failure is no sign of an outage (`down_after`).
     """
 
-    def __init__(self, message: str = "transient failure", *, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str = "transient failure",
+        *,
+        retry_after: float | None = None,
+        throttled: bool = False,
+    ):
         super().__init__(message)
         self.retry_after = retry_after
+        self.throttled = throttled
 
 
 class Rejected(ChannelSignal):

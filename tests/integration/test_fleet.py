@@ -384,7 +384,7 @@ def test_a_fleet_rate_limit_holds_across_worker_processes(
         stop(procs)
     starts = [at for what, at, _, _ in read_calls(log) if what == "start"]
     assert len(starts) == rows
-    assert worst_window(starts) <= 21  # 20 a second (+1: a start at each edge)
+    assert worst_window(starts) <= 20  # 20 in any second (spaced 5 % wider: no edge case)
     assert len({pid for what, _, pid, _ in read_calls(log) if what == "start"}) >= 2
 
 
@@ -460,4 +460,4 @@ def test_the_rate_limit_of_one_process_has_no_burst(ledger: denpyo.Ledger) -> No
         ledger.enqueue("c", f"k{i}", {})
     ledger.work(until_idle=True, poll_interval=POLL)
     assert calls.count() == 45
-    assert worst_window([at for at, _ in calls.starts]) <= 16
+    assert worst_window([at for at, _ in calls.starts]) <= 15

@@ -13,6 +13,7 @@ import pytest
 
 import denpyo
 from denpyo import Status, Submission
+from denpyo.domain.channel_state import SPACING_MARGIN
 from denpyo.engine.pacing import Pacing
 from denpyo.engine.worker import Worker
 
@@ -188,31 +189,35 @@ def test_a_freed_slot_sends_its_next_call_before_the_last_outcome_is_settled(
 
 
 def test_pacing_spaces_the_starts_evenly_with_no_burst() -> None:
-    """A rate of 5 a second: starts 0.2 s apart, and time left unused is no credit."""
+    """A rate of 5 a second: starts 0.21 s apart (0.2, and 5 % to spare), and time left
+    unused is no credit."""
+    gap = (1 + SPACING_MARGIN) / 5
     pacing = Pacing(rate=5, fleet_rate=None)
     assert pacing.room(0) == 1 and pacing.room(1) == 0  # a quarter second's worth, or one
     pacing.reserve(3, 100.0)
-    assert list(pacing.starts) == pytest.approx([100.0, 100.2, 100.4])
+    assert list(pacing.starts) == pytest.approx([100.0, 100.0 + gap, 100.0 + 2 * gap])
     assert pacing.due(100.0) and not pacing.due(99.9)
     pacing.take()
     pacing.drop(1)  # a row given back unsent
-    assert list(pacing.starts) == pytest.approx([100.2])
+    assert list(pacing.starts) == pytest.approx([100.0 + gap])
     pacing.reserve(1, 200.0)  # a hundred seconds idle: still one start at a time
     pacing.reserve(1, 200.0)
-    assert list(pacing.starts)[1:] == pytest.approx([200.0, 200.2])
-    assert pacing.expire(200.1) == 1  # 100.2 is long gone: its row gets a new start
-    assert pacing.expire(200.17) == 0  # 200.0 is 0.17 s old: less than 0.9 of 0.2 s
-    assert list(pacing.starts) == pytest.approx([200.0, 200.2])
-    assert pacing.expire(200.19) == 1  # taken now, it would crowd the start at 200.2
+    assert list(pacing.starts)[1:] == pytest.approx([200.0, 200.0 + gap])
+    assert pacing.expire(200.1) == 1  # 100.21 is long gone: its row gets a new start
+    assert pacing.expire(200.0 + 0.8 * gap) == 0  # 200.0 is less than 0.9 of a gap old
+    assert list(pacing.starts) == pytest.approx([200.0, 200.0 + gap])
+    assert pacing.expire(200.0 + 0.95 * gap) == 1  # taken now, it would crowd the next
 
 
 def test_pacing_under_a_fleet_rate_and_a_process_rate_keeps_both() -> None:
-    """The fleet's starts 1/50 s apart, this process's own limit 10 a second: each
-    start waits for the later of the two."""
+    """The fleet's starts 1/50 s apart (and 5 %), this process's own limit 10 a second:
+    each start waits for the later of the two."""
     pacing = Pacing(rate=10, fleet_rate=50)
     assert pacing.shared and pacing.room(0) == 2
+    assert pacing.fleet_rate == pytest.approx(50 / (1 + SPACING_MARGIN))
     pacing.reserve(3, 10.0)
-    assert list(pacing.starts) == pytest.approx([10.0, 10.1, 10.2])
+    gap = (1 + SPACING_MARGIN) / 10
+    assert list(pacing.starts) == pytest.approx([10.0, 10.0 + gap, 10.0 + 2 * gap])
 
 
 def test_rate_limited_channel_still_sends_everything(ledger: denpyo.Ledger) -> None:

@@ -45,6 +45,9 @@ def test_the_provider_is_down_after_a_run_of_failures_that_no_answer_broke() -> 
     assert streak.observe(TRANSIENT) is False  # not again for a longer run
     streak.observe(REJECTED)  # the provider answered: the run is over
     assert streak.count == 0
+    streak.observe(TRANSIENT)
+    streak.observe(Outcome(OutcomeKind.TRANSIENT, retry_after=1, throttled=True))  # a 429
+    assert streak.count == 0  # a provider that limits its rate is up
     never = FailureStreak(down_after=None)
     assert not any(never.observe(TRANSIENT) for _ in range(100))
 

@@ -365,7 +365,9 @@ class HttpChannel:
             return _id_from(raw, self.id_field)
         if status in (408, 429) or status >= 500:
             raise Transient(
-                f"HTTP {status}: {_short(raw)}", retry_after=parse_retry_after(retry_after)
+                f"HTTP {status}: {_short(raw)}",
+                retry_after=parse_retry_after(retry_after),
+                throttled=status == 429,
             )
         raise Rejected(f"HTTP {status}: {_short(raw)}")
 

@@ -31,6 +31,11 @@ PROBE_LONGEST = 60.0
 """Seconds between probe calls while a channel is down: 2 s, then 1.5 times longer
 after each probe that fails, up to a minute."""
 
+SPACING_MARGIN = 0.05
+"""Starts under a rate limit are spaced 5 % wider than 1/R: R + 1 starts then span
+1.05 s, so a provider that allows R in any second still sees at most R when a
+start arrives up to 50 ms late (a busy machine, the network), at 95 % of R."""
+
 FLEET_HORIZON = 0.25
 """Seconds of a fleet rate limit's starts a worker reserves at once (at least one):
 fewer round trips, and rows held no longer than the fleet's next seconds of calls."""
@@ -125,7 +130,7 @@ def reserve_count(rate: float, horizon: float = FLEET_HORIZON) -> int:
 @dataclass(slots=True)
 class FailureStreak:
     """Failed calls in a row that this process saw on one channel; an answer from the
-    provider (synced, or rejected: it was up to refuse) ends the streak."""
+    provider (synced; rejected, or throttled: it was up to refuse) ends the streak."""
 
     down_after: int | None
     count: int = 0
@@ -133,7 +138,7 @@ class FailureStreak:
     def observe(self, outcome: Outcome) -> bool:
         """Count one call's outcome; True exactly when this one makes the streak long
         enough to call the provider down."""
-        if outcome.kind in (OutcomeKind.SYNCED, OutcomeKind.REJECTED):
+        if outcome.kind in (OutcomeKind.SYNCED, OutcomeKind.REJECTED) or outcome.throttled:
             self.count = 0
             return False
         self.count += 1

@@ -41,12 +41,14 @@ class Outcome:
     default reading, `Rejected`, `Transient`, anything else ambiguous):
     `Outcome(OutcomeKind.TRANSIENT, error="quota", retry_after=60)`. `remote_id` is
     kept for a synced call, `error` as the row's `last_error`, and `retry_after`
-    (seconds) is a floor under the back-off."""
+    (seconds) is a floor under the back-off. `throttled`: the provider refused
+    for its rate limit, so it is up (domain/channel_state.py)."""
 
     kind: OutcomeKind
     remote_id: str | None = None
     error: str | None = None
     retry_after: float | None = None
+    throttled: bool = False
 
 
 def describe(exc: BaseException) -> str:
@@ -62,7 +64,12 @@ def classify_exception(exc: BaseException) -> Outcome:
     if isinstance(exc, Rejected):
         return Outcome(OutcomeKind.REJECTED, error=describe(exc))
     if isinstance(exc, Transient):
-        return Outcome(OutcomeKind.TRANSIENT, error=describe(exc), retry_after=exc.retry_after)
+        return Outcome(
+            OutcomeKind.TRANSIENT,
+            error=describe(exc),
+            retry_after=exc.retry_after,
+            throttled=exc.throttled,
+        )
     return Outcome(OutcomeKind.AMBIGUOUS, error=describe(exc))
 
 

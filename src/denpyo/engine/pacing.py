@@ -2,7 +2,9 @@
 
 A limit of `rate` calls a second means what a provider means by it: in any window
 of one second, at most `rate` calls start. Starts are spaced evenly, 1/rate
-apart, and time left unused is no credit: there is no burst to spend later.
+apart and 5 % more (`SPACING_MARGIN`: a start that arrives a little late still
+keeps the window), and time left unused is no credit: there is no burst to spend
+later.
 
 `rate_limit` is this process's own: its starts are spaced here. `fleet_rate_limit`
 holds for every process sharing the ledger: starts are reserved from the channel's
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from denpyo.domain.channel_state import reserve_count
+from denpyo.domain.channel_state import SPACING_MARGIN, reserve_count
 
 
 class Pacing:
@@ -28,9 +30,11 @@ class Pacing:
     row claimed to be sent and not yet started."""
 
     def __init__(self, rate: float | None, fleet_rate: float | None) -> None:
-        self.gap = 0.0 if rate is None else 1.0 / rate
-        self.fleet_rate = fleet_rate
-        self.fleet_gap = 0.0 if fleet_rate is None else 1.0 / fleet_rate
+        widen = 1.0 + SPACING_MARGIN
+        self.gap = 0.0 if rate is None else widen / rate
+        # The rate the fleet's clock is moved on by: 1/fleet_rate_limit, 5 % wider.
+        self.fleet_rate = None if fleet_rate is None else fleet_rate / widen
+        self.fleet_gap = 0.0 if self.fleet_rate is None else 1.0 / self.fleet_rate
         self.batch = reserve_count(min(r for r in (rate, fleet_rate) if r is not None))
         self.after = float("-inf")  # this process's next start under its own limit
         self.starts: deque[float] = deque()

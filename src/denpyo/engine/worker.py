@@ -249,7 +249,8 @@ class Worker:
                     # In-doubt rows are rare: look for them once per poll, not per call.
                     if until_idle or loop.time() - doubt_checked >= self.poll_interval:
                         doubt_checked = loop.time()
-                        await self.runner.in_db(self.gates.refresh)
+                        if self.gates.stale(self.poll_interval):  # not every idle round
+                            await self.runner.in_db(self.gates.refresh)
                         claimed += await self._probe()
                         await self._revalidate()
                         # While its renewals fail, rows that look in doubt may be this
