@@ -424,6 +424,10 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
         "app_raises": 'raise RuntimeError("no config file\\nsecond line")\n',
         "app_exits": "import sys\nsys.exit(3)\n",
         "app_no_channel": "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n",
+        "app_zero_rate": "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n"
+        "ledger.channel('sms', fleet_rate_limit=0)(lambda sub: 'r')\n",
+        "app_negative": "import os, denpyo\nledger = denpyo.Ledger(os.environ['DENPYO_DB'])\n"
+        "ledger.channel('sms', fleet_concurrency=-2)(lambda sub: 'r')\n",
     }
     for name, text in modules.items():
         (tmp_path / f"{name}.py").write_text(text)
@@ -437,6 +441,10 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
          "module app_no_channel registered no channel with ledger ledger; reconcile needs"),
         (["--app", "app_no_channel:ledger", "worker"],
          "module app_no_channel registered no channel with ledger ledger; the worker needs"),
+        (["--app", "app_zero_rate:ledger", "worker"],
+         "channel 'sms': fleet_rate_limit must be positive calls/second, not 0"),
+        (["--app", "app_negative:ledger", "pause", "sms", "--note", "x"],
+         "channel 'sms': fleet_concurrency must be a whole number of at least 1, not -2"),
     ]  # fmt: skip
     _refused_apps(cases, env)
     assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))

@@ -274,8 +274,10 @@ class Ledger:
 
         Returns the submission when it is `synced`, or still in flight in another
         process (status `requesting`), or `requesting` and not attempted for a worker
-        to send (its ordering key has an earlier row open, or its call could not
-        start within its lease); for a key a person resolved by resending it,
+        to send (its ordering key has an earlier row open, its call could not
+        start within its lease, or its channel is paused, held back by the
+        provider, down, or limited fleet-wide: the workers pace those calls); for a
+        key a person resolved by resending it,
         the resend. Raises `SubmissionRejected`, `SubmissionFailed`,
         `SubmissionInDoubt` or `SubmissionResolved`, each with `.submission`.
         """
