@@ -26,21 +26,24 @@ browser:  ## Debian's Chromium for the dashboard's browser tests (no browser dow
 	scripts/browser.sh
 
 # Two tests at a time (each has databases of its own), then the chaos runs one at
-# a time: they restart the database servers under everything else.
+# a time: they restart the database servers under everything else; then the
+# partitioned layout's own tests and its short chaos run (`test-partitions` runs
+# the store's and the ledger's tests on it too, as CI does).
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=tests/acceptance/test_chaos.py
 	$(BIN)/python -m pytest -q tests/acceptance/test_chaos.py
-	$(MAKE) --no-print-directory test-partitions
-
-# The store's and the ledger's tests, and the short chaos run, once more on
-# PostgreSQL's partitioned layout (migrate --partitions daily).
-test-partitions: setup services
-	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
-		tests/integration/store tests/integration/ledger tests/integration/test_partitions.py \
-		tests/integration/test_operator.py tests/integration/test_double_send.py \
-		tests/integration/test_rules_sql.py tests/integration/test_fleet.py
+	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 \
+		tests/integration/test_partitions.py
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
+
+# The store's and the ledger's tests, the operator's, the double-send and fleet
+# tests once more on PostgreSQL's partitioned layout (migrate --partitions daily).
+test-partitions: setup services  ## the store's and the engine's tests again on the partitioned layout
+	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
+		tests/integration/store tests/integration/ledger \
+		tests/integration/test_operator.py tests/integration/test_double_send.py \
+		tests/integration/test_rules_sql.py tests/integration/test_fleet.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance

@@ -43,7 +43,7 @@ working tree may be edited meanwhile.
 
 A run ends when every row is synced or exhausted, or after `--stall` seconds in which
 the provider heard nothing and no row was synced (reported as stalled: a hang), or at
-its deadline. `--quick`: 200 rows, the fleet rate limit alone, 10 s of outage, 1,000
+its deadline. `--quick`: 60 rows, the fleet rate limit alone, 4 s of outage, 1,000
 rows and one round of CPU.
 Nothing here judges the figures but `checks` (in the JSON, and the report's table):
 the script exits 0 with checks not met.
@@ -790,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     tree = Path(os.environ[SNAPSHOT])
     args.before = git("rev-parse", "--short", args.before)  # now: HEAD may move meanwhile
     assert Path(denpyo.__file__).resolve().is_relative_to(tree.resolve()), denpyo.__file__
-    quick = {"rows": 200, "sqlite_rows": 200, "cpu_rows": 1000, "rounds": 1, "outage": 10.0,
+    quick = {"rows": 60, "sqlite_rows": 60, "cpu_rows": 1000, "rounds": 1, "outage": 4.0,
              "stall": 15.0, "cases": "fleet"}  # fmt: skip
     full = {"rows": 2000, "sqlite_rows": 500, "cpu_rows": 10_000, "rounds": 3, "outage": 60.0,
             "stall": 70.0, "cases": ",".join(CASES)}  # fmt: skip
