@@ -87,9 +87,6 @@ class Gates:
             self.read_at = since
         return states
 
-    def state(self, channel: str) -> ChannelState | None:
-        return self.states.get(channel)
-
     def mode(self, channel: str) -> Mode:
         """The channel's mode now, by the last read and what this process saw since."""
         state = self.states.get(channel)

@@ -105,10 +105,12 @@ class ChannelControls(ConnectionModes, Rows, Params):
             return self.claim_ready_in(tx, channel, holder, room, lease)
 
     def _lock_channel(self, tx: Tx, channel: str) -> tuple[datetime, datetime | None]:
-        """Lock the channel's row (made if missing): the database clock, and the fleet
-        rate limit's next start."""
-        tx.execute("channel_ensure", {"channel": channel})
+        """Lock the channel's row (made the first time): the database clock, and the
+        fleet rate limit's next start."""
         row = tx.fetch_one("channel_lock", {"channel": channel})
+        if row is None:
+            tx.execute("channel_ensure", {"channel": channel})
+            row = tx.fetch_one("channel_lock", {"channel": channel})
         assert row is not None
         return self._time(row["now"]), self.parse_time(row["next_start"])
 

@@ -120,18 +120,28 @@ class Actions(Shell):
     async def pause(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
-        name = await self.known_channel(request.path_params["name"])
-        changed = await self.act(request, access, op.pause, name, note=fields.get("note") or "")
-        return self.channel_done(request, name, "paused" if changed else "already-paused")
+        return await self.switch(request, access, fields, op.pause, "paused", "already-paused")
 
     async def resume(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
-        name = await self.known_channel(request.path_params["name"])
-        changed = await self.act(request, access, op.resume, name, note=fields.get("note") or "")
-        return self.channel_done(request, name, "resumed" if changed else "not-paused")
+        return await self.switch(request, access, fields, op.resume, "resumed", "not-paused")
 
-    async def known_channel(self, name: str) -> str:
+    async def switch(
+        self,
+        request: Request,
+        access: Access,
+        fields: dict[str, str],
+        change: Callable[..., bool],
+        done: str,
+        already: str,
+    ) -> Response:
+        """A pause or a resume of the channel the path names, with the person's note."""
+        name = self.known_channel(request.path_params["name"])
+        changed = await self.act(request, access, change, name, note=fields.get("note") or "")
+        return self.channel_done(request, name, done if changed else already)
+
+    def known_channel(self, name: str) -> str:
         """A channel a request names: a name a channel can have (else 400), and, when
         the application registers its channels, one of them (else 404, nothing
         written): the CLI's rule for `pause`."""

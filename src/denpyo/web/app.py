@@ -271,7 +271,7 @@ class Dashboard(Actions):
     async def channel(self, request: Request, access: Access) -> Response:
         """A channel: its mode, who changed it and why, its pause or resume, and its
         latest changes."""
-        name = await self.known_channel(request.path_params["name"])
+        name = self.known_channel(request.path_params["name"])
         view: op.ChannelView = await self.call(op.channel_view, self.ledger, name, 50)
         return await self.render(
             request,
