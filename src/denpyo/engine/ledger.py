@@ -11,6 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
+from denpyo.domain.actions import Approval
 from denpyo.domain.audit import AuditReport
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.channel_state import DEFAULT_DOWN_AFTER
@@ -88,7 +89,9 @@ class Ledger:
     `keys_kept_for`: seconds from a row's creation for which its key stays known
     after its row is removed (`prune`, `archive`), so that submitting it again calls
     nothing; None (the default): for ever. `max_payload_bytes`: the largest encoded
-    payload accepted, a whole number of bytes >= 1.
+    payload accepted, a whole number of bytes >= 1. `approval`: a two-person rule
+    (`Approval()`: marking synced, forced actions on rows in doubt, and bulk actions
+    over 100 rows wait for a second person); None (the default): none.
 
     After `close()` the ledger is done: any use that needs the database or its
     threads raises `ConfigurationError` instead of quietly reopening them.
@@ -102,7 +105,11 @@ class Ledger:
         on_alert: AlertHandler | None = None,
         name: str | None = None,
         keys_kept_for: float | None = None,
+        approval: Approval | None = None,
     ) -> None:
+        if approval is not None and not isinstance(approval, Approval):
+            raise InvalidInput(f"approval must be an Approval or None, not {approval!r}")
+        self.approval = approval
         if keys_kept_for is not None and not (
             isinstance(keys_kept_for, int | float) and keys_kept_for >= 0
         ):

@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionState, RowOutcome
 from denpyo.domain.channel_state import ChannelEvent, ChannelState
 from denpyo.domain.filters import Filter
 from denpyo.domain.holders import Holding
@@ -44,6 +45,9 @@ from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from denpyo.store.actions import NewAction, Planned
 
 Row = Mapping[str, Any]
 
@@ -414,11 +418,15 @@ class Store(ABC):
         """The channel's pauses, resumes, downs and ups, newest first."""
 
     @abstractmethod
-    def pause_channel(self, channel: str, *, actor: str, note: str) -> bool:
+    def pause_channel(
+        self, channel: str, *, actor: str, note: str, log: NewAction | None = None
+    ) -> bool:
         """Pause the channel, with a line of history; False (nothing written) if it is."""
 
     @abstractmethod
-    def resume_channel(self, channel: str, *, actor: str, note: str) -> bool:
+    def resume_channel(
+        self, channel: str, *, actor: str, note: str, log: NewAction | None = None
+    ) -> bool:
         """Resume the channel, with a line of history; False (nothing written) if it
         was not paused."""
 
@@ -452,6 +460,88 @@ class Store(ABC):
     ) -> list[Submission]:
         """`claim_ready`, leaving at most `fleet_concurrency` rows of the channel held by
         the whole fleet."""
+
+    # -- the action log (store/actions.py) ----------------------------------------------
+
+    @abstractmethod
+    def add_action(
+        self,
+        entry: NewAction,
+        *,
+        ids: Sequence[int] = (),
+        flt: Filter | None = None,
+        runner: str | None = None,
+        lease: float = 60.0,
+    ) -> ActionRecord:
+        """Write an entry of the action log and freeze its rows (`ids`, or every row
+        `flt` finds now), in one transaction; with `runner`, that runner holds it."""
+
+    @abstractmethod
+    def action(self, action_id: int) -> ActionRecord | None: ...
+
+    @abstractmethod
+    def actions(
+        self,
+        *,
+        actor: str | None = None,
+        kind: ActionKind | None = None,
+        state: ActionState | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[ActionRecord]:
+        """The action log, newest first."""
+
+    @abstractmethod
+    def action_rows(
+        self, action_id: int, *, after: int = 0, outcome: str | None = None, limit: int = 100
+    ) -> list[ActionRow]:
+        """The rows behind an action and what happened to each, in id order."""
+
+    @abstractmethod
+    def take_action(self, action_id: int, *, runner: str, lease: float) -> bool:
+        """Become the runner of a running action nobody else carries out."""
+
+    @abstractmethod
+    def let_go_action(self, action_id: int, *, runner: str) -> None: ...
+
+    @abstractmethod
+    def pending_batch(
+        self, action_id: int, *, after: int, limit: int
+    ) -> tuple[list[int], dict[int, Submission]]:
+        """The action's next ids not yet done nor skipped, and their rows now."""
+
+    @abstractmethod
+    def carry_out(
+        self, action_id: int, *, runner: str, lease: float, plan: Sequence[Planned]
+    ) -> list[tuple[int, RowOutcome, str | None]] | None:
+        """One batch of an action in one transaction, under the runner's lease; None
+        (nothing written) when the runner lost the action."""
+
+    @abstractmethod
+    def set_plan(
+        self,
+        action_id: int,
+        plan: dict[str, Any],
+        *,
+        to: ActionState,
+        from_: ActionState,
+        expires_in: float | None = None,
+    ) -> bool:
+        """Keep a bulk action's dry run and move it on from `from_`."""
+
+    @abstractmethod
+    def move_action(self, action_id: int, to: ActionState, *, from_: Sequence[ActionState]) -> bool:
+        """Pause, resume or cancel an action; False when it is in none of `from_`."""
+
+    @abstractmethod
+    def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
+        """A second person approves or rejects a request (never the one who asked)."""
+
+    @abstractmethod
+    def expire_actions(self) -> int:
+        """Requests nobody decided in time become expired; how many."""
 
     # -- connections ---------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from denpyo.domain.channel_state import ChannelEvent, ChannelState
 from denpyo.domain.submission import Submission
@@ -20,6 +20,9 @@ from denpyo.store.base import Row, Tx
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params, seconds
 from denpyo.store.rows import Rows
+
+if TYPE_CHECKING:
+    from denpyo.store.actions import NewAction
 
 
 class ChannelControls(ConnectionModes, Rows, Params):
@@ -33,6 +36,12 @@ class ChannelControls(ConnectionModes, Rows, Params):
             "channel_event_list",
         }
     )  # fmt: skip
+
+    @abstractmethod
+    def add_action_in(
+        self, tx: Tx, entry: NewAction, *, runner: str | None = None, lease: float = 60.0
+    ) -> int:
+        """An entry of the action log inside the caller's transaction (store/actions.py)."""
 
     @abstractmethod
     def claim_ready_in(
@@ -56,11 +65,15 @@ class ChannelControls(ConnectionModes, Rows, Params):
             for row in rows
         ]  # fmt: skip
 
-    def pause_channel(self, channel: str, *, actor: str, note: str) -> bool:
-        return self._change(channel, "channel_pause", "paused", actor, note)
+    def pause_channel(
+        self, channel: str, *, actor: str, note: str, log: NewAction | None = None
+    ) -> bool:
+        return self._change(channel, "channel_pause", "paused", actor, note, log=log)
 
-    def resume_channel(self, channel: str, *, actor: str, note: str) -> bool:
-        return self._change(channel, "channel_resume", "resumed", actor, note)
+    def resume_channel(
+        self, channel: str, *, actor: str, note: str, log: NewAction | None = None
+    ) -> bool:
+        return self._change(channel, "channel_resume", "resumed", actor, note, log=log)
 
     def channel_down(self, channel: str, *, actor: str, note: str, probe_in: float) -> bool:
         return self._change(channel, "channel_down", "down", actor, note, seconds=probe_in)
@@ -115,16 +128,26 @@ class ChannelControls(ConnectionModes, Rows, Params):
         return self._time(row["now"]), self.parse_time(row["next_start"])
 
     def _change(
-        self, channel: str, query: str, kind: str, actor: str, note: str, **params: Any
+        self,
+        channel: str,
+        query: str,
+        kind: str,
+        actor: str,
+        note: str,
+        log: NewAction | None = None,
+        **params: Any,
     ) -> bool:
-        """One change of a channel's state with its line of history; False (nothing
-        written) when the channel already was in that state."""
+        """One change of a channel's state with its line of history, and a person's
+        entry in the action log (`log`); False (nothing written) when the channel
+        already was in that state."""
         with self.transaction() as tx:
             tx.execute("channel_ensure", {"channel": channel})
             if not tx.execute(query, {"channel": channel, "actor": actor, "note": note, **params}):
                 return False
             event = {"channel": channel, "kind": kind, "actor": actor, "note": note}
             tx.execute("channel_event_add", event)
+            if log is not None:
+                self.add_action_in(tx, log)
             return True
 
     def _state(self, row: Row) -> ChannelState:

@@ -26,6 +26,7 @@ from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, StoreUnavailable
+from denpyo.store.actions import ActionLog
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
 from denpyo.store.controls import ChannelControls
@@ -36,7 +37,7 @@ from denpyo.store.removal import Removal
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(CallerConnections, Removal, ChannelControls):
+class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain import rules
+from denpyo.domain.actions import ActionKind, ActionRecord
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
@@ -20,6 +21,7 @@ from denpyo.domain.rules import Permit, label, sent_maybe
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
+from denpyo.engine.operator._actions import Requested, act, request_json
 from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
@@ -50,10 +52,13 @@ class RetryResult:
     dry_run: bool
     retried: list[Submission] = field(default_factory=list)
     skipped: list[tuple[Submission, str]] = field(default_factory=list)
+    requested: Requested | None = None
+    """Set when a two-person rule made the retry a request: nothing was retried."""
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
+            "requested": request_json(self.requested),
             "retried": [submission_json(s, full=full) for s in self.retried],
             "skipped": [
                 {"submission": submission_json(s, full=full), "reason": r} for s, r in self.skipped
@@ -100,14 +105,55 @@ def retry(
                 skipped.append((sub, str(exc)))
     if dry_run or not plan:
         return RetryResult(dry_run, [sub for sub, _ in plan], skipped)
-    after = ledger.store.move([move for _, move in plan])
+    subs = [sub for sub, _ in plan]
+    forced = any(rules.may_retry(sub).permit is Permit.FORCE for sub in subs)
+    done = act(
+        ledger,
+        ActionKind.RETRY,
+        subs,
+        note=note or "retry requested",
+        by=by,
+        params={"force_in_doubt": True} if force_in_doubt else None,
+        forced=forced,
+    )
+    if isinstance(done, Requested):
+        return RetryResult(False, [], skipped, requested=done)
+    outcomes = _outcomes(ledger, done)
     retried = []
-    for (sub, _), moved in zip(plan, after, strict=True):
-        if moved is None:
-            skipped.append((sub, f"{label(sub)} moved while being retried; look again"))
+    for sub in subs:
+        reason = outcomes.get(sub.id)
+        after = ledger.store.get(sub.id) if reason is None else None
+        if after is None:
+            skipped.append((sub, reason or f"{label(sub)} moved while being retried; look again"))
         else:
-            retried.append(moved)
+            retried.append(after)
     return RetryResult(False, retried, skipped)
+
+
+def _outcomes(ledger: Ledger, record: ActionRecord) -> dict[int, str]:
+    """The rows an action skipped, with why (rows it did are not in it)."""
+    skipped: dict[int, str] = {}
+    after = 0
+    while True:
+        rows = ledger.store.action_rows(record.id, after=after, outcome="skipped", limit=1000)
+        if not rows:
+            return skipped
+        for row in rows:
+            skipped[row.submission_id] = row.reason or "skipped"
+        after = rows[-1].submission_id
+
+
+def _only_row(ledger: Ledger, record: ActionRecord, sub: Submission) -> Submission:
+    """The row a one-row action acted on, as it is now; a row that moved meanwhile
+    was skipped (nothing written to it): `LeaseLost`, as a single move says."""
+    reason = _outcomes(ledger, record).get(sub.id)
+    after = ledger.store.get(sub.id) if reason is None else None
+    if after is None:
+        raise LeaseLost(
+            f"submission {sub.id} moved while you were deciding; nothing was "
+            "written: look again (denpyo show)"
+        )
+    return after
 
 
 def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
@@ -154,6 +200,8 @@ class Resolution:
     submission: Submission
     created: Submission | None = None
     from_status: Status | None = None
+    requested: Requested | None = None
+    """Set when a two-person rule made the action a request: the row is unchanged."""
 
     @property
     def moved(self) -> bool:
@@ -165,6 +213,7 @@ class Resolution:
             "from_status": self.from_status.value if self.from_status else None,
             "submission": submission_json(self.submission, full=full),
             "created": submission_json(self.created, full=full) if self.created else None,
+            "requested": request_json(self.requested),
         }
 
 
@@ -177,11 +226,18 @@ def resolve_abandon(
     note = check_note(note)
     sub = find(ledger, ref)
     rules.may_abandon(sub).check()
-    actor = operator_actor(by)
-    move = _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
     if dry_run:
         return Resolution("abandon", sub, from_status=sub.status)
-    return Resolution("abandon", _apply_one(ledger, move), from_status=sub.status)
+    done = act(ledger, ActionKind.ABANDON, [sub], note=note, by=by)
+    return _resolved(ledger, "abandon", sub, done)
+
+
+def _resolved(
+    ledger: Ledger, action: str, sub: Submission, done: ActionRecord | Requested
+) -> Resolution:
+    if isinstance(done, Requested):
+        return Resolution(action, sub, from_status=sub.status, requested=done)
+    return Resolution(action, _only_row(ledger, done, sub), from_status=sub.status)
 
 
 def resolve_mark_synced(
@@ -194,9 +250,9 @@ def resolve_mark_synced(
         raise InvalidInput("the provider's id (--remote-id) is required to mark a row synced")
     sub = find(ledger, ref)
     rules.may_mark_synced(sub).check()
-    actor = operator_actor(by)
-    move = Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
-    return Resolution("mark_synced", _apply_one(ledger, move), from_status=sub.status)
+    done = act(ledger, ActionKind.MARK_SYNCED, [sub], note=note, by=by,
+               params={"remote_id": remote_id})  # fmt: skip
+    return _resolved(ledger, "mark_synced", sub, done)
 
 
 def resolve_resend(
@@ -238,11 +294,17 @@ def resolve_resend(
         )
         return Resolution("resend", old, created, from_status=sub.status)
 
-    def replaced(created: Submission) -> Move:
-        return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
-
-    created, old = ledger.store.record_resend(new, actor=actor, detail=detail, replace=replaced)
-    return Resolution("resend", old, created, from_status=sub.status)
+    params: dict[str, Any] = {"force_in_doubt": True} if force_in_doubt else {}
+    if payload is not SAME_PAYLOAD:
+        params["payload"] = body
+    forced = rules.may_resend(sub).permit is Permit.FORCE
+    done = act(ledger, ActionKind.RESEND, [sub], note=note, by=by, params=params, forced=forced)
+    if isinstance(done, Requested):
+        return Resolution("resend", sub, from_status=sub.status, requested=done)
+    old = _only_row(ledger, done, sub)
+    resent = ledger.store.find_superseding(sub.id)
+    assert resent is not None
+    return Resolution("resend", old, resent, from_status=sub.status)
 
 
 def _payload_of(sub: Submission) -> Any:

@@ -605,3 +605,129 @@ VALUES (%(channel)s, %(kind)s, %(actor)s, %(note)s);
 -- channel_event_list: a channel's history, newest first
 SELECT * FROM denpyo_channel_events WHERE channel = %(channel)s
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
+INSERT INTO denpyo_actions (
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+)
+VALUES (
+    %(kind)s, %(scope)s, %(target)s, %(params)s, %(plan)s, %(state)s, %(actor)s, %(note)s,
+    CASE WHEN %(expires_in)s IS NULL THEN NULL
+         ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(expires_in)s * 1000000) MICROSECOND END,
+    %(total)s, %(runner)s,
+    CASE WHEN %(runner)s IS NULL THEN NULL
+         ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND END
+)
+RETURNING id;
+
+-- action_row_add: one row behind an action
+INSERT INTO denpyo_action_rows (action_id, submission_id) VALUES (%(action_id)s, %(submission_id)s);
+
+-- action_row_freeze: every row an operator's filter finds now, behind an action (a bulk action's set, frozen as its ids)
+INSERT INTO denpyo_action_rows (action_id, submission_id)
+SELECT %(action_id)s, id FROM denpyo_submissions WHERE {{list_filter}};
+
+-- action_total: an action counts the rows behind it
+UPDATE denpyo_actions
+SET total = (SELECT COUNT(*) FROM denpyo_action_rows WHERE action_id = %(id)s)
+WHERE id = %(id)s;
+
+-- action_get: one action, and the database clock
+SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions WHERE id = %(id)s;
+
+-- action_list: the action log, newest first: by person, kind, state and time (each optional)
+SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions
+WHERE id < %(before)s
+  AND (%(actor)s IS NULL OR actor = %(actor)s)
+  AND (%(kind)s IS NULL OR kind = %(kind)s)
+  AND (%(state)s IS NULL OR state = %(state)s)
+  AND (%(since)s IS NULL OR created_at >= CONVERT_TZ(
+      CAST(LEFT(%(since)s, CHAR_LENGTH(%(since)s) - 6) AS DATETIME(6)),
+      RIGHT(%(since)s, 6), '+00:00'))
+  AND (%(until)s IS NULL OR created_at < CONVERT_TZ(
+      CAST(LEFT(%(until)s, CHAR_LENGTH(%(until)s) - 6) AS DATETIME(6)),
+      RIGHT(%(until)s, 6), '+00:00'))
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- action_rows_pending: the next rows of an action not yet done nor skipped, in id order from :after
+SELECT submission_id FROM denpyo_action_rows
+WHERE action_id = %(id)s AND submission_id > %(after)s AND outcome IS NULL
+ORDER BY submission_id
+LIMIT %(limit)s;
+
+-- action_rows_of: the rows of an action's batch, :first to :last, not yet done nor skipped
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id IN (SELECT submission_id FROM denpyo_action_rows
+             WHERE action_id = %(id)s AND submission_id BETWEEN %(first)s AND %(last)s
+               AND outcome IS NULL);
+
+-- action_rows_list: the rows behind an action and what happened to each, in id order from :after (:outcome 'pending' for those not yet done)
+SELECT * FROM denpyo_action_rows
+WHERE action_id = %(id)s AND submission_id > %(after)s
+  AND (%(outcome)s IS NULL OR outcome = %(outcome)s
+       OR (%(outcome)s = 'pending' AND outcome IS NULL))
+ORDER BY submission_id
+LIMIT %(limit)s;
+
+-- action_row_outcome: what an action did to one of its rows (nothing when it was recorded already)
+UPDATE denpyo_action_rows SET outcome = %(outcome)s, reason = %(reason)s
+WHERE action_id = %(action_id)s AND submission_id = %(submission_id)s AND outcome IS NULL;
+
+-- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+UPDATE denpyo_actions
+SET state = CASE WHEN total <= done + %(done)s + skipped + %(skipped)s THEN 'done' ELSE state END,
+    finished_at = CASE WHEN total <= done + %(done)s + skipped + %(skipped)s
+                       THEN UTC_TIMESTAMP(6) ELSE NULL END,
+    done = done + %(done)s, skipped = skipped + %(skipped)s,
+    run_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND runner = %(runner)s AND state = 'running';
+
+-- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+UPDATE denpyo_actions
+SET runner = %(runner)s,
+    run_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND state = 'running'
+  AND (runner IS NULL OR runner = %(runner)s
+       OR run_until < UTC_TIMESTAMP(6));
+
+-- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET runner = NULL, run_until = NULL
+WHERE id = %(id)s AND runner = %(runner)s;
+
+-- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
+UPDATE denpyo_actions
+SET state = %(state)s,
+    finished_at = CASE WHEN %(state)s IN ('cancelled', 'done')
+                       THEN UTC_TIMESTAMP(6) ELSE finished_at END,
+    runner = NULL, run_until = NULL,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND state IN (%(from1)s, %(from2)s, %(from3)s, %(from4)s);
+
+-- action_decide: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+UPDATE denpyo_actions
+SET state = %(state)s, approver = %(approver)s, decision_note = %(note)s,
+    decided_at = UTC_TIMESTAMP(6),
+    finished_at = CASE WHEN %(state)s = 'rejected'
+                       THEN UTC_TIMESTAMP(6) ELSE NULL END,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND state = 'requested' AND actor <> %(approver)s
+  AND (expires_at IS NULL OR expires_at > UTC_TIMESTAMP(6));
+
+-- action_expire: requests nobody decided in time
+UPDATE denpyo_actions
+SET state = 'expired', finished_at = UTC_TIMESTAMP(6),
+    updated_at = UTC_TIMESTAMP(6)
+WHERE state = 'requested' AND expires_at <= UTC_TIMESTAMP(6);
+
+-- action_set_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+UPDATE denpyo_actions
+SET plan = %(plan)s, state = %(state)s, approver = NULL,
+    expires_at = CASE WHEN %(expires_in)s IS NULL THEN expires_at
+                      ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(expires_in)s * 1000000) MICROSECOND END,
+    updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND state = %(from_state)s;

@@ -834,3 +834,127 @@ VALUES (%(channel)s, %(kind)s, %(actor)s, %(note)s);
 -- channel_event_list: a channel's history, newest first
 SELECT * FROM denpyo_channel_events WHERE channel = %(channel)s
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
+INSERT INTO denpyo_actions (
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+)
+VALUES (
+    %(kind)s::text, %(scope)s::text, %(target)s::text, %(params)s::text, %(plan)s::text,
+    %(state)s::text, %(actor)s::text, %(note)s::text,
+    CASE WHEN %(expires_in)s::float8 IS NULL THEN NULL
+         ELSE now() + make_interval(secs => %(expires_in)s::float8) END,
+    %(total)s::bigint, %(runner)s::text,
+    CASE WHEN %(runner)s::text IS NULL THEN NULL
+         ELSE now() + make_interval(secs => %(lease)s::float8) END
+)
+RETURNING id;
+
+-- action_row_add: one row behind an action
+INSERT INTO denpyo_action_rows (action_id, submission_id) VALUES (%(action_id)s::bigint, %(submission_id)s::bigint);
+
+-- action_row_freeze: every row an operator's filter finds now, behind an action (a bulk action's set, frozen as its ids)
+INSERT INTO denpyo_action_rows (action_id, submission_id)
+SELECT %(action_id)s::bigint, id FROM denpyo_submissions WHERE {{list_filter}};
+
+-- action_total: an action counts the rows behind it
+UPDATE denpyo_actions
+SET total = (SELECT COUNT(*) FROM denpyo_action_rows WHERE action_id = %(id)s::bigint)
+WHERE id = %(id)s::bigint;
+
+-- action_get: one action, and the database clock
+SELECT *, now() AS now FROM denpyo_actions WHERE id = %(id)s::bigint;
+
+-- action_list: the action log, newest first: by person, kind, state and time (each optional)
+SELECT *, now() AS now FROM denpyo_actions
+WHERE id < %(before)s::bigint
+  AND (%(actor)s::text IS NULL OR actor = %(actor)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+ORDER BY id DESC
+LIMIT %(limit)s::bigint;
+
+-- action_rows_pending: the next rows of an action not yet done nor skipped, in id order from :after
+SELECT submission_id FROM denpyo_action_rows
+WHERE action_id = %(id)s::bigint AND submission_id > %(after)s::bigint AND outcome IS NULL
+ORDER BY submission_id
+LIMIT %(limit)s::bigint;
+
+-- action_rows_of: the rows of an action's batch, :first to :last, not yet done nor skipped
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id IN (SELECT submission_id FROM denpyo_action_rows
+             WHERE action_id = %(id)s::bigint AND submission_id BETWEEN %(first)s::bigint AND %(last)s::bigint
+               AND outcome IS NULL);
+
+-- action_rows_list: the rows behind an action and what happened to each, in id order from :after (:outcome 'pending' for those not yet done)
+SELECT * FROM denpyo_action_rows
+WHERE action_id = %(id)s::bigint AND submission_id > %(after)s::bigint
+  AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text
+       OR (%(outcome)s::text = 'pending' AND outcome IS NULL))
+ORDER BY submission_id
+LIMIT %(limit)s::bigint;
+
+-- action_row_outcome: what an action did to one of its rows (nothing when it was recorded already)
+UPDATE denpyo_action_rows SET outcome = %(outcome)s::text, reason = %(reason)s::text
+WHERE action_id = %(action_id)s::bigint AND submission_id = %(submission_id)s::bigint AND outcome IS NULL;
+
+-- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+UPDATE denpyo_actions
+SET state = CASE WHEN total <= done + %(done)s::bigint + skipped + %(skipped)s::bigint THEN 'done' ELSE state END,
+    finished_at = CASE WHEN total <= done + %(done)s::bigint + skipped + %(skipped)s::bigint
+                       THEN now() ELSE NULL END,
+    done = done + %(done)s::bigint, skipped = skipped + %(skipped)s::bigint,
+    run_until = now() + make_interval(secs => %(lease)s::float8),
+    updated_at = now()
+WHERE id = %(id)s::bigint AND runner = %(runner)s::text AND state = 'running';
+
+-- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+UPDATE denpyo_actions
+SET runner = %(runner)s::text,
+    run_until = now() + make_interval(secs => %(lease)s::float8),
+    updated_at = now()
+WHERE id = %(id)s::bigint AND state = 'running'
+  AND (runner IS NULL OR runner = %(runner)s::text
+       OR run_until < now());
+
+-- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET runner = NULL, run_until = NULL
+WHERE id = %(id)s::bigint AND runner = %(runner)s::text;
+
+-- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
+UPDATE denpyo_actions
+SET state = %(state)s::text,
+    finished_at = CASE WHEN %(state)s::text IN ('cancelled', 'done')
+                       THEN now() ELSE finished_at END,
+    runner = NULL, run_until = NULL,
+    updated_at = now()
+WHERE id = %(id)s::bigint
+  AND state IN (%(from1)s::text, %(from2)s::text, %(from3)s::text, %(from4)s::text);
+
+-- action_decide: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+UPDATE denpyo_actions
+SET state = %(state)s::text, approver = %(approver)s::text, decision_note = %(note)s::text,
+    decided_at = now(),
+    finished_at = CASE WHEN %(state)s::text = 'rejected'
+                       THEN now() ELSE NULL END,
+    updated_at = now()
+WHERE id = %(id)s::bigint AND state = 'requested' AND actor <> %(approver)s::text
+  AND (expires_at IS NULL OR expires_at > now());
+
+-- action_expire: requests nobody decided in time
+UPDATE denpyo_actions
+SET state = 'expired', finished_at = now(),
+    updated_at = now()
+WHERE state = 'requested' AND expires_at <= now();
+
+-- action_set_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+UPDATE denpyo_actions
+SET plan = %(plan)s::text, state = %(state)s::text, approver = NULL,
+    expires_at = CASE WHEN %(expires_in)s::float8 IS NULL THEN expires_at
+                      ELSE now() + make_interval(secs => %(expires_in)s::float8) END,
+    updated_at = now()
+WHERE id = %(id)s::bigint AND state = %(from_state)s::text;

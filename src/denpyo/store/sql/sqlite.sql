@@ -534,3 +534,124 @@ VALUES (:channel, :kind, :actor, :note);
 -- channel_event_list: a channel's history, newest first
 SELECT * FROM denpyo_channel_events WHERE channel = :channel
 ORDER BY id DESC LIMIT :limit;
+
+-- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
+INSERT INTO denpyo_actions (
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+)
+VALUES (
+    :kind, :scope, :target, :params, :plan, :state, :actor, :note,
+    CASE WHEN :expires_in IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :expires_in || ' seconds') END,
+    :total, :runner,
+    CASE WHEN :runner IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END
+)
+RETURNING id;
+
+-- action_row_add: one row behind an action
+INSERT INTO denpyo_action_rows (action_id, submission_id) VALUES (:action_id, :submission_id);
+
+-- action_row_freeze: every row an operator's filter finds now, behind an action (a bulk action's set, frozen as its ids)
+INSERT INTO denpyo_action_rows (action_id, submission_id)
+SELECT :action_id, id FROM denpyo_submissions WHERE {{list_filter}};
+
+-- action_total: an action counts the rows behind it
+UPDATE denpyo_actions
+SET total = (SELECT COUNT(*) FROM denpyo_action_rows WHERE action_id = :id)
+WHERE id = :id;
+
+-- action_get: one action, and the database clock
+SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions WHERE id = :id;
+
+-- action_list: the action log, newest first: by person, kind, state and time (each optional)
+SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions
+WHERE id < :before
+  AND (:actor IS NULL OR actor = :actor)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:state IS NULL OR state = :state)
+  AND (:since IS NULL OR created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
+  AND (:until IS NULL OR created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
+ORDER BY id DESC
+LIMIT :limit;
+
+-- action_rows_pending: the next rows of an action not yet done nor skipped, in id order from :after
+SELECT submission_id FROM denpyo_action_rows
+WHERE action_id = :id AND submission_id > :after AND outcome IS NULL
+ORDER BY submission_id
+LIMIT :limit;
+
+-- action_rows_of: the rows of an action's batch, :first to :last, not yet done nor skipped
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id IN (SELECT submission_id FROM denpyo_action_rows
+             WHERE action_id = :id AND submission_id BETWEEN :first AND :last
+               AND outcome IS NULL);
+
+-- action_rows_list: the rows behind an action and what happened to each, in id order from :after (:outcome 'pending' for those not yet done)
+SELECT * FROM denpyo_action_rows
+WHERE action_id = :id AND submission_id > :after
+  AND (:outcome IS NULL OR outcome = :outcome OR (:outcome = 'pending' AND outcome IS NULL))
+ORDER BY submission_id
+LIMIT :limit;
+
+-- action_row_outcome: what an action did to one of its rows (nothing when it was recorded already)
+UPDATE denpyo_action_rows SET outcome = :outcome, reason = :reason
+WHERE action_id = :action_id AND submission_id = :submission_id AND outcome IS NULL;
+
+-- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+UPDATE denpyo_actions
+SET state = CASE WHEN total <= done + :done + skipped + :skipped THEN 'done' ELSE state END,
+    finished_at = CASE WHEN total <= done + :done + skipped + :skipped
+                       THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE NULL END,
+    done = done + :done, skipped = skipped + :skipped,
+    run_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND runner = :runner AND state = 'running';
+
+-- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+UPDATE denpyo_actions
+SET runner = :runner,
+    run_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND state = 'running'
+  AND (runner IS NULL OR runner = :runner
+       OR run_until < strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET runner = NULL, run_until = NULL
+WHERE id = :id AND runner = :runner;
+
+-- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
+UPDATE denpyo_actions
+SET state = :state,
+    finished_at = CASE WHEN :state IN ('cancelled', 'done')
+                       THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE finished_at END,
+    runner = NULL, run_until = NULL,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND state IN (:from1, :from2, :from3, :from4);
+
+-- action_decide: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+UPDATE denpyo_actions
+SET state = :state, approver = :approver, decision_note = :note,
+    decided_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    finished_at = CASE WHEN :state = 'rejected'
+                       THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE NULL END,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND state = 'requested' AND actor <> :approver
+  AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- action_expire: requests nobody decided in time
+UPDATE denpyo_actions
+SET state = 'expired', finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE state = 'requested' AND expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
+
+-- action_set_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+UPDATE denpyo_actions
+SET plan = :plan, state = :state, approver = NULL,
+    expires_at = CASE WHEN :expires_in IS NULL THEN expires_at
+                      ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :expires_in || ' seconds') END,
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND state = :from_state;

@@ -1,0 +1,189 @@
+"""What people did, as the action log keeps it (`denpyo_actions`): pure, no I/O.
+
+Every action a person takes (retry, abandon, resend, mark synced, pause, resume)
+is one entry: who, when, why, what it named, and the rows behind it
+(`denpyo_action_rows`, each with what happened to it). A bulk action is one
+entry whose rows were frozen when it was made, carried out in batches; a
+two-person rule turns an action into a *request* that waits for a second person.
+
+    planned --confirm--> (requested --approve-->) running --(every row done or skipped)--> done
+        |                    |  ^
+        +--reject/expire     pause  resume        running/paused --cancel--> cancelled
+                             v  |
+                            paused
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class ActionKind(StrEnum):
+    RETRY = "retry"
+    ABANDON = "abandon"
+    RESEND = "resend"
+    MARK_SYNCED = "mark_synced"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+ROW_KINDS = (ActionKind.RETRY, ActionKind.ABANDON, ActionKind.RESEND, ActionKind.MARK_SYNCED)
+BULK_KINDS = (ActionKind.RETRY, ActionKind.ABANDON, ActionKind.RESEND)
+"""What a bulk action over a filtered set may do."""
+
+
+class Scope(StrEnum):
+    """What an action names: rows by id, every row a filter found, or a channel."""
+
+    ROWS = "rows"
+    FILTER = "filter"
+    CHANNEL = "channel"
+
+
+class ActionState(StrEnum):
+    PLANNED = "planned"
+    """A bulk action's dry run: its rows frozen, waiting for its person to confirm."""
+    REQUESTED = "requested"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+    @property
+    def open(self) -> bool:
+        """Still waiting for a person or for its rows."""
+        return self in (
+            ActionState.PLANNED,
+            ActionState.REQUESTED,
+            ActionState.RUNNING,
+            ActionState.PAUSED,
+        )
+
+
+class RowOutcome(StrEnum):
+    """What an action did to one of its rows."""
+
+    DONE = "done"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One entry of the action log. `actor` is ``operator:<name>`` as in the rows'
+    histories; `approver` the second person of a two-person rule; `params` what the
+    action needs to be carried out (a note is in `note`); `plan` its dry run."""
+
+    id: int
+    kind: ActionKind
+    scope: Scope
+    target: str
+    params: dict[str, Any]
+    plan: dict[str, Any] | None
+    state: ActionState
+    actor: str
+    note: str
+    approver: str | None
+    decision_note: str | None
+    decided_at: datetime | None
+    expires_at: datetime | None
+    total: int
+    done: int
+    skipped: int
+    runner: str | None
+    run_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def pending(self) -> int:
+        """Rows not yet done nor skipped."""
+        return max(self.total - self.done - self.skipped, 0)
+
+    @property
+    def person(self) -> str:
+        return person_of(self.actor)
+
+    @property
+    def approved_by(self) -> str | None:
+        """The second person, once they approved (a rejection names them too, in
+        `approver`, with the state saying which)."""
+        if self.approver is None or self.state in (ActionState.REJECTED, ActionState.REQUESTED):
+            return None
+        return person_of(self.approver)
+
+    def describe(self) -> str:
+        """One line: what, on what, and where it stands."""
+        line = f"{self.kind} {self.target}: {self.state}"
+        if self.total and self.state is not ActionState.REQUESTED:
+            line += f", {self.done} done, {self.skipped} skipped of {self.total}"
+        return line
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    """One row behind an action, and what happened to it (None: not yet)."""
+
+    action_id: int
+    submission_id: int
+    outcome: RowOutcome | None
+    reason: str | None
+
+
+def person_of(actor: str) -> str:
+    """The person's name in an actor (``operator:alice`` -> ``alice``)."""
+    return actor.split(":", 1)[1] if actor.startswith("operator:") else actor
+
+
+def history_note(note: str, action_id: int, approver: str | None, *, bulk: bool) -> str:
+    """The note a row's history keeps for a move an action made: the person's note,
+    and, for a bulk action or an approved request, the action's number and the
+    second person, so that the row's history names both people."""
+    parts = [f"bulk action #{action_id}" if bulk else f"request #{action_id}"]
+    if approver:
+        parts.append(f"approved by {person_of(approver)}")
+    elif not bulk:
+        return note
+    return f"{note} ({', '.join(parts)})"
+
+
+DEFAULT_BULK_OVER = 100
+DEFAULT_EXPIRES_AFTER = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A two-person rule: the actions that wait for a second person with the
+    `approver` role (never the one who asked) before anything is written.
+
+    By default: marking a row synced (a person says the provider has the call), a
+    forced retry or resend of an in-doubt row (the call may have arrived: a second
+    one may double its effect), and any bulk action over `bulk_over` rows. A request
+    nobody decides expires after `expires_after` seconds.
+    """
+
+    mark_synced: bool = True
+    forced: bool = True
+    bulk_over: int | None = DEFAULT_BULK_OVER
+    expires_after: float = DEFAULT_EXPIRES_AFTER
+
+    def __post_init__(self) -> None:
+        if self.bulk_over is not None and self.bulk_over < 0:
+            raise ValueError("bulk_over must be 0 or more (None: no rule for bulk actions)")
+        if not self.expires_after > 0:
+            raise ValueError("expires_after must be a number of seconds above 0")
+
+    def reason(self, kind: ActionKind, *, rows: int, forced: bool, bulk: bool) -> str | None:
+        """Why this action needs a second person, or None when it does not."""
+        if kind is ActionKind.MARK_SYNCED and self.mark_synced:
+            return "marking a row synced needs a second person"
+        if forced and self.forced:
+            return "a forced action on a row in doubt needs a second person"
+        if bulk and self.bulk_over is not None and rows > self.bulk_over:
+            return f"a bulk action over {self.bulk_over} rows needs a second person"
+        return None

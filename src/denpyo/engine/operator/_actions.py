@@ -1,0 +1,423 @@
+"""Actions as the action log keeps them: carried out now, asked of a second person
+(a two-person rule), or over every row a filter finds (a bulk action), in batches.
+
+Every row action a person takes goes through `run`: the rows are frozen behind an
+entry of the action log, and carried out a batch at a time, each batch one
+transaction (store/actions.py). The moves are the operator's own (`_act.py`), so
+a bulk retry of ten thousand rows does to each row exactly what a retry of one
+does, and refuses what it refuses (the row is then skipped, with the reason).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from denpyo.domain import rules
+from denpyo.domain.actions import (
+    BULK_KINDS,
+    ActionKind,
+    ActionRecord,
+    ActionRow,
+    ActionState,
+    Approval,
+    Scope,
+    history_note,
+)
+from denpyo.domain.filters import Filter
+from denpyo.domain.limits import check_key, encode_payload
+from denpyo.domain.moves import Move
+from denpyo.domain.rules import label
+from denpyo.domain.submission import Submission
+from denpyo.engine.keys import new_idempotency_key
+from denpyo.engine.operator._read import operator_actor
+from denpyo.errors import InvalidInput, TransitionNotAllowed
+from denpyo.store import NewSubmission
+from denpyo.store.actions import NO_ROW, NewAction, Resend, Step
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
+
+BATCH = 500
+"""Rows per batch (one transaction each)."""
+LEASE = 60.0
+"""Seconds a runner holds its action between batches: a runner that died lets
+another carry the action on after this long."""
+SAMPLES = 5
+"""Rows a dry run shows for each outcome."""
+PLAN_EXPIRES = 3600.0
+"""Seconds a bulk action's dry run waits for its person to confirm it."""
+MAX_BULK_ROWS = 1_000_000
+
+
+class ApprovalNeeded(Exception):
+    """Not an error: the action became a request that waits for a second person."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """An action a two-person rule turned into a request: its id, and why."""
+
+    action: ActionRecord
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """What a bulk action would do to its frozen rows: how many each outcome, with a
+    few of each (``will retry``, or the reason a row would be skipped)."""
+
+    action: ActionRecord
+    counts: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def acting(self) -> int:
+        return self.counts.get(WILL, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action.id, "counts": self.counts, "samples": self.samples}
+
+
+WILL = "acted on"
+
+
+def request_json(requested: Requested | None) -> dict[str, Any] | None:
+    if requested is None:
+        return None
+    return {"action": requested.action.id, "reason": requested.reason}
+
+
+def runner_name() -> str:
+    """Who carries an action out: this host and process, and a nonce."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+# -- carrying an action out --------------------------------------------------------------
+
+
+def run(
+    ledger: Ledger,
+    action_id: int,
+    *,
+    runner: str | None = None,
+    batch: int = BATCH,
+    progress: Callable[[ActionRecord], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> ActionRecord:
+    """Carry out a running action's remaining rows, a batch at a time, and return it
+    as it stands. Does nothing when another runner holds it or it is not running
+    (paused, cancelled, waiting for a second person)."""
+    store = ledger.store
+    runner = runner or runner_name()
+    record = _get(ledger, action_id)
+    if store.take_action(action_id, runner=runner, lease=LEASE):
+        try:
+            after = 0
+            while True:
+                ids, rows = store.pending_batch(action_id, after=after, limit=batch)
+                if not ids:
+                    store.move_action(action_id, ActionState.DONE, from_=(ActionState.RUNNING,))
+                    break
+                plan = [(sid, *_step(ledger, record, rows.get(sid))) for sid in ids]
+                if store.carry_out(action_id, runner=runner, lease=LEASE, plan=plan) is None:
+                    break  # paused, cancelled, or another runner took it over
+                after = ids[-1]
+                if progress is not None:
+                    progress(_get(ledger, action_id))
+                if should_stop is not None and should_stop():
+                    break
+        finally:
+            store.let_go_action(action_id, runner=runner)
+    return _get(ledger, action_id)
+
+
+def _step(ledger: Ledger, record: ActionRecord, sub: Submission | None) -> tuple[Step | None, str]:
+    """What the action does to one row now, or why the row is skipped."""
+    if sub is None:
+        return None, NO_ROW
+    try:
+        return _move_for(ledger, record, sub), ""
+    except (InvalidInput, TransitionNotAllowed) as exc:
+        return None, str(exc)
+
+
+def _move_for(ledger: Ledger, record: ActionRecord, sub: Submission) -> Step:
+    """The operator's own move for this action on this row (refusals raise, as they
+    do for a person acting on the row alone)."""
+    from denpyo.engine.operator._act import _giving_up, _retry_move
+
+    actor = record.actor
+    force = bool(record.params.get("force_in_doubt"))
+    note = history_note(
+        record.note, record.id, record.approved_by, bulk=record.scope is Scope.FILTER
+    )
+    if record.kind is ActionKind.RETRY:
+        return _retry_move(sub, actor, note, force)
+    if record.kind is ActionKind.ABANDON:
+        rules.may_abandon(sub).check()
+        return _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
+    if record.kind is ActionKind.MARK_SYNCED:
+        rules.may_mark_synced(sub).check()
+        remote_id = str(record.params.get("remote_id") or "")
+        return Move.mark_synced(sub, actor, remote_id, f"marked synced by {actor}: {note}", note)
+    if record.kind is ActionKind.RESEND:
+        return _resend(ledger, record, sub, actor, note, force)
+    raise InvalidInput(f"a {record.kind} is not an action on rows")
+
+
+def _resend(
+    ledger: Ledger, record: ActionRecord, sub: Submission, actor: str, note: str, force: bool
+) -> Resend:
+    from denpyo.engine.operator._act import _free_resend_key, _giving_up
+
+    rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force)
+    if sub.removed_at is not None:
+        raise InvalidInput(f"{label(sub)} was removed from the table: resend it alone")
+    body = record.params.get("payload", sub.payload)
+    new = NewSubmission(
+        channel=sub.channel,
+        key=check_key(_free_resend_key(ledger, sub), "the resend's key"),
+        idempotency_key=new_idempotency_key(),
+        payload_json=encode_payload(body, ledger.max_payload_bytes),
+        ordering_key=sub.ordering_key,
+        supersedes=sub.id,
+    )
+
+    def replaced(created: Submission) -> Move:
+        return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
+
+    return Resend(new, actor, f"resend of {label(sub)} by {actor}: {note}", replaced)
+
+
+def _get(ledger: Ledger, action_id: int) -> ActionRecord:
+    record = ledger.store.action(action_id)
+    if record is None:
+        raise InvalidInput(f"no action #{action_id}")
+    return record
+
+
+# -- a person's action: now, or a request -------------------------------------------------
+
+
+def act(
+    ledger: Ledger,
+    kind: ActionKind,
+    subs: Sequence[Submission],
+    *,
+    note: str,
+    by: str | None,
+    params: dict[str, Any] | None = None,
+    forced: bool = False,
+    target: str | None = None,
+) -> ActionRecord | Requested:
+    """A person's action on rows they named, checked already by the caller: carried
+    out now, or, under the ledger's two-person rule, kept as a request (nothing
+    else written) for a second person."""
+    actor = operator_actor(by)
+    ids = [sub.id for sub in subs]
+    what = target or (label(subs[0]) if len(subs) == 1 else f"{len(subs)} rows")
+    policy: Approval | None = ledger.approval
+    reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=False) if policy else None
+    if reason is not None and policy is not None:
+        entry = NewAction(
+            kind, Scope.ROWS, what, actor, note, ActionState.REQUESTED,
+            params=params, expires_in=policy.expires_after,
+        )  # fmt: skip
+        return Requested(ledger.store.add_action(entry, ids=ids), reason)
+    runner = runner_name()
+    entry = NewAction(kind, Scope.ROWS, what, actor, note, params=params)
+    record = ledger.store.add_action(entry, ids=ids, runner=runner, lease=LEASE)
+    return run(ledger, record.id, runner=runner)
+
+
+def approve(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
+    """A second person approves a request: it is carried out now, and each row's
+    history names both people."""
+    return _decide(ledger, action_id, note=note, by=by, approve=True)
+
+
+def reject(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
+    """A second person rejects a request, with a note: nothing is done."""
+    return _decide(ledger, action_id, note=note, by=by, approve=False)
+
+
+def _decide(
+    ledger: Ledger, action_id: int, *, note: str, by: str | None, approve: bool
+) -> ActionRecord:
+    from denpyo.engine.operator._act import check_note
+
+    text = check_note(note, "an approval" if approve else "a rejection")
+    approver = operator_actor(by)
+    ledger.store.expire_actions()
+    record = _get(ledger, action_id)
+    if record.state is not ActionState.REQUESTED:
+        raise InvalidInput(f"action #{action_id} is {record.state}, not waiting for a decision")
+    if record.actor == approver:
+        raise InvalidInput(
+            f"action #{action_id} was asked by {record.person}: a second person decides it"
+        )
+    if not ledger.store.decide_action(action_id, approver=approver, approve=approve, note=text):
+        raise InvalidInput(f"action #{action_id} was decided or expired meanwhile: look again")
+    return run(ledger, action_id) if approve else _get(ledger, action_id)
+
+
+# -- bulk actions over a filter's rows ---------------------------------------------------
+
+
+def plan_bulk(
+    ledger: Ledger,
+    kind: ActionKind,
+    flt: Filter,
+    *,
+    note: str,
+    by: str | None = None,
+    force_in_doubt: bool = False,
+    target: str,
+    batch: int = BATCH,
+) -> DryRun:
+    """Freeze every row `flt` finds now behind a planned bulk action, and count what
+    the action would do to each (with samples): nothing else is written."""
+    from denpyo.engine.operator._act import check_note
+
+    if kind not in BULK_KINDS:
+        raise InvalidInput(f"a bulk action retries, abandons or resends, not {kind}")
+    text = check_note(note, f"a bulk {kind}")
+    entry = NewAction(
+        kind, Scope.FILTER, target, operator_actor(by), text, ActionState.PLANNED,
+        params={"force_in_doubt": force_in_doubt} if force_in_doubt else None,
+        expires_in=PLAN_EXPIRES,
+    )  # fmt: skip
+    record = ledger.store.add_action(entry, flt=flt)
+    if record.total > MAX_BULK_ROWS:
+        ledger.store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.PLANNED,))
+        raise InvalidInput(
+            f"the filter finds {record.total} rows; a bulk action takes at most "
+            f"{MAX_BULK_ROWS}: narrow it (a channel, a time range)"
+        )
+    counts: Counter[str] = Counter()
+    samples: dict[str, list[int]] = {}
+    after = 0
+    while True:
+        ids, rows = ledger.store.pending_batch(record.id, after=after, limit=batch)
+        if not ids:
+            break
+        for sid in ids:
+            step, reason = _step(ledger, record, rows.get(sid))
+            outcome = WILL if step is not None else _reason_kind(reason)
+            counts[outcome] += 1
+            if len(samples.setdefault(outcome, [])) < SAMPLES:
+                samples[outcome].append(sid)
+        after = ids[-1]
+    plan = {"counts": dict(counts), "samples": samples}
+    ledger.store.set_plan(record.id, plan, to=ActionState.PLANNED, from_=ActionState.PLANNED)
+    return DryRun(_get(ledger, record.id), dict(counts), samples)
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason without the row's own label, so that rows skipped for the same
+    reason count together (``#12 (sms:a) is synced: ...`` -> ``is synced: ...``)."""
+    head, sep, tail = reason.partition(") ")
+    return tail if sep and head.startswith("#") else reason
+
+
+def confirm_bulk(
+    ledger: Ledger, action_id: int, *, by: str | None = None
+) -> ActionRecord | Requested:
+    """Its person confirms a planned bulk action: it runs (the caller carries it out,
+    `run`), or, over the two-person rule's size, waits for a second person."""
+    record = _get(ledger, action_id)
+    if record.state is not ActionState.PLANNED:
+        raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
+    if record.actor != operator_actor(by):
+        raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
+    plan = record.plan or {}
+    acting = int(plan.get("counts", {}).get(WILL, 0))
+    policy = ledger.approval
+    forced = bool(record.params.get("force_in_doubt"))
+    reason = policy.reason(record.kind, rows=acting, forced=forced, bulk=True) if policy else None
+    to = ActionState.REQUESTED if reason else ActionState.RUNNING
+    expires = policy.expires_after if (policy and reason) else None
+    if not ledger.store.set_plan(
+        action_id, plan, to=to, from_=ActionState.PLANNED, expires_in=expires
+    ):
+        raise InvalidInput(f"action #{action_id} changed meanwhile: look again")
+    after = _get(ledger, action_id)
+    return Requested(after, reason) if reason else after
+
+
+def pause_action(ledger: Ledger, action_id: int) -> bool:
+    """Stop a running bulk action after its current batch; False if it was not running."""
+    return ledger.store.move_action(action_id, ActionState.PAUSED, from_=(ActionState.RUNNING,))
+
+
+def resume_action(ledger: Ledger, action_id: int) -> bool:
+    """Let a paused bulk action run again (`run` carries it on); False if not paused."""
+    return ledger.store.move_action(action_id, ActionState.RUNNING, from_=(ActionState.PAUSED,))
+
+
+def cancel_action(ledger: Ledger, action_id: int) -> bool:
+    """End an action before its remaining rows (a dry run not confirmed, a request
+    withdrawn, a bulk action stopped): they stay as they are; False if it ended."""
+    return ledger.store.move_action(
+        action_id,
+        ActionState.CANCELLED,
+        from_=(ActionState.PLANNED, ActionState.REQUESTED, ActionState.RUNNING, ActionState.PAUSED),
+    )
+
+
+# -- the action log ------------------------------------------------------------------------
+
+
+def action_log(
+    ledger: Ledger,
+    *,
+    by: str | None = None,
+    kind: str | None = None,
+    state: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    before: int | None = None,
+    limit: int = 100,
+) -> list[ActionRecord]:
+    """Every action by a person, newest first, by person, kind, state and time."""
+    ledger.store.expire_actions()
+    return ledger.store.actions(
+        actor=operator_actor(by) if by else None,
+        kind=_parse(ActionKind, kind, "kind"),
+        state=_parse(ActionState, state, "state"),
+        since=since,
+        until=until,
+        before=before,
+        limit=limit,
+    )
+
+
+def action_detail(
+    ledger: Ledger, action_id: int, *, after: int = 0, outcome: str | None = None, limit: int = 100
+) -> tuple[ActionRecord, list[ActionRow]]:
+    """An action and the rows behind it, with what happened to each."""
+    if outcome not in (None, "done", "skipped", "pending"):
+        raise InvalidInput(f"outcome is done, skipped or pending, not {outcome!r}")
+    return _get(ledger, action_id), ledger.store.action_rows(
+        action_id, after=after, outcome=outcome, limit=limit
+    )
+
+
+E = TypeVar("E", ActionKind, ActionState)
+
+
+def _parse(enum: type[E], value: str | None, what: str) -> E | None:
+    if not value:
+        return None
+    try:
+        return enum(value.strip().lower().replace("-", "_"))
+    except ValueError:
+        names = ", ".join(e.value for e in enum)
+        raise InvalidInput(f"no {what} named {value!r}: choose {names}") from None

@@ -1,0 +1,376 @@
+"""The action log (`denpyo_actions`, `denpyo_action_rows`): what people did, the
+requests a two-person rule keeps for a second person, and bulk actions carried
+out in batches (domain/actions.py).
+
+An action's rows are frozen when it is made (the ids a filter found at that
+instant, or the ids a person named). Its runner carries them out a batch at a
+time; each batch is one transaction that moves the rows (compare-and-set, as
+every move), records what happened to each, and counts them under the runner's
+lease: a batch of a runner that lost its action (paused, cancelled, or taken over
+after its lease ran out) rolls back whole, so two runners never both act on a row.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from denpyo.domain.actions import (
+    ActionKind,
+    ActionRecord,
+    ActionRow,
+    ActionState,
+    RowOutcome,
+    Scope,
+)
+from denpyo.domain.filters import Filter
+from denpyo.domain.moves import Change, Move
+from denpyo.domain.submission import Submission
+from denpyo.store.base import NewSubmission, Row, Tx
+from denpyo.store.connections import ConnectionModes
+from denpyo.store.params import Params, filter_params, seconds
+from denpyo.store.rows import Rows
+
+NO_ROW = "no longer in the ledger"
+MOVED = "moved meanwhile: look again"
+
+
+@dataclass(frozen=True, slots=True)
+class NewAction:
+    """An entry of the action log, as a person's action writes it."""
+
+    kind: ActionKind
+    scope: Scope
+    target: str
+    actor: str
+    note: str
+    state: ActionState = ActionState.RUNNING
+    params: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    expires_in: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """A step that replaces a row by a new one: the new row, the created event's
+    detail, and the old row's move once the new id is known."""
+
+    new: NewSubmission
+    actor: str
+    detail: str
+    replace: Callable[[Submission], Move]
+
+
+Step = Change | Resend
+Planned = tuple[int, Step | None, str | None]
+"""One row of a batch: its id, what to do (None: skip it), and why it is skipped."""
+
+
+class _LostAction(Exception):
+    """The runner no longer holds the action: the batch rolls back."""
+
+
+class ActionLog(ConnectionModes, Rows, Params):
+    """The action log, its requests and its bulk actions."""
+
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "action_add", "action_row_add", "action_row_freeze", "action_total", "action_get",
+            "action_list", "action_rows_pending", "action_rows_of", "action_rows_list",
+            "action_row_outcome", "action_progress", "action_take", "action_let_go",
+            "action_move", "action_decide", "action_expire", "action_set_plan",
+        }
+    )  # fmt: skip
+
+    @abstractmethod
+    def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]: ...
+
+    @abstractmethod
+    def record_in(
+        self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
+    ) -> Submission | None: ...
+
+    # -- making an action ---------------------------------------------------------------
+
+    def add_action(
+        self,
+        entry: NewAction,
+        *,
+        ids: Sequence[int] = (),
+        flt: Filter | None = None,
+        runner: str | None = None,
+        lease: float = 60.0,
+    ) -> ActionRecord:
+        """Write the entry and freeze its rows (`ids`, or every row `flt` finds now),
+        in one transaction; with `runner`, that runner holds it."""
+        with self.transaction() as tx:
+            action_id = self.add_action_in(tx, entry, runner=runner, lease=lease)
+            if ids:
+                rows = [{"action_id": action_id, "submission_id": i} for i in dict.fromkeys(ids)]
+                tx.execute_many("action_row_add", rows)
+            if flt is not None:
+                tx.execute("action_row_freeze", {**filter_params(flt), "action_id": action_id})
+            if ids or flt is not None:
+                tx.execute("action_total", {"id": action_id})
+            row = tx.fetch_one("action_get", {"id": action_id})
+        assert row is not None
+        return self._action(row)
+
+    def add_action_in(
+        self, tx: Tx, entry: NewAction, *, runner: str | None = None, lease: float = 60.0
+    ) -> int:
+        """The entry alone, inside the caller's transaction (a pause's, a resume's)."""
+        row = tx.fetch_one(
+            "action_add",
+            {
+                "kind": entry.kind.value,
+                "scope": entry.scope.value,
+                "target": entry.target,
+                "params": json.dumps(entry.params or {}, separators=(",", ":")),
+                "plan": None if entry.plan is None else json.dumps(entry.plan),
+                "state": entry.state.value,
+                "actor": entry.actor,
+                "note": entry.note,
+                "expires_in": seconds(entry.expires_in),
+                "total": 0,
+                "runner": runner,
+                "lease": seconds(lease),
+            },
+        )
+        assert row is not None
+        return int(row["id"])
+
+    # -- reading ------------------------------------------------------------------------
+
+    def action(self, action_id: int) -> ActionRecord | None:
+        with self.reading() as tx:
+            row = tx.fetch_one("action_get", {"id": action_id})
+        return self._action(row) if row else None
+
+    def actions(
+        self,
+        *,
+        actor: str | None = None,
+        kind: ActionKind | None = None,
+        state: ActionState | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[ActionRecord]:
+        """The action log, newest first."""
+        params = {
+            "actor": actor,
+            "kind": kind.value if kind else None,
+            "state": state.value if state else None,
+            "since": since.isoformat() if since else None,
+            "until": until.isoformat() if until else None,
+            "before": before if before is not None else 2**62,
+            "limit": limit,
+        }
+        with self.reading() as tx:
+            rows = tx.fetch_all("action_list", params)
+        return [self._action(row) for row in rows]
+
+    def action_rows(
+        self, action_id: int, *, after: int = 0, outcome: str | None = None, limit: int = 100
+    ) -> list[ActionRow]:
+        """The rows behind an action in id order from `after`; `outcome` 'done',
+        'skipped' or 'pending' (not yet) selects by what happened to them."""
+        params = {"id": action_id, "after": after, "outcome": outcome, "limit": limit}
+        with self.reading() as tx:
+            rows = tx.fetch_all("action_rows_list", params)
+        return [
+            ActionRow(
+                int(row["action_id"]),
+                int(row["submission_id"]),
+                RowOutcome(row["outcome"]) if row["outcome"] else None,
+                row["reason"],
+            )
+            for row in rows
+        ]
+
+    # -- carrying it out ----------------------------------------------------------------
+
+    def take_action(self, action_id: int, *, runner: str, lease: float) -> bool:
+        """Become the action's runner: it is running and nobody else carries it out."""
+        with self.transaction() as tx:
+            params = {"id": action_id, "runner": runner, "lease": seconds(lease)}
+            return tx.execute("action_take", params) > 0
+
+    def let_go_action(self, action_id: int, *, runner: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("action_let_go", {"id": action_id, "runner": runner})
+
+    def pending_batch(
+        self, action_id: int, *, after: int, limit: int
+    ) -> tuple[list[int], dict[int, Submission]]:
+        """The next `limit` ids of the action not yet done nor skipped (from `after`),
+        and their rows as they are now (an id without one: the row is gone)."""
+        with self.reading() as tx:
+            params = {"id": action_id, "after": after, "limit": limit}
+            ids = [int(row["submission_id"]) for row in tx.fetch_all("action_rows_pending", params)]
+            if not ids:
+                return [], {}
+            span = {"id": action_id, "first": ids[0], "last": ids[-1]}
+            rows = tx.fetch_all("action_rows_of", span)
+        found = {sub.id: sub for sub in (self.to_submission(row) for row in rows)}
+        return ids, found
+
+    def carry_out(
+        self, action_id: int, *, runner: str, lease: float, plan: Sequence[Planned]
+    ) -> list[tuple[int, RowOutcome, str | None]] | None:
+        """One batch, in one transaction: each row's step (a move, or a resend), what
+        happened to each, and the action's counts, under the runner's lease. None
+        (nothing written) when the runner no longer holds the action."""
+        rows = list(plan)
+        while True:
+            try:
+                with self.transaction() as tx:
+                    results = self._steps(tx, rows)
+                    tx.execute_many(
+                        "action_row_outcome",
+                        [
+                            {"action_id": action_id, "submission_id": sid, "outcome": o.value,
+                             "reason": reason}
+                            for sid, o, reason in results
+                        ],
+                    )  # fmt: skip
+                    done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
+                    progress = {
+                        "id": action_id,
+                        "runner": runner,
+                        "lease": seconds(lease),
+                        "done": done,
+                        "skipped": len(results) - done,
+                    }
+                    if not tx.execute("action_progress", progress):
+                        raise _LostAction
+                    return results
+            except _LostAction:
+                return None
+            except _Moved as moved:  # again, that row skipped: its new row rolled back
+                rows = [
+                    (sid, None, MOVED) if sid == moved.submission_id else (sid, step, why)
+                    for sid, step, why in rows
+                ]
+
+    def _steps(self, tx: Tx, plan: Iterable[Planned]) -> list[tuple[int, RowOutcome, str | None]]:
+        """Apply a batch's steps in the caller's transaction: the moves together, each
+        resend with its move; a row that moved meanwhile is skipped."""
+        results: dict[int, tuple[RowOutcome, str | None]] = {}
+        moves: list[tuple[int, Change]] = []
+        order: list[int] = []
+        for sid, step, reason in plan:
+            order.append(sid)
+            if step is None:
+                results[sid] = (RowOutcome.SKIPPED, reason or NO_ROW)
+            elif isinstance(step, Resend):
+                created = self.record_in(tx, step.new, actor=step.actor, lease=None,
+                                         detail=step.detail)  # fmt: skip
+                if created is None:
+                    results[sid] = (RowOutcome.SKIPPED, f"{step.new.key} exists already")
+                    continue
+                [old] = self.move_in(tx, [step.replace(created)])
+                if old is None:
+                    raise _Moved(sid)  # its new row must not stay: carry_out retries
+                results[sid] = (RowOutcome.DONE, f"resent as #{created.id}")
+            else:
+                moves.append((sid, step))
+        if moves:
+            after = self.move_in(tx, [change for _, change in moves])
+            for (sid, _), moved in zip(moves, after, strict=True):
+                results[sid] = (RowOutcome.DONE, None) if moved else (RowOutcome.SKIPPED, MOVED)
+        return [(sid, *results[sid]) for sid in order]
+
+    # -- people deciding ----------------------------------------------------------------
+
+    def set_plan(
+        self,
+        action_id: int,
+        plan: dict[str, Any],
+        *,
+        to: ActionState,
+        from_: ActionState,
+        expires_in: float | None = None,
+    ) -> bool:
+        """Keep a dry run's counts and samples, and move the action on from `from_`
+        (a planned bulk action: planned again, requested or running); False when it
+        is no longer in `from_`."""
+        params = {
+            "id": action_id,
+            "plan": json.dumps(plan),
+            "state": to.value,
+            "from_state": from_.value,
+            "expires_in": seconds(expires_in),
+        }
+        with self.transaction() as tx:
+            return tx.execute("action_set_plan", params) > 0
+
+    def move_action(self, action_id: int, to: ActionState, *, from_: Sequence[ActionState]) -> bool:
+        """A person pauses, resumes or cancels an action (or a request starts): False
+        when it is not in one of `from_` (any longer)."""
+        states = [s.value for s in from_] * 4
+        params = {"id": action_id, "state": to.value}
+        params.update({f"from{n}": states[n - 1] for n in range(1, 5)})
+        with self.transaction() as tx:
+            return tx.execute("action_move", params) > 0
+
+    def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
+        """A second person approves (it starts running) or rejects a request; False when
+        it is no longer waiting, expired, or `approver` is the person who asked."""
+        state = ActionState.RUNNING if approve else ActionState.REJECTED
+        params = {"id": action_id, "state": state.value, "approver": approver, "note": note}
+        with self.transaction() as tx:
+            return tx.execute("action_decide", params) > 0
+
+    def expire_actions(self) -> int:
+        """Requests nobody decided in time become `expired`; how many."""
+        with self.transaction() as tx:
+            return tx.execute("action_expire")
+
+    # -- rows to objects ----------------------------------------------------------------
+
+    def _action(self, row: Row) -> ActionRecord:
+        def when(name: str) -> datetime | None:
+            return self.parse_time(row[name])
+
+        created = when("created_at")
+        updated = when("updated_at")
+        assert created is not None and updated is not None
+        return ActionRecord(
+            id=int(row["id"]),
+            kind=ActionKind(row["kind"]),
+            scope=Scope(row["scope"]),
+            target=row["target"],
+            params=json.loads(row["params"] or "{}"),
+            plan=json.loads(row["plan"]) if row["plan"] else None,
+            state=ActionState(row["state"]),
+            actor=row["actor"],
+            note=row["note"],
+            approver=row["approver"],
+            decision_note=row["decision_note"],
+            decided_at=when("decided_at"),
+            expires_at=when("expires_at"),
+            total=int(row["total"]),
+            done=int(row["done"]),
+            skipped=int(row["skipped"]),
+            runner=row["runner"],
+            run_until=when("run_until"),
+            created_at=created,
+            updated_at=updated,
+            finished_at=when("finished_at"),
+        )
+
+
+class _Moved(Exception):
+    """A resend's old row moved meanwhile: the whole batch rolls back (its new row with
+    it), and the batch is tried again without that row."""
+
+    def __init__(self, submission_id: int) -> None:
+        super().__init__(submission_id)
+        self.submission_id = submission_id

@@ -1,0 +1,240 @@
+"""The action log, two-person requests and bulk actions, on every database: each
+person's action is one entry with its rows; a request changes nothing until a
+second person approves it; a bulk action acts on the rows frozen at its dry run,
+in batches that two runners never both carry out."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import denpyo
+from denpyo.domain.actions import ActionKind, ActionState, Approval, RowOutcome
+from denpyo.domain.filters import Filter
+from denpyo.engine import operator as op
+from denpyo.errors import InvalidInput
+
+S = denpyo.Status
+
+
+def channel(ledger: denpyo.Ledger) -> None:
+    """The channel `email`: keys starting with "f" or "late" fail (transient, one
+    attempt: exhausted), the others arrive."""
+    if "email" in ledger.channels:
+        return
+
+    def send(sub: denpyo.Submission) -> str:
+        if sub.key.startswith(("f", "late")):
+            raise denpyo.Transient("503")
+        return f"r-{sub.key}"
+
+    ledger.channel("email", max_attempts=1, down_after=None)(send)
+
+
+def submit(ledger: denpyo.Ledger, key: str) -> denpyo.Submission:
+    try:
+        return ledger.submit("email", key, {"key": key})
+    except denpyo.SubmissionError as exc:
+        return exc.submission
+
+
+def row_of(ledger: denpyo.Ledger, sid: int) -> denpyo.Submission:
+    sub = ledger.store.get(sid)
+    assert sub is not None
+    return sub
+
+
+def failed_rows(ledger: denpyo.Ledger, n: int, prefix: str = "f") -> list[int]:
+    channel(ledger)
+    return [submit(ledger, f"{prefix}{i}").id for i in range(n)]
+
+
+def test_each_action_is_one_entry_with_its_rows(ledger: denpyo.Ledger) -> None:
+    a, b = failed_rows(ledger, 2)
+    op.retry(ledger, refs=[a], note="provider back", by="ada")
+    op.resolve_abandon(ledger, b, note="customer left", by="bob")
+    op.pause(ledger, "email", note="provider incident", by="ada")
+    log = op.action_log(ledger)
+    assert [(r.kind, r.person, r.state) for r in log] == [
+        (ActionKind.PAUSE, "ada", ActionState.DONE),
+        (ActionKind.ABANDON, "bob", ActionState.DONE),
+        (ActionKind.RETRY, "ada", ActionState.DONE),
+    ]
+    assert [r.kind for r in op.action_log(ledger, by="ada")] == [ActionKind.PAUSE, ActionKind.RETRY]
+    assert [r.kind for r in op.action_log(ledger, kind="abandon")] == [ActionKind.ABANDON]
+    retried, rows = op.action_detail(ledger, log[2].id)
+    assert (retried.total, retried.done, retried.skipped, retried.note) == (
+        1,
+        1,
+        0,
+        "provider back",
+    )
+    assert [(r.submission_id, r.outcome) for r in rows] == [(a, RowOutcome.DONE)]
+    with pytest.raises(InvalidInput, match="no kind named 'retyr'"):
+        op.action_log(ledger, kind="retyr")
+
+
+def test_a_refused_action_writes_no_entry(ledger: denpyo.Ledger) -> None:
+    channel(ledger)
+    synced = submit(ledger, "ok1")
+    with pytest.raises(denpyo.TransitionNotAllowed):
+        op.retry(ledger, refs=[synced.id], note="x", by="ada")
+    assert op.action_log(ledger) == []
+
+
+def test_two_person_rule_waits_for_a_second_person(ledger: denpyo.Ledger) -> None:
+    [row] = failed_rows(ledger, 1)
+    ledger.approval = Approval()
+    done = op.resolve_mark_synced(ledger, row, remote_id="r-9", note="found it", by="ada")
+    assert done.requested is not None and "second person" in done.requested.reason
+    request = done.requested.action
+    assert request.state is ActionState.REQUESTED
+    assert row_of(ledger, row).status is S.FAILED  # nothing done yet
+    with pytest.raises(InvalidInput, match="second person"):
+        op.approve(ledger, request.id, note="mine", by="ada")
+    with pytest.raises(InvalidInput, match="note"):
+        op.approve(ledger, request.id, note="", by="bob")
+    after = op.approve(ledger, request.id, note="checked the provider", by="bob")
+    assert (after.state, after.approved_by, after.done) == (ActionState.DONE, "bob", 1)
+    sub = row_of(ledger, row)
+    assert sub.status is S.SYNCED and sub.remote_id == "r-9"
+    last = ledger.events(row)[-1]
+    assert last.actor == "operator:ada" and "approved by bob" in (last.detail or "")
+    with pytest.raises(InvalidInput, match="done, not waiting"):
+        op.approve(ledger, request.id, note="again", by="carol")
+
+
+def test_a_rejected_or_expired_request_does_nothing(ledger: denpyo.Ledger) -> None:
+    a, b = failed_rows(ledger, 2)
+    ledger.approval = Approval(expires_after=0.2)
+    first = op.resolve_mark_synced(ledger, a, remote_id="r", note="n", by="ada").requested
+    assert first is not None
+    rejected = op.reject(ledger, first.action.id, note="not at the provider", by="bob")
+    assert (rejected.state, rejected.decision_note) == (ActionState.REJECTED, "not at the provider")
+    second = op.resolve_mark_synced(ledger, b, remote_id="r", note="n", by="ada").requested
+    assert second is not None
+    time.sleep(0.4)
+    with pytest.raises(InvalidInput, match="expired"):
+        op.approve(ledger, second.action.id, note="late", by="bob")
+    assert [row_of(ledger, i).status for i in (a, b)] == [S.FAILED, S.FAILED]
+
+
+def test_bulk_acts_on_the_rows_frozen_at_its_dry_run(ledger: denpyo.Ledger) -> None:
+    failed = failed_rows(ledger, 12)
+    flt = Filter(statuses=(S.FAILED,), channel="email")
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, flt, note="after the outage", by="ada", target="failed email"
+    )
+    assert dry.counts == {op.WILL: 12} and dry.action.total == 12
+    later = failed_rows(ledger, 3, prefix="late")  # not in the frozen set
+    started = op.confirm_bulk(ledger, dry.action.id, by="ada")
+    assert not isinstance(started, op.Requested) and started.state is ActionState.RUNNING
+    seen: list[int] = []
+    done = op.run(ledger, dry.action.id, batch=5, progress=lambda r: seen.append(r.done))
+    assert (done.state, done.done, done.skipped) == (ActionState.DONE, 12, 0)
+    assert seen == [5, 10, 12]
+    assert all(row_of(ledger, i).next_attempt_at is not None for i in failed)
+    assert all(row_of(ledger, i).next_attempt_at is None for i in later)
+    note = ledger.events(failed[0])[-1].detail or ""
+    assert "bulk action #" in note
+
+
+def test_bulk_skips_what_its_rows_no_longer_allow_and_says_why(ledger: denpyo.Ledger) -> None:
+    ids = failed_rows(ledger, 4)
+    dry = op.plan_bulk(
+        ledger, ActionKind.ABANDON, Filter(channel="email"), note="closing", by="ada", target="x"
+    )
+    op.resolve_abandon(ledger, ids[0], note="done by hand", by="bob")  # after the dry run
+    op.confirm_bulk(ledger, dry.action.id, by="ada")
+    done = op.run(ledger, dry.action.id)
+    assert (done.done, done.skipped) == (3, 1)
+    _, rows = op.action_detail(ledger, dry.action.id, outcome="skipped")
+    assert [r.submission_id for r in rows] == [ids[0]]
+    assert "already resolved" in (rows[0].reason or "")
+
+
+def test_bulk_pauses_resumes_and_never_acts_twice(ledger: denpyo.Ledger) -> None:
+    ids = failed_rows(ledger, 10)
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
+    )
+    op.confirm_bulk(ledger, dry.action.id, by="ada")
+    paused = op.run(
+        ledger, dry.action.id, batch=3, progress=lambda r: op.pause_action(ledger, r.id)
+    )
+    assert (paused.state, paused.done) == (ActionState.PAUSED, 3)
+    assert op.run(ledger, dry.action.id).done == 3  # paused: nothing runs
+    assert op.resume_action(ledger, dry.action.id)
+    done = op.run(ledger, dry.action.id, batch=3)
+    assert (done.state, done.done, done.skipped) == (ActionState.DONE, 10, 0)
+    for sid in ids:
+        assert [e.kind for e in ledger.events(sid)].count("retry") == 1
+
+
+def test_a_runner_that_lost_its_lease_writes_nothing(ledger: denpyo.Ledger) -> None:
+    [row] = failed_rows(ledger, 1)
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
+    )
+    op.confirm_bulk(ledger, dry.action.id, by="ada")
+    store = ledger.store
+    assert store.take_action(dry.action.id, runner="a", lease=0.05)
+    assert not store.take_action(dry.action.id, runner="b", lease=60)  # a holds it
+    time.sleep(0.2)
+    assert store.take_action(dry.action.id, runner="b", lease=60)  # a's lease ran out
+    sub = row_of(ledger, row)
+    from denpyo.engine.operator._act import _retry_move
+
+    plan = [(row, _retry_move(sub, "operator:ada", "n", False), None)]
+    assert store.carry_out(dry.action.id, runner="a", lease=60, plan=plan) is None
+    assert row_of(ledger, row).next_attempt_at is None  # a's batch rolled back
+    assert store.carry_out(dry.action.id, runner="b", lease=60, plan=plan) is not None
+    assert store.action(dry.action.id).state is ActionState.DONE  # type: ignore[union-attr]
+
+
+def test_two_runners_at_once_act_on_each_row_once(ledger: denpyo.Ledger) -> None:
+    ids = failed_rows(ledger, 30)
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
+    )
+    op.confirm_bulk(ledger, dry.action.id, by="ada")
+    threads = [
+        threading.Thread(target=op.run, args=(ledger, dry.action.id), kwargs={"batch": 4})
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = op.run(ledger, dry.action.id)  # whatever one left, finished
+    assert (final.state, final.done) == (ActionState.DONE, 30)
+    for sid in ids:
+        assert [e.kind for e in ledger.events(sid)].count("retry") == 1
+
+
+def test_a_large_bulk_over_the_rule_waits_for_approval(ledger: denpyo.Ledger) -> None:
+    failed_rows(ledger, 3)
+    ledger.approval = Approval(bulk_over=2)
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
+    )
+    asked = op.confirm_bulk(ledger, dry.action.id, by="ada")
+    assert isinstance(asked, op.Requested) and "over 2 rows" in asked.reason
+    assert op.run(ledger, dry.action.id).done == 0  # waits
+    done = op.approve(ledger, dry.action.id, note="ok", by="bob")
+    assert (done.state, done.done, done.approved_by) == (ActionState.DONE, 3, "bob")
+
+
+def test_bad_input_is_refused(ledger: denpyo.Ledger) -> None:
+    channel(ledger)
+    with pytest.raises(InvalidInput, match="note"):
+        op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note=" ", by="ada", target="x")
+    with pytest.raises(InvalidInput, match="not mark_synced"):
+        op.plan_bulk(ledger, ActionKind.MARK_SYNCED, Filter(), note="n", by="ada", target="x")
+    with pytest.raises(InvalidInput, match="no action #999"):
+        op.approve(ledger, 999, note="n", by="bob")
+    dry = op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note="n", by="ada", target="x")
+    with pytest.raises(InvalidInput, match="ada's to confirm"):
+        op.confirm_bulk(ledger, dry.action.id, by="bob")
