@@ -127,7 +127,7 @@ def test_bulk_acts_on_the_rows_frozen_at_its_dry_run(ledger: denpyo.Ledger) -> N
     dry = op.plan_bulk(
         ledger, ActionKind.RETRY, flt, note="after the outage", by="ada", target="failed email"
     )
-    assert dry.counts == {op.WILL: 12} and dry.action.total == 12
+    assert dry.counts == {"will retry": 12} and dry.action.total == 12
     later = failed_rows(ledger, 3, prefix="late")  # not in the frozen set
     started = op.confirm_bulk(ledger, dry.action.id, by="ada")
     assert not isinstance(started, op.Requested) and started.state is ActionState.RUNNING

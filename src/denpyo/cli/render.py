@@ -515,7 +515,24 @@ def actions_text(actions: RowActions) -> str:
     return ", ".join(offered) or "none"
 
 
+def show_requested(action_id: int, reason: str, as_json: bool) -> None:
+    """An action a two-person rule kept for a second person: nothing was done."""
+    if as_json:
+        emit_json({"requested": action_id, "reason": reason})
+        return
+    out.print(
+        plain(
+            f"request #{action_id}: {reason}; nothing is done until another person runs: "
+            f"denpyo approve {action_id} --note TEXT",
+            style="yellow",
+        )
+    )
+
+
 def show_retry(result: RetryResult, *, full: bool = False) -> None:
+    if result.requested is not None:
+        show_requested(result.requested.action.id, result.requested.reason, False)
+        return
     verb = "would retry" if result.dry_run else "retried"
     if result.retried:
         table = Table(title=f"{verb} {len(result.retried)}", title_justify="left")
@@ -536,6 +553,9 @@ def show_retry(result: RetryResult, *, full: bool = False) -> None:
 
 
 def show_resolution(done: Resolution) -> None:
+    if done.requested is not None:
+        show_requested(done.requested.action.id, done.requested.reason, False)
+        return
     sub = done.submission
     text = {
         "abandon": f"{label(sub)} abandoned; {_became(done)}, nothing more is sent",

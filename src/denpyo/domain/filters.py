@@ -90,6 +90,29 @@ class Filter:
             )
         )
 
+    def describe(self) -> str:
+        """The conditions in words, for the action log: ``failed rows of sms, created
+        since 2026-12-01 09:00 UTC``; "every row" when there is none."""
+        statuses = "/".join(s.value for s in self.statuses) or "all"
+        head = f"{statuses} rows" if self.statuses else "every row"
+        if self.channel is not None:
+            head += f" of {self.channel}"
+        words = [head]
+        for flag, yes, no in (
+            (self.in_doubt, "in doubt", "not in doubt"),
+            (self.needs_attention, "needing a person", "not needing a person"),
+            (self.resolved, "resolved", "unresolved"),
+        ):
+            if flag is not None:
+                words.append(yes if flag else no)
+        if self.key_prefix is not None:
+            words.append(f"with keys starting {self.key_prefix!r}")
+        if self.since is not None:
+            words.append(f"created since {self.since.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+        if self.until is not None:
+            words.append(f"created before {self.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+        return ", ".join(words)
+
 
 def parse_statuses(values: Iterable[str]) -> tuple[Status, ...]:
     """`["failed,rejected", "requesting"]` → the statuses, in order, once each."""

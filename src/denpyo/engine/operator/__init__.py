@@ -51,7 +51,7 @@ from denpyo.engine.operator._act import (
     retry,
 )
 from denpyo.engine.operator._actions import (
-    WILL,
+    BATCH,
     DryRun,
     Requested,
     action_detail,
@@ -64,6 +64,7 @@ from denpyo.engine.operator._actions import (
     reject,
     resume_action,
     run,
+    will,
 )
 from denpyo.engine.operator._channels import (
     ChannelView,
@@ -103,10 +104,10 @@ from denpyo.engine.operator._run import (
 from denpyo.errors import SubmissionNotFound
 
 __all__ = [
+    "BATCH",
     "MAX_NOTE_LENGTH",
     "PREVIEW_CHARS",
     "SAME_PAYLOAD",
-    "WILL",
     "ChannelView",
     "DryRun",
     "History",
@@ -157,4 +158,5 @@ __all__ = [
     "serve",
     "status",
     "submission_json",
+    "will",
 ]

@@ -79,13 +79,16 @@ class DryRun:
 
     @property
     def acting(self) -> int:
-        return self.counts.get(WILL, 0)
+        """Rows the action would act on (the others would be skipped)."""
+        return self.counts.get(will(self.action.kind), 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action.id, "counts": self.counts, "samples": self.samples}
 
 
-WILL = "acted on"
+def will(kind: ActionKind) -> str:
+    """How a dry run counts the rows an action would act on: ``will retry``."""
+    return f"will {kind.value.replace('_', ' ')}"
 
 
 def request_json(requested: Requested | None) -> dict[str, Any] | None:
@@ -108,7 +111,7 @@ def run(
     *,
     runner: str | None = None,
     batch: int = BATCH,
-    progress: Callable[[ActionRecord], None] | None = None,
+    progress: Callable[[ActionRecord], object] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ActionRecord:
     """Carry out a running action's remaining rows, a batch at a time, and return it
@@ -310,7 +313,7 @@ def plan_bulk(
             break
         for sid in ids:
             step, reason = _step(ledger, record, rows.get(sid))
-            outcome = WILL if step is not None else _reason_kind(reason)
+            outcome = will(kind) if step is not None else _reason_kind(reason)
             counts[outcome] += 1
             if len(samples.setdefault(outcome, [])) < SAMPLES:
                 samples[outcome].append(sid)
@@ -338,7 +341,7 @@ def confirm_bulk(
     if record.actor != operator_actor(by):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
     plan = record.plan or {}
-    acting = int(plan.get("counts", {}).get(WILL, 0))
+    acting = int(plan.get("counts", {}).get(will(record.kind), 0))
     policy = ledger.approval
     forced = bool(record.params.get("force_in_doubt"))
     reason = policy.reason(record.kind, rows=acting, forced=forced, bulk=True) if policy else None
