@@ -35,7 +35,7 @@ POSTGRES = os.environ.get(
     "DENPYO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 MYSQL = os.environ.get("DENPYO_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
-TOKEN = "bench-token-123"
+TOKEN = "bench-dashboard-token"
 CHANNELS = ("invoice-email", "charge", "sms", "crm-push")
 
 MIX = """per 1,000 rows (i % 1000): 15 rejected (every other one resolved by a person),

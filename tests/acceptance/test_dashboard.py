@@ -8,6 +8,7 @@ its dry run first, a search by key, and every action button of a row in every st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -23,7 +24,7 @@ import denpyo
 from conftest import free_port
 from dashboard_seed import SCRIPT, STATES, row_in_state, seed
 from denpyo.engine import operator as op
-from denpyo.web import create_app
+from denpyo.web import create_app, people
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -36,20 +37,11 @@ TOKEN = "browser-test-token"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, denpyo.Ledger, dict[str, int]]]:
-    """The dashboard over a seeded SQLite ledger, served by uvicorn on loopback."""
-    ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/browser.db")
-    ledger.migrate()
-    ids = seed(ledger, synced=40)
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """`app` served by uvicorn on loopback, in a thread: its base URL."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(ledger, token=TOKEN, refresh=2.0),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -58,10 +50,43 @@ def served(tmp_path: Path) -> Iterator[tuple[str, denpyo.Ledger, dict[str, int]]
             break
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}", ledger, ids
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, denpyo.Ledger, dict[str, int]]]:
+    """The dashboard over a seeded SQLite ledger, served by uvicorn on loopback."""
+    ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/browser.db")
+    ledger.migrate()
+    ids = seed(ledger, synced=40)
+    try:
+        with serving(create_app(ledger, token=TOKEN, refresh=2.0)) as base:
+            yield base, ledger, ids
+    finally:
+        ledger.close()
+
+
+@pytest.fixture
+def served_people(
+    tmp_path: Path,
+) -> Iterator[tuple[str, denpyo.Ledger, dict[str, int], dict[str, str]]]:
+    """The dashboard with a users file: a viewer and an operator, each with a token."""
+    ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/people.db")
+    ledger.migrate()
+    ids = seed(ledger, synced=5)
+    users = tmp_path / "users.json"
+    tokens = {}
+    for name, role in (("vera", "viewer"), ("otto", "operator")):
+        _, token = people.add(users, name, role)
+        assert token is not None
+        tokens[name] = token
+    try:
+        with serving(create_app(ledger, users=users, refresh=2.0)) as base:
+            yield base, ledger, ids, tokens
+    finally:
         ledger.close()
 
 
@@ -101,12 +126,12 @@ class Shots:
             shutil.copy(path, DOCS / path.name)
 
 
-def sign_in(page: Any, base: str, shots: Shots) -> None:
+def sign_in(page: Any, base: str, shots: Shots, name: str = "alice", token: str = TOKEN) -> None:
     page.goto(f"{base}/attention")
     assert "/login" in page.url
     shots.take(page, "1-sign-in")
-    page.fill("input[name=name]", "alice")
-    page.fill("input[name=token]", TOKEN)
+    page.fill("input[name=name]", name)
+    page.fill("input[name=token]", token)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/attention")
 
@@ -289,3 +314,52 @@ def test_every_action_a_page_offers_is_accepted(
                 assert row.resolution is not None and "operator:alice" in row.resolution
             else:
                 assert last.kind == "retry" and row.next_attempt_at is not None, (state, last)
+
+
+def test_a_viewer_signs_in_and_is_offered_no_action(
+    served_people: tuple[str, denpyo.Ledger, dict[str, int], dict[str, str]],
+    page: Any,
+    tmp_path: Path,
+) -> None:
+    base, ledger, ids, tokens = served_people
+    shots = Shots(tmp_path)
+    sign_in(page, base, shots, "vera", tokens["vera"])
+    assert page.locator("header.top .who .person").inner_text() == "vera"
+    assert page.locator("header.top .who .role").inner_text() == "viewer"
+    assert page.locator("table.rows tbody tr").count() == 4
+    assert page.locator("input[name=ids]").count() == 0
+    assert page.locator("button[name=action]").count() == 0
+    page.goto(f"{base}/submissions/{ids['exhausted']}")
+    assert page.locator("section.actions form").count() == 0
+    assert "A viewer: no actions" in page.locator("section.actions").inner_text()
+    page.goto(f"{base}/")
+    assert page.locator("form[action$='/pause']").count() == 0
+    shots.take(page, "11-viewer")
+    assert [e.kind for e in ledger.events(ids["exhausted"])][-1] != "retry"
+
+
+def test_an_operator_signs_in_and_retries_a_row(
+    served_people: tuple[str, denpyo.Ledger, dict[str, int], dict[str, str]],
+    page: Any,
+    tmp_path: Path,
+) -> None:
+    base, ledger, ids, tokens = served_people
+    shots = Shots(tmp_path)
+    page.goto(f"{base}/login")
+    page.fill("input[name=name]", "vera")  # another person's name: refused
+    page.fill("input[name=token]", tokens["otto"])
+    page.click("button[type=submit]")
+    assert "wrong name or token" in page.locator(".flash.error").inner_text()
+    sign_in(page, base, shots, "otto", tokens["otto"])
+    assert page.locator("header.top .who .role").inner_text() == "operator"
+    assert page.locator("input[name=ids]").count() == 4
+    page.goto(f"{base}/submissions/{ids['exhausted']}")
+    form = page.locator("form[action$='/retry']")
+    form.locator("textarea[name=note]").fill("the provider is back")
+    form.locator("button").click()
+    page.wait_for_url("**done=retried**")
+    assert "Done: retried" in page.locator(".flash.ok").inner_text()
+    shots.take(page, "12-operator-retried")
+    retried = ledger.get_by_id(ids["exhausted"])
+    assert retried is not None and retried.next_attempt_at is not None
+    assert [f"{e.kind} {e.actor}" for e in ledger.events(retried.id)][-1] == "retry operator:otto"

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTRAS_ONLY = ("psycopg", "pymysql", "aiohttp", "starlette", "jinja2", "uvicorn",
-               "prometheus-client", "aio-pika", "nats-py", "django")  # fmt: skip
+               "prometheus-client", "argon2-cffi", "aio-pika", "nats-py", "django")  # fmt: skip
 # Under `pytest -n 2`, these tests stay on one worker (`--dist loadgroup`), which
 # builds the wheel once for all of them.
 pytestmark = pytest.mark.xdist_group("lean-install")

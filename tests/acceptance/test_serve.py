@@ -123,6 +123,62 @@ def test_dashboard_on_a_port_in_use_says_so_in_one_line(db: str) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def test_dashboard_signs_people_in_from_the_users_file_and_the_proxy(
+    db: str, tmp_path: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    from denpyo.web import people
+
+    users = tmp_path / "users.json"
+    _, token = people.add(users, "alice", "operator")
+    people.add(users, "pat", "approver", token=False)
+    key = tmp_path / "session.key"
+    key.write_text("a-session-key-of-32-bytes-or-so\n")
+    port = free_port()
+    proc = start(
+        ["--db", db, "dashboard", "--port", str(port), "--users", str(users),
+         "--trusted-header", "X-Forwarded-User", "--trusted-proxy", "127.0.0.1",
+         "--session-key-file", str(key)],
+        {"DENPYO_DASHBOARD_TOKEN": ""},
+    )  # fmt: skip
+    stopped.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    assert wait_for(f"{base}/metrics").status_code == 401
+    mine = {"authorization": f"Bearer {token}", "accept": "text/html"}
+    page = httpx.get(f"{base}/", headers=mine)
+    assert page.status_code == 200 and ">operator</span>" in page.text
+    proxied = httpx.get(f"{base}/", headers={"x-forwarded-user": "pat", "accept": "text/html"})
+    assert proxied.status_code == 200 and ">approver</span>" in proxied.text
+    assert (
+        httpx.get(f"{base}/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "sign in with the token" not in err  # none made up: the users file signs in
+    assert f"people sign in with their own tokens from {users}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--token", "password"], "secrets.token_urlsafe(24)"),
+        (["--trusted-header", "X-Forwarded-User"], "--trusted-proxy"),
+        (["--token", "correct-horse-battery", "--proxy-role", "boss"], "no role named 'boss'"),
+        (["--users", "no-such-users.json"], "no users file at no-such-users.json"),
+    ],
+)
+def test_dashboard_refuses_a_weak_or_half_configuration_in_one_line(
+    db: str, tmp_path: Path, args: list[str], message: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "denpyo.cli", "--db", db, "dashboard", "--port", str(free_port()),
+         *args],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_a_worker_serves_its_metrics(
     db: str, tmp_path: Path, stopped: list[subprocess.Popen[str]]
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 BLOCKED = (
     "psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats",
-    "starlette", "jinja2", "prometheus_client", "pyarrow", "duckdb",
+    "starlette", "jinja2", "prometheus_client", "argon2", "pyarrow", "duckdb",
 )  # fmt: skip
 
 

@@ -4,7 +4,6 @@ on every row a filter finds (`bulk retry|abandon|resend`, `bulk continue|pause|c
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,45 +20,6 @@ from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionSta
 from denpyo.domain.filters import parse_when
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
-
-CSV_COLUMNS = (
-    "id", "created_at", "by", "kind", "target", "state", "note", "rows", "done", "skipped",
-    "approver", "decided_at", "decision_note", "finished_at",
-)  # fmt: skip
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-"""A CSV cell starting with one of these is a formula to a spreadsheet: written with a
-leading apostrophe, so that a note cannot run anything on the auditor's machine."""
-
-
-def record_json(record: ActionRecord) -> dict[str, Any]:
-    def when(value: Any) -> str | None:
-        return value.isoformat() if value is not None else None
-
-    return {
-        "id": record.id,
-        "kind": record.kind.value,
-        "scope": record.scope.value,
-        "target": record.target,
-        "state": record.state.value,
-        "by": record.person,
-        "note": record.note,
-        "params": {k: v for k, v in record.params.items() if k != "payload"},
-        "plan": record.plan,
-        "approver": None if record.approver is None else person_of(record.approver),
-        "decision_note": record.decision_note,
-        "decided_at": when(record.decided_at),
-        "expires_at": when(record.expires_at),
-        "rows": record.total,
-        "done": record.done,
-        "skipped": record.skipped,
-        "created_at": when(record.created_at),
-        "finished_at": when(record.finished_at),
-    }
-
-
-def _csv_cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 @main.command()
@@ -115,13 +75,9 @@ def actions(
         limit=limit,
     )
     if as_json:
-        render.emit_json([record_json(r) for r in records])
+        render.emit_json([op.action_json(r) for r in records])
     elif as_csv:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
-        for record in records:
-            data = record_json(record)
-            writer.writerow(_csv_cell(data[c]) for c in CSV_COLUMNS)
+        sys.stdout.write(op.actions_csv(records))
     else:
         show_log(records, ledger.store.now())
 
@@ -168,7 +124,7 @@ def action(env: Env, action_id: int, outcome: str | None, limit: int, as_json: b
     """
     record, rows = op.action_detail(env.ledger, action_id, outcome=outcome, limit=limit)
     if as_json:
-        render.emit_json({**record_json(record), "row_outcomes": [row_json(r) for r in rows]})
+        render.emit_json({**op.action_json(record), "row_outcomes": [row_json(r) for r in rows]})
         return
     show_record(record)
     show_rows(rows)
@@ -228,7 +184,7 @@ def approvals(env: Env, as_json: bool) -> None:
     """
     waiting = op.action_log(env.ledger, state=ActionState.REQUESTED.value, limit=1000)[::-1]
     if as_json:
-        render.emit_json([record_json(r) for r in waiting])
+        render.emit_json([op.action_json(r) for r in waiting])
         return
     if not waiting:
         render.out.print("no request waits for a second person")
@@ -273,7 +229,7 @@ def reject(env: Env, action_id: int, note: str | None, by: str | None, as_json: 
 
 def _decided(record: ActionRecord, as_json: bool) -> None:
     if as_json:
-        render.emit_json(record_json(record))
+        render.emit_json(op.action_json(record))
     else:
         show_record(record)
 
@@ -393,7 +349,7 @@ def _carry_on(ledger: Ledger, record: ActionRecord, batch: int, as_json: bool) -
 
         final = op.run(ledger, record.id, batch=batch, progress=moved)
     if as_json:
-        render.emit_json(record_json(final))
+        render.emit_json(op.action_json(final))
     else:
         show_record(final)
 

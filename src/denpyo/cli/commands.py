@@ -141,10 +141,46 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
 @click.option(
     "--token",
     metavar="TOKEN",
-    help="What people sign in with (and scripts send as Bearer); else "
-    "$DENPYO_DASHBOARD_TOKEN, else one is made up and printed.",
+    help="What people sign in with, as admins (and scripts send as Bearer); else "
+    "$DENPYO_DASHBOARD_TOKEN; with none of --users and --trusted-header either, one is "
+    "made up and printed. At least 16 characters, 8 of them different.",
 )
-@click.option("--read-only", is_flag=True, help="Show everything, change nothing.")
+@click.option(
+    "--users",
+    "users_file",
+    metavar="FILE",
+    help="The users file (`denpyo users`): each person signs in with their name and their "
+    "own token, with their own role; else $DENPYO_USERS.",
+)
+@click.option(
+    "--trusted-header",
+    metavar="NAME",
+    help="A header in which the proxy in front names the person it signed in "
+    "(X-Forwarded-User); believed only from a --trusted-proxy address.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="CIDR",
+    help="An address or network of that proxy (10.0.0.0/8, 127.0.0.1; repeat for more).",
+)
+@click.option(
+    "--proxy-role",
+    metavar="ROLE",
+    default="viewer",
+    show_default=True,
+    help="The role of a person the proxy names who is not in the users file.",
+)
+@click.option(
+    "--session-key-file",
+    metavar="PATH",
+    help="A file holding the key that signs the session cookies; else $DENPYO_SESSION_KEY, "
+    "else a random key made at start.",
+)
+@click.option(
+    "--read-only", is_flag=True, help="Everyone is a viewer: show everything, change nothing."
+)
 @click.option(
     "--redact",
     "redact",
@@ -154,25 +190,45 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
 )
 @pass_env
 def dashboard(
-    env: Env, host: str, port: int, token: str | None, read_only: bool, redact: tuple[str, ...]
+    env: Env,
+    host: str,
+    port: int,
+    token: str | None,
+    users_file: str | None,
+    trusted_header: str | None,
+    trusted_proxies: tuple[str, ...],
+    proxy_role: str,
+    session_key_file: str | None,
+    read_only: bool,
+    redact: tuple[str, ...],
 ) -> None:
     """Serve the dashboard: counts, the needs-attention queue, each row's history,
     and retry / abandon / resend / mark synced with your name and a note.
 
     \b
     Example: denpyo --db postgresql://app@db/app dashboard --port 8080
-    Example: DENPYO_DASHBOARD_TOKEN=s3cret denpyo dashboard --read-only
+    Example: denpyo dashboard --users /etc/denpyo/users.json
+    Example: DENPYO_DASHBOARD_TOKEN=$(cat /etc/denpyo/token) denpyo dashboard --read-only
     """
     import secrets
 
     from denpyo.web import DEFAULT_REDACT, create_app
 
     token = token or os.environ.get("DENPYO_DASHBOARD_TOKEN") or None
-    generated = token is None
-    if token is None:
+    users_file = users_file or os.environ.get("DENPYO_USERS") or None
+    generated = token is None and users_file is None and trusted_header is None
+    if generated:
         token = secrets.token_urlsafe(24)
     app = create_app(
-        env.ledger, token=token, read_only=read_only, redact=(*DEFAULT_REDACT, *redact)
+        env.ledger,
+        token=token,
+        users=users_file,
+        trusted_header=trusted_header,
+        trusted_proxies=trusted_proxies,
+        proxy_role=proxy_role,
+        session_key=_session_key(session_key_file),
+        read_only=read_only,
+        redact=(*DEFAULT_REDACT, *redact),
     )
     import socket
 
@@ -187,7 +243,28 @@ def dashboard(
     render.err.print(f"dashboard on http://{shown}:{port}/ {'(read-only)' if read_only else ''}")
     if generated:
         render.err.print(f"sign in with the token: {token}", soft_wrap=True, highlight=False)
+    if users_file:
+        render.err.print(f"people sign in with their own tokens from {users_file}", markup=False)
+    if trusted_header:
+        proxies = ", ".join(trusted_proxies)
+        render.err.print(f"{trusted_header} names the person when sent by {proxies}", markup=False)
     if host not in ("127.0.0.1", "localhost", "::1"):
         render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
+    # The peer address is the connection's: X-Forwarded-For is believed only from a
+    # --trusted-proxy, by the dashboard itself.
+    config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
     with listening:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
+        uvicorn.Server(config).run(sockets=[listening])
+
+
+def _session_key(path: str | None) -> bytes | None:
+    """The session key: the file's bytes (spaces and line ends around them dropped),
+    else $DENPYO_SESSION_KEY's, else None (a random one)."""
+    if path is None:
+        text = os.environ.get("DENPYO_SESSION_KEY", "").strip()
+        return text.encode() if text else None
+    try:
+        with open(path, "rb") as key_file:
+            return key_file.read().strip()
+    except OSError as exc:
+        fail(f"cannot read the session key file {path}: {exc.strerror or exc}")

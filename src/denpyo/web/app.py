@@ -8,7 +8,7 @@ piece of logic.
 
 from __future__ import annotations
 
-import asyncio
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from denpyo.domain.filters import Filter, parse_statuses
+from denpyo.domain.people import Role, parse_role
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
@@ -36,9 +37,11 @@ from denpyo.web.auth import (
     AuthHook,
     Gate,
     clean_name,
+    parse_proxies,
+    strong_token,
 )
+from denpyo.web.people import Directory
 from denpyo.web.shell import (
-    WRONG_TOKEN_PAUSE,
     Refused,
     SecurityHeaders,
     local_path,
@@ -98,13 +101,22 @@ class Dashboard(Actions):
     # -- sign in ------------------------------------------------------------------------
 
     async def login_page(self, request: Request) -> Response:
-        if self.gate.token is None:
+        if not self.gate.has_form:
             return await self.error(request, None, 404, "this dashboard signs in through its host")
         return await self.render(
-            request, None, "login.html", next=local_path(request.query_params.get("next"))
+            request,
+            None,
+            "login.html",
+            next=local_path(request.query_params.get("next")),
+            users=self.gate.users is not None,
         )
 
     async def login(self, request: Request) -> Response:
+        """The sign-in form: a name and a token (the dashboard's, or the person's own of
+        the users file, whose name must then be theirs). A wrong one waits (the
+        throttle) and is logged; a right one starts a session on this server."""
+        if not self.gate.has_form:
+            return await self.error(request, None, 404, "this dashboard signs in through its host")
         form = await request.form()
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         if not self.gate.same_origin(request) or not self.gate.csrf_ok(
@@ -112,24 +124,25 @@ class Dashboard(Actions):
         ):
             return PlainTextResponse("refused: not from the sign-in page", status_code=403)
         name = clean_name(fields.get("name"))
-        if not self.gate.check_token(fields.get("token", "")) or not name:
-            message = "wrong token" if name else "your name is needed, for the history"
-            if name:
-                log.warning("dashboard: a wrong token from %s", request.client)
-                await asyncio.sleep(WRONG_TOKEN_PAUSE)
+        signed = (
+            await self.gate.check(request, "form", fields.get("token", ""), name) if name else None
+        )
+        if signed is None:
+            wrong = "wrong name or token" if self.gate.users is not None else "wrong token"
             return await self.render(
                 request,
                 None,
                 "login.html",
                 status=401,
-                error=message,
+                error=wrong if name else "your name is needed, for the history",
                 next=local_path(fields.get("next")),
+                users=self.gate.users is not None,
             )
         target = local_path(fields.get("next")) or str(request.url_for("overview").path)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            self.gate.session(name),
+            self.gate.sessions.start(signed),
             max_age=SESSION_SECONDS,
             httponly=True,
             samesite="strict",
@@ -141,6 +154,8 @@ class Dashboard(Actions):
     async def logout(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
+        """Ends the session here, on the server: its cookie, replayed, is refused."""
+        self.gate.sessions.end(request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse(str(request.url_for("login").path), status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=self._path(request))
         return response
@@ -305,28 +320,77 @@ def create_app(
     ledger: Ledger,
     *,
     token: str | None = None,
-    read_only: bool = False,
+    users: str | os.PathLike[str] | None = None,
+    trusted_header: str | None = None,
+    trusted_proxies: Sequence[str] = (),
+    proxy_role: Role | str = Role.VIEWER,
     auth: AuthHook | None = None,
+    read_only: bool = False,
+    session_key: bytes | None = None,
     redact: Sequence[str] = present.DEFAULT_REDACT,
     refresh: float = 5.0,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve with uvicorn or mount in your own app.
 
-    Give a `token` (people sign in with it at /login; scripts send
-    `Authorization: Bearer TOKEN`), or `auth`, your own check: a callable given the
-    request that returns `Access.admin(name)`, `Access.read_only(name)` or None
-    (refused), or both. `read_only` hides and refuses every action. `redact`: payload
-    fields shown as "[redacted]" (at any depth, any case). `refresh`: seconds between
-    the overview's and the queue's refreshes.
+    It is never open: give at least one way in.
+
+    - `token`: one token for one person or a small team, who sign in with it at
+      /login (typing their name, for the history) as admins; scripts send
+      `Authorization: Bearer TOKEN`. At least 16 characters, 8 of them different.
+    - `users`: the path of a users file (`denpyo users add NAME --role ROLE`): each
+      person signs in with their name and their own token, with their own role;
+      the file is read again when it changes.
+    - `trusted_header` (`"X-Forwarded-User"`) with `trusted_proxies` (networks,
+      `["10.0.0.0/8", "127.0.0.1"]`): a proxy in front signs people in and names
+      them in the header, believed only from those addresses; their role is the
+      users file's when they are listed there, else `proxy_role` (a viewer).
+    - `auth`: your own check, a callable given the request that returns an
+      `Access` (`Access.admin(name)`, `Access.operator(name)`, `Access.read_only(name)`)
+      or None (refused); it may be async.
+
+    `read_only` makes every person a viewer on this server: it hides and refuses
+    every action. `session_key` (bytes, at least 16) signs the session cookies;
+    without it a random one is made at start. `redact`: payload fields shown as
+    "[redacted]" (at any depth, any case). `refresh`: seconds between the
+    overview's and the queue's refreshes.
     """
-    if token is None and auth is None:
-        raise ConfigurationError("the dashboard needs a token or an auth hook: it is never open")
-    if token is not None and len(token) < 8:
-        raise ConfigurationError("the dashboard's token must be at least 8 characters")
-    dashboard = Dashboard(ledger, Gate(token, auth, read_only), redact, refresh)
+    if token is None and users is None and trusted_header is None and auth is None:
+        raise ConfigurationError(
+            "the dashboard needs a token, a users file, a trusted header or an auth hook: "
+            "it is never open"
+        )
+    if trusted_header is not None and not trusted_proxies:
+        raise ConfigurationError(
+            f"trusted header {trusted_header!r} needs the addresses of the proxies that set "
+            "it (trusted_proxies, --trusted-proxy): from anywhere else anyone could send it"
+        )
+    if trusted_header is not None and not trusted_header.strip():
+        raise ConfigurationError("the trusted header needs a name (X-Forwarded-User)")
+    if session_key is not None and len(session_key) < 16:
+        raise ConfigurationError(
+            f"the session key is {len(session_key)} bytes: at least 16 are needed"
+        )
+    gate = Gate(
+        token=strong_token(token) if token is not None else None,
+        auth=auth,
+        read_only=read_only,
+        users=Directory(users) if users is not None else None,
+        trusted_header=trusted_header.strip() if trusted_header else None,
+        trusted_proxies=parse_proxies(trusted_proxies),
+        proxy_role=_role(proxy_role),
+        session_key=session_key,
+    )
+    dashboard = Dashboard(ledger, gate, redact, refresh)
     app = DashboardApp(routes=dashboard.routes(), exception_handlers=dashboard.exception_handlers())
     app.state.dashboard = dashboard
     return app
+
+
+def _role(role: Role | str) -> Role:
+    try:
+        return parse_role(role)
+    except InvalidInput as exc:
+        raise ConfigurationError(f"proxy_role: {exc}") from None
 
 
 class DashboardApp(Starlette):

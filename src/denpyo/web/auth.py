@@ -1,134 +1,497 @@
-"""Who may look and who may act: the token, the session cookie, the host app's own
-authentication, and the CSRF and origin checks that guard every POST.
+"""Who may look and who may act: the people and their roles, the ways they sign in,
+their sessions, the throttle on wrong credentials, and the CSRF and origin checks
+that guard every POST.
 
-- `Authorization: Bearer TOKEN` lets a script (or Prometheus) in; it carries no
-  cookie, so a browser cannot be tricked into sending it, and its POSTs need no
-  CSRF token.
-- `POST /login` with the token sets a session cookie: HttpOnly, SameSite=Strict,
-  signed with a key derived from the token (a new token signs every session out),
-  holding the person's name (for the history) and its expiry.
-- `auth=` lets the host app decide instead: a callable that returns an `Access`
-  (who, and whether they may act) or None (refused).
-- Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
-  and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie (a random
-  value, HttpOnly, SameSite=Strict): a page of another site can neither read it nor
-  make the browser send it.
+Ways in, tried in this order:
+
+- `Authorization: Bearer TOKEN`: a script (or Prometheus), with the dashboard's
+  token or a person's token of the users file. It carries no cookie, so a browser
+  cannot be tricked into sending it, and its POSTs need no CSRF token. A Bearer
+  header that is wrong is answered 401, never with the sign-in page.
+- A trusted proxy's header (`trusted_header`), believed only from the addresses
+  of `trusted_proxies`: it names the person, the users file (else `proxy_role`)
+  gives the role.
+- The session cookie that `POST /login` sets: a random session id and its
+  signature (HttpOnly, SameSite=Strict); the session itself (who, how they signed
+  in, their role, its times) stays in the server's memory, and signing out ends it.
+- `auth=`: the host app decides: a callable that returns an `Access` or None.
+
+A wrong token, by the form or by Bearer, waits longer each time from the same
+source (`Throttle`) and is logged. A read-only server makes everyone a viewer.
+Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
+and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import inspect
-import json
+import ipaddress
 import logging
 import secrets
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
+
+from denpyo.domain.people import Role
+from denpyo.errors import ConfigurationError
+from denpyo.web.people import MAX_NAME, Directory, same_name
 
 log = logging.getLogger("denpyo.web")
 
 SESSION_COOKIE = "denpyo_session"
 CSRF_COOKIE = "denpyo_csrf"
 SESSION_SECONDS = 12 * 3600
-MAX_NAME = 100
+"""A session ends this long after its sign-in, however busy."""
+IDLE_SECONDS = 2 * 3600
+"""A session ends after this long without a request."""
+MAX_SESSIONS = 10_000
+MIN_TOKEN = 16
+MIN_DISTINCT = 8
+MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Who is looking (`name`, kept in the history of what they do) and whether they
-    may act (retry, abandon, resend, mark synced) or only read."""
+    """Who is looking (`name`, kept in the history of what they do) and their role
+    on this dashboard: a `viewer` reads, an `operator` also acts on rows and
+    channels, an `approver` also decides other people's requests, an `admin` may
+    do everything."""
 
     name: str
-    can_act: bool
+    role: Role
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, Role):
+            raise TypeError(f"Access's role is a denpyo Role, not {self.role!r}")
+
+    @property
+    def can_act(self) -> bool:
+        """Retry, abandon, resend, mark synced, pause and resume, bulk actions."""
+        return self.role.may_act
+
+    @property
+    def can_approve(self) -> bool:
+        """Approve or reject another person's request."""
+        return self.role.may_approve
+
+    @property
+    def can_manage(self) -> bool:
+        """Pause, resume or cancel another person's bulk action."""
+        return self.role.may_manage
+
+    def at_most(self, ceiling: Role) -> Access:
+        """The same person with their role lowered to `ceiling` (a read-only server)."""
+        role = self.role.at_most(ceiling)
+        return self if role is self.role else Access(self.name, role)
 
     @classmethod
     def admin(cls, name: str) -> Access:
-        """A person who may act on rows; `name` goes into the history of each action."""
-        return cls(name, True)
+        """A person who may do everything; `name` goes into the history of each action."""
+        return cls(name, Role.ADMIN)
+
+    @classmethod
+    def approver(cls, name: str) -> Access:
+        """A person who may act, and decide other people's requests."""
+        return cls(name, Role.APPROVER)
+
+    @classmethod
+    def operator(cls, name: str) -> Access:
+        """A person who may act on rows and channels."""
+        return cls(name, Role.OPERATOR)
 
     @classmethod
     def read_only(cls, name: str) -> Access:
-        """A person who may look, and whose actions are refused."""
-        return cls(name, False)
+        """A viewer: a person who may look, and whose actions are refused."""
+        return cls(name, Role.VIEWER)
 
 
 AuthHook = Callable[[Request], "Access | Awaitable[Access | None] | None"]
 """The host app's authentication: given the request, an `Access`, or None to refuse."""
 
 
+def strong_token(token: str) -> str:
+    """The dashboard's token, trimmed, if it is hard enough to guess: at least
+    MIN_TOKEN characters, MIN_DISTINCT of them different; else a ConfigurationError
+    that says how to make one."""
+    text = token.strip()
+    reason = None
+    if len(text) < MIN_TOKEN:
+        reason = f"{len(text)} characters (without spaces around), at least {MIN_TOKEN} needed"
+    elif len(set(text)) < MIN_DISTINCT:
+        reason = f"{len(set(text))} different characters, at least {MIN_DISTINCT} needed"
+    if reason is not None:
+        raise ConfigurationError(
+            f"the dashboard's token is too easy to guess ({reason}); make one with: {MAKE_TOKEN}"
+        )
+    return text
+
+
+def parse_proxies(cidrs: Sequence[str]) -> tuple[Network, ...]:
+    """The trusted proxies' networks (`10.0.0.0/8`, `127.0.0.1`, `::1`)."""
+    found = []
+    for cidr in cidrs:
+        try:
+            found.append(ipaddress.ip_network(cidr.strip(), strict=False))
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"trusted proxy {cidr!r} is no address or network: {exc}"
+            ) from None
+    return tuple(found)
+
+
+def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address((host or "").strip())
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+# -- wrong credentials ------------------------------------------------------------------
+
+
+class Throttle:
+    """Wrong credentials from one source wait longer each time: `first` seconds,
+    then twice as long each time, up to `most`; a success from the source starts it
+    over, and so do `quiet` seconds without a failure. Attempts from one source take
+    turns (`turn`), so guessing in parallel is no faster. At most `sources` sources
+    are remembered (the longest quiet forgotten first)."""
+
+    def __init__(
+        self,
+        *,
+        first: float = 1.0,
+        most: float = 30.0,
+        quiet: float = 15 * 60,
+        sources: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.first, self.most, self.quiet, self.sources = first, most, quiet, sources
+        self.clock, self.sleep = clock, sleep
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # (in a row, last)
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # (lock, requests holding it)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, source: str) -> AsyncIterator[None]:
+        """One attempt at a time from `source`; the lock is dropped when nobody waits."""
+        lock, waiting = self._turns.get(source) or (asyncio.Lock(), 0)
+        self._turns[source] = (lock, waiting + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, waiting = self._turns[source]
+            if waiting <= 1:
+                del self._turns[source]
+            else:
+                self._turns[source] = (lock, waiting - 1)
+
+    def in_a_row(self, source: str) -> int:
+        """How many wrong credentials `source` sent since its last success or quiet spell."""
+        self._forget(self.clock())
+        return self._failures.get(source, (0, 0.0))[0]
+
+    def delay(self, in_a_row: int) -> float:
+        return float(min(self.first * 2 ** (in_a_row - 1), self.most))
+
+    async def failed(self, source: str, way: str) -> float:
+        """Count a wrong credential from `source`, log it, and wait; returns the wait."""
+        now = self.clock()
+        self._forget(now)
+        count = self._failures.pop(source, (0, now))[0] + 1
+        self._failures[source] = (count, now)
+        while len(self._failures) > self.sources:
+            self._failures.popitem(last=False)
+        wait = self.delay(count)
+        log.warning(
+            "dashboard: a wrong token (%s) from %s, %d in a row; answered in %g s",
+            way,
+            source,
+            count,
+            wait,
+        )
+        await self.sleep(wait)
+        return wait
+
+    def succeeded(self, source: str) -> None:
+        self._failures.pop(source, None)
+
+    def _forget(self, now: float) -> None:
+        while self._failures:
+            source, (_, last) = next(iter(self._failures.items()))
+            if now - last < self.quiet:
+                break
+            del self._failures[source]
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """Who a credential names: `how` they signed in (`token`: the dashboard's token;
+    `users`: their own, of the users file), and their role then."""
+
+    name: str
+    how: Literal["token", "users"]
+    role: Role
+    person: str | None = None
+    """The users-file person's id."""
+    token_hash: str | None = None
+    """Their token's hash then: a new token ends the sessions of the old one."""
+
+
+@dataclass(slots=True)
+class Session:
+    """One signed-in person on this server: who, and since when they were seen."""
+
+    signed: Signed
+    created: float
+    seen: float
+
+
+class Sessions:
+    """The signed-in people of this server, in its memory: the cookie holds a random
+    id and its signature (HMAC-SHA256 with the server's session key), nothing else.
+    A session ends at sign-out, `lifetime` seconds after its sign-in, or `idle`
+    seconds after its last request; a restart ends them all."""
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        clock: Callable[[], float] = time.time,
+        lifetime: float = SESSION_SECONDS,
+        idle: float = IDLE_SECONDS,
+        most: int = MAX_SESSIONS,
+    ) -> None:
+        self.key, self.clock = key, clock
+        self.lifetime, self.idle, self.most = lifetime, idle, most
+        self._open: dict[str, Session] = {}
+
+    def start(self, signed: Signed) -> str:
+        """A new session for `signed`; returns the cookie's value."""
+        now = self.clock()
+        for sid in [sid for sid, s in self._open.items() if not self._alive(s, now)]:
+            del self._open[sid]
+        sid = secrets.token_urlsafe(32)
+        self._open[sid] = Session(signed, now, now)
+        while len(self._open) > self.most:  # the oldest first
+            del self._open[next(iter(self._open))]
+        return f"{sid}.{self._sign(sid)}"
+
+    def find(self, cookie: str | None) -> Session | None:
+        """The live session a cookie names (and it is seen now), else None."""
+        sid = self._id(cookie)
+        session = self._open.get(sid) if sid else None
+        if session is None or sid is None:
+            return None
+        now = self.clock()
+        if not self._alive(session, now):
+            del self._open[sid]
+            return None
+        session.seen = now
+        return session
+
+    def end(self, cookie: str | None) -> None:
+        sid = self._id(cookie)
+        if sid:
+            self._open.pop(sid, None)
+
+    def _alive(self, session: Session, now: float) -> bool:
+        return now < session.created + self.lifetime and now < session.seen + self.idle
+
+    def _id(self, cookie: str | None) -> str | None:
+        sid, _, signature = (cookie or "").partition(".")
+        # Bytes, not text: compare_digest refuses text that is not ASCII, and a cookie
+        # may hold any byte.
+        if not sid or not hmac.compare_digest(signature.encode(), self._sign(sid).encode()):
+            return None
+        return sid
+
+    def _sign(self, sid: str) -> str:
+        return hmac.new(self.key, sid.encode(), hashlib.sha256).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+# -- the gate ---------------------------------------------------------------------------
+
+
 class Gate:
     """Decides who a request comes from, and whether its POST may change anything."""
 
-    def __init__(self, token: str | None, auth: AuthHook | None, read_only: bool) -> None:
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        auth: AuthHook | None = None,
+        read_only: bool = False,
+        users: Directory | None = None,
+        trusted_header: str | None = None,
+        trusted_proxies: Sequence[Network] = (),
+        proxy_role: Role = Role.VIEWER,
+        session_key: bytes | None = None,
+        throttle: Throttle | None = None,
+    ) -> None:
         self.token = token
+        self._token_digest = hashlib.sha256(token.encode()).digest() if token else None
         self.auth = auth
         self.read_only = read_only
-        secret = (token or secrets.token_hex(32)).encode()
-        self.key = hashlib.sha256(b"denpyo-dashboard-session\0" + secret).digest()
+        self.ceiling = Role.VIEWER if read_only else Role.ADMIN
+        self.users = users
+        self.trusted_header = trusted_header.lower() if trusted_header else None
+        self.trusted_proxies = tuple(trusted_proxies)
+        self.proxy_role = proxy_role
+        self.sessions = Sessions(session_key or secrets.token_bytes(32))
+        self.throttle = throttle or Throttle()
+        self._warned: set[str] = set()
+
+    @property
+    def has_form(self) -> bool:
+        """People sign in here (and scripts send Bearer): there is a token or a users file."""
+        return self.token is not None or self.users is not None
 
     # -- who ---------------------------------------------------------------------------
 
     async def identify(self, request: Request) -> Access | None:
-        access = self._by_bearer(request) or self._by_session(request)
-        if access is None and self.auth is not None:
-            try:
-                found = self.auth(request)
-                access = await found if inspect.isawaitable(found) else found
-            except Exception:
-                log.exception("the dashboard's auth hook failed; the request is refused")
-                access = None
-        if access is not None and self.read_only:
-            access = Access.read_only(access.name)
-        return access
+        """Who the request comes from, with their role on this server; None: nobody
+        (a wrong Bearer token answers only after the throttle's wait)."""
+        if self.bearer(request):
+            access = await self._by_bearer(request)
+        else:
+            access = self._by_proxy(request) or self._by_session(request)
+            if access is None and self.auth is not None:
+                try:
+                    found = self.auth(request)
+                    access = await found if inspect.isawaitable(found) else found
+                except Exception:
+                    log.exception("the dashboard's auth hook failed; the request is refused")
+                    access = None
+        return access.at_most(self.ceiling) if access is not None else None
 
     def bearer(self, request: Request) -> bool:
-        """The request carries the token itself (a script), not a browser session."""
-        return self._by_bearer(request) is not None
+        """The request carries a Bearer token (a script, not a browser session) on a
+        dashboard that takes them: it is that token, right or wrong, that decides."""
+        scheme, _, _ = request.headers.get("authorization", "").partition(" ")
+        return self.has_form and scheme.lower() == "bearer"
 
-    def _by_bearer(self, request: Request) -> Access | None:
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        if self.token is None or scheme.lower() != "bearer":
+    async def _by_bearer(self, request: Request) -> Access | None:
+        given = request.headers.get("authorization", "").partition(" ")[2]
+        signed = await self.check(request, "bearer", given)
+        if signed is None:
             return None
-        if not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+        if signed.how == "token":  # a script names itself, for the history
+            return Access(clean_name(request.headers.get("x-denpyo-by")) or "token", signed.role)
+        return Access(signed.name, signed.role)
+
+    def _by_proxy(self, request: Request) -> Access | None:
+        if self.trusted_header is None:
             return None
-        return Access.admin(clean_name(request.headers.get("x-denpyo-by")) or "token")
+        value = request.headers.get(self.trusted_header)
+        if value is None:
+            return None
+        peer = request.client.host if request.client else ""
+        if not self.from_proxy(peer):
+            if peer not in self._warned:
+                if len(self._warned) >= 10_000:
+                    self._warned.clear()
+                self._warned.add(peer)
+                log.warning(
+                    "dashboard: %s from %s, which is no trusted proxy: the header is ignored",
+                    self.trusted_header,
+                    peer or "an unknown address",
+                )
+            return None
+        name = clean_name(value)
+        if not name:
+            return None
+        person = self.users.by_name(name) if self.users is not None else None
+        if person is not None:
+            return Access(person.name, person.role)
+        return Access(name, self.proxy_role)
 
     def _by_session(self, request: Request) -> Access | None:
-        if self.token is None:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        session = self.sessions.find(cookie)
+        if session is None:
             return None
-        cookie = request.cookies.get(SESSION_COOKIE, "")
-        body, _, signature = cookie.partition(".")
-        # Bytes, not text: compare_digest refuses text that is not ASCII, and a cookie
-        # may hold any byte.
-        if not body or not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
+        signed = session.signed
+        if signed.how != "users":
+            return Access(signed.name, signed.role)
+        # A person of the users file: their role now; removed, or given a new token,
+        # and the session is over.
+        person = self.users.by_id(signed.person) if self.users is not None else None
+        if person is None or person.token_hash != signed.token_hash:
+            self.sessions.end(cookie)
             return None
-        try:
-            data = json.loads(base64.urlsafe_b64decode(body.encode()))
-            name, expires = str(data["n"]), float(data["e"])
-        except (ValueError, KeyError, TypeError):
+        return Access(person.name, person.role)
+
+    def from_proxy(self, host: str | None) -> bool:
+        ip = _address(host)
+        return ip is not None and any(ip in network for network in self.trusted_proxies)
+
+    def source(self, request: Request) -> str:
+        """Where a request comes from, for the throttle: its peer's address, or behind a
+        trusted proxy the address that proxy saw (the last of `X-Forwarded-For`). An
+        IPv6 address counts as its /64: one host usually has the whole of one."""
+        host = request.client.host if request.client else ""
+        if self.from_proxy(host):
+            forwarded = request.headers.get("x-forwarded-for", "").rsplit(",", 1)[-1].strip()
+            host = forwarded or host
+        ip = _address(host)
+        if ip is None:
+            return host[:MAX_NAME] or "unknown"
+        if isinstance(ip, ipaddress.IPv6Address):
+            return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+        return str(ip)
+
+    # -- credentials ---------------------------------------------------------------------
+
+    async def check(self, request: Request, way: str, token: str, name: str = "") -> Signed | None:
+        """Who `token` (and, for the form, the `name` typed) signs in; a wrong one is
+        counted, logged and waited for, one attempt at a time per source."""
+        source = self.source(request)
+        async with self.throttle.turn(source):
+            signed = await self._match(token.strip(), name)
+            if signed is None:
+                await self.throttle.failed(source, way)
+            else:
+                self.throttle.succeeded(source)
+        return signed
+
+    async def _match(self, token: str, name: str) -> Signed | None:
+        if not token:
             return None
-        return Access.admin(name) if expires > time.time() else None
-
-    # -- signing in ----------------------------------------------------------------------
-
-    def check_token(self, given: str) -> bool:
-        return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
-
-    def session(self, name: str) -> str:
-        data = {"n": name, "e": time.time() + SESSION_SECONDS}
-        body = base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-        return f"{body}.{self._sign(body)}"
-
-    def _sign(self, body: str) -> str:
-        return hmac.new(self.key, body.encode(), hashlib.sha256).hexdigest()
+        digest = hashlib.sha256(token.encode()).digest()
+        if self._token_digest is not None and hmac.compare_digest(digest, self._token_digest):
+            return Signed(name, "token", Role.ADMIN.at_most(self.ceiling))
+        if self.users is not None:
+            person = self.users.remembered(token) or await asyncio.to_thread(
+                self.users.verify, token
+            )
+            if person is not None and (not name or same_name(person.name, name)):
+                role = person.role.at_most(self.ceiling)
+                return Signed(person.name, "users", role, person.id, person.token_hash)
+        return None
 
     # -- POSTs ---------------------------------------------------------------------------
 

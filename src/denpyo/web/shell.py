@@ -47,8 +47,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 DB_THREADS = 4
 COUNTS_TTL = 2.0
 CHALLENGE = {"www-authenticate": 'Bearer realm="denpyo"'}
-WRONG_TOKEN_PAUSE = 1.0
-"""Seconds a wrong token waits for its answer: guessing one is slow."""
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -143,8 +141,11 @@ class Shell:
         async def guarded(request: Request) -> Response:
             access = await self.gate.identify(request)
             if access is None:
-                wants_page = "text/html" in request.headers.get("accept", "") and (
-                    "hx-request" not in request.headers
+                # A wrong Bearer token is a script's mistake: 401, never the sign-in page.
+                wants_page = (
+                    "text/html" in request.headers.get("accept", "")
+                    and "hx-request" not in request.headers
+                    and not self.gate.bearer(request)
                 )
                 if wants_page:
                     target = request.url_for("login").include_query_params(next=request.url.path)
@@ -161,15 +162,20 @@ class Shell:
         *,
         act: bool = True,
     ) -> Handler:
-        """A POST: signed in, may act (unless `act` is False), same origin, and with the
-        CSRF token (a Bearer request, which no browser sends by itself, needs none).
-        Anything refused is refused before the form is even read."""
+        """A POST: signed in, with a role that may act (unless `act` is False: signing
+        out), same origin, and with the CSRF token (a Bearer request, which no browser
+        sends by itself, needs none). A viewer is refused before the form is read."""
 
         async def guarded(request: Request) -> Response:
             access = await self.gate.identify(request)
             if access is None:
                 return PlainTextResponse("sign in first", status_code=401, headers=CHALLENGE)
             request.state.access = access
+            if act and not access.can_act:
+                why = (
+                    "this dashboard is read-only" if self.gate.read_only else "a viewer only looks"
+                )
+                return PlainTextResponse(f"refused: {why}", status_code=403)
             form = await request.form()
             fields = {k: v for k, v in form.items() if isinstance(v, str)}
             ids = [v for v in form.getlist("ids") if isinstance(v, str)]
@@ -178,8 +184,6 @@ class Shell:
                 or not self.gate.csrf_ok(request, fields.get("csrf_token"))
             ):
                 return PlainTextResponse("refused: not from this dashboard's page", status_code=403)
-            if act and not access.can_act:
-                return PlainTextResponse("refused: read-only", status_code=403)
             return await handler(request, access, fields, ids)
 
         return guarded
@@ -195,6 +199,7 @@ class Shell:
             name,
             {
                 "access": access,
+                "read_only": self.gate.read_only,
                 "csrf_token": csrf,
                 "refresh": self.refresh,
                 "link": lambda route, **params: request.url_for(route, **params).path,

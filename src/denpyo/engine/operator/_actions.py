@@ -10,6 +10,8 @@ does, and refuses what it refuses (the row is then skipped, with the reason).
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import socket
 import uuid
@@ -29,6 +31,7 @@ from denpyo.domain.actions import (
     Approval,
     Scope,
     history_note,
+    person_of,
 )
 from denpyo.domain.filters import Filter
 from denpyo.domain.limits import check_key, encode_payload
@@ -424,3 +427,59 @@ def _parse(enum: type[E], value: str | None, what: str) -> E | None:
     except ValueError:
         names = ", ".join(e.value for e in enum)
         raise InvalidInput(f"no {what} named {value!r}: choose {names}") from None
+
+
+# -- the action log as data ----------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "id", "created_at", "by", "kind", "target", "state", "note", "rows", "done", "skipped",
+    "approver", "decided_at", "decision_note", "finished_at",
+)  # fmt: skip
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""A CSV cell starting with one of these is a formula to a spreadsheet: written with a
+leading apostrophe, so that a note cannot run anything on the auditor's machine."""
+
+
+def action_json(record: ActionRecord) -> dict[str, Any]:
+    """An entry of the action log for scripts (`--json`) and the CSV export; a resend's
+    corrected payload stays out of it."""
+
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "id": record.id,
+        "kind": record.kind.value,
+        "scope": record.scope.value,
+        "target": record.target,
+        "state": record.state.value,
+        "by": record.person,
+        "note": record.note,
+        "params": {k: v for k, v in record.params.items() if k != "payload"},
+        "plan": record.plan,
+        "approver": None if record.approver is None else person_of(record.approver),
+        "decision_note": record.decision_note,
+        "decided_at": when(record.decided_at),
+        "expires_at": when(record.expires_at),
+        "rows": record.total,
+        "done": record.done,
+        "skipped": record.skipped,
+        "created_at": when(record.created_at),
+        "finished_at": when(record.finished_at),
+    }
+
+
+def actions_csv(records: Sequence[ActionRecord]) -> str:
+    """The action log as CSV, one line per action, for an auditor's spreadsheet."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        data = action_json(record)
+        writer.writerow(_csv_cell(data[column]) for column in CSV_COLUMNS)
+    return buffer.getvalue()
+
+
+def _csv_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text

@@ -1,0 +1,477 @@
+"""People on the dashboard, each with their own sign-in and role: what each role may
+see and do, the users file's tokens by the form and by Bearer, a person removed or
+demoted while signed in, sessions kept on the server (signed out, they are gone; a
+read-only server's do not work on another), a proxy's header believed only from
+its addresses, and wrong tokens slowed and logged."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+import denpyo
+from dashboard_seed import seed
+from denpyo.engine import operator as op
+from denpyo.web import Access, create_app, people
+from denpyo.web.auth import MAKE_TOKEN, Throttle
+
+ORIGIN = "http://127.0.0.1:8470"
+TOKEN = "correct-horse-battery"
+PAGES = ["/", "/partials/overview", "/submissions", "/attention", "/metrics", "/channels/sms"]
+ROLES = {"vera": "viewer", "otto": "operator", "april": "approver", "ada": "admin"}
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[denpyo.Ledger]:
+    with denpyo.Ledger(f"sqlite:///{tmp_path}/people.db") as ledger:
+        ledger.migrate()
+        yield ledger
+
+
+@pytest.fixture
+def ids(ledger: denpyo.Ledger) -> dict[str, int]:
+    return seed(ledger)
+
+
+@pytest.fixture
+def users(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A users file with one person of each role: its path, and their tokens."""
+    path = tmp_path / "users.json"
+    tokens = {}
+    for name, role in ROLES.items():
+        _, token = people.add(path, name, role)
+        assert token is not None
+        tokens[name] = token
+    people.add(path, "petra", "operator", token=False)  # signed in by the proxy only
+    return path, tokens
+
+
+class FakeWait:
+    """The throttle's clock and sleep: waits are recorded, not slept."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def fake_waits(app: Any) -> FakeWait:
+    fake = FakeWait()
+    app.state.dashboard.gate.throttle = Throttle(clock=fake.clock, sleep=fake.sleep)
+    return fake
+
+
+def client(app: Any, base_url: str = ORIGIN, peer: str = "testclient") -> TestClient:
+    return TestClient(app, base_url=base_url, follow_redirects=False, client=(peer, 50000))
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def sign_in(app: Any, name: str, token: str, base_url: str = ORIGIN) -> tuple[TestClient, str]:
+    """A browser signed in through the form: its client and its CSRF token."""
+    browser = client(app, base_url)
+    csrf = csrf_of(browser.get("/login").text)
+    answer = browser.post(
+        "/login",
+        data={"name": name, "token": token, "csrf_token": csrf},
+        headers={"origin": base_url},
+    )
+    assert answer.status_code == 303, answer.text
+    return browser, csrf
+
+
+def history(ledger: denpyo.Ledger, submission_id: int) -> list[str]:
+    return [f"{e.kind} {e.actor}" for e in ledger.events(submission_id)]
+
+
+def everything(ledger: denpyo.Ledger, ids: dict[str, int]) -> Any:
+    return {n: history(ledger, i) for n, i in ids.items()}, ledger.store.channel_history("sms")
+
+
+POSTS: list[tuple[str, dict[str, str]]] = [
+    ("/submissions/{exhausted}/retry", {"note": "outage over"}),
+    ("/submissions/{rejected}/abandon", {"note": "gone"}),
+    ("/submissions/{rejected}/resend", {"note": "fixed"}),
+    ("/submissions/{doubt}/mark-synced", {"note": "seen", "remote_id": "m-1"}),
+    ("/bulk", {"note": "all", "action": "abandon", "confirm": "yes", "ids": "{rejected}"}),
+    ("/channels/sms/pause", {"note": "maintenance"}),
+    ("/channels/sms/resume", {"note": "back"}),
+]
+
+
+def test_every_role_reads_every_page_and_sees_its_name_and_role(
+    ledger: denpyo.Ledger, ids: dict[str, int], users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    script = client(create_app(ledger, users=path))
+    for name, role in ROLES.items():
+        bearer = {"authorization": f"Bearer {tokens[name]}"}
+        for page in PAGES:
+            assert script.get(page, headers=bearer).status_code == 200, (name, page)
+        header = script.get("/", headers=bearer).text.split("</header>")[0]
+        assert f'<span class="person">{name}</span>' in header
+        assert f">{role}</span>" in header
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["read-write", "read-only"])
+def test_a_viewer_is_refused_every_action_whatever_the_server(
+    ledger: denpyo.Ledger, ids: dict[str, int], users: tuple[Path, dict[str, str]], read_only: bool
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path, read_only=read_only)
+    browser, csrf = sign_in(app, "vera", tokens["vera"])
+    assert 'name="ids"' not in browser.get("/attention").text
+    assert "/abandon" not in browser.get(f"/submissions/{ids['rejected']}").text
+    before = everything(ledger, ids)
+    for target, form in POSTS:
+        data = {k: v.format(**ids) for k, v in {**form, "csrf_token": csrf}.items()}
+        answer = browser.post(target.format(**ids), data=data, headers={"origin": ORIGIN})
+        assert answer.status_code == 403, (target, answer.text)
+        by_bearer = client(app).post(
+            target.format(**ids), data=data, headers={"authorization": f"Bearer {tokens['vera']}"}
+        )
+        assert by_bearer.status_code == 403, target
+    assert everything(ledger, ids) == before
+
+
+def test_an_operator_acts_under_their_own_name(
+    ledger: denpyo.Ledger, ids: dict[str, int], users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path)
+    browser, csrf = sign_in(app, "otto", tokens["otto"])
+    assert 'name="ids"' in browser.get("/attention").text
+    for target, form in POSTS[:2] + POSTS[5:6]:
+        data = {k: v.format(**ids) for k, v in {**form, "csrf_token": csrf}.items()}
+        answer = browser.post(target.format(**ids), data=data, headers={"origin": ORIGIN})
+        assert answer.status_code == 303, (target, answer.text)
+    assert history(ledger, ids["rejected"])[-1] == "abandon operator:otto"
+    assert history(ledger, ids["exhausted"])[-1] == "retry operator:otto"
+    assert ledger.store.channel_history("sms")[0].actor == "operator:otto"
+    # By Bearer, the person is the token's, whatever X-Denpyo-By says.
+    done = client(app).post(
+        f"/submissions/{ids['rejected2']}/abandon",
+        data={"note": "closed"},
+        headers={"authorization": f"Bearer {tokens['ada']}", "x-denpyo-by": "someone-else"},
+    )
+    assert done.status_code == 303
+    assert history(ledger, ids["rejected2"])[-1] == "abandon operator:ada"
+
+
+def test_the_form_wants_the_tokens_own_name(
+    ledger: denpyo.Ledger, users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path)
+    fake = fake_waits(app)
+    browser = client(app)
+    page = browser.get("/login").text
+    assert "Your token" in page and "denpyo users add" in page
+    csrf = csrf_of(page)
+    for name, token in (("vera", tokens["otto"]), ("otto", tokens["otto"] + "x"), ("otto", "")):
+        answer = browser.post(
+            "/login",
+            data={"name": name, "token": token, "csrf_token": csrf},
+            headers={"origin": ORIGIN},
+        )
+        assert answer.status_code == 401 and "wrong name or token" in answer.text
+        assert "denpyo_session" not in browser.cookies
+    assert fake.waits == [1, 2, 4]
+    answer = browser.post(
+        "/login",
+        data={"name": " OTTO ", "token": tokens["otto"], "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert answer.status_code == 303
+    assert '<span class="person">otto</span>' in browser.get("/").text
+    assert app.state.dashboard.gate.throttle.in_a_row("testclient") == 0  # a success: over
+
+
+def test_a_person_removed_or_given_a_new_token_is_refused_at_the_next_request(
+    ledger: denpyo.Ledger, users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path)
+    fake_waits(app)
+    otto, _ = sign_in(app, "otto", tokens["otto"])
+    april, _ = sign_in(app, "april", tokens["april"])
+    script = client(app)
+    bearer = {"authorization": f"Bearer {tokens['otto']}"}
+    assert otto.get("/attention").status_code == 200
+    assert script.get("/attention", headers=bearer).status_code == 200  # and remembered
+    people.remove(path, "otto")
+    assert otto.get("/attention").status_code == 401
+    assert script.get("/attention", headers=bearer).status_code == 401
+    assert otto.get("/", headers={"accept": "text/html"}).headers["location"].startswith("/login")
+    assert april.get("/attention").status_code == 200
+    _, new = people.reset(path, "april")
+    assert april.get("/attention").status_code == 401  # a reset ends the old sessions
+    assert client(app).get("/attention", headers={"authorization": f"Bearer {new}"}).is_success
+
+
+def test_a_demoted_persons_session_loses_the_right_at_once(
+    ledger: denpyo.Ledger, ids: dict[str, int], users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path)
+    browser, csrf = sign_in(app, "otto", tokens["otto"])
+    people.set_role(path, "otto", "viewer")
+    page = browser.get(f"/submissions/{ids['rejected']}").text
+    assert ">viewer</span>" in page and "/abandon" not in page
+    refused = browser.post(
+        f"/submissions/{ids['rejected']}/abandon",
+        data={"note": "gone", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert refused.status_code == 403
+    people.set_role(path, "otto", "operator")
+    done = browser.post(
+        f"/submissions/{ids['rejected']}/abandon",
+        data={"note": "gone", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert done.status_code == 303
+
+
+def test_a_signed_out_cookie_replayed_is_refused(
+    ledger: denpyo.Ledger, users: tuple[Path, dict[str, str]]
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, users=path, token=TOKEN)
+    for name, token in (("otto", tokens["otto"]), ("tina", TOKEN)):
+        browser, csrf = sign_in(app, name, token)
+        cookie = browser.cookies["denpyo_session"]
+        assert browser.get("/attention").status_code == 200
+        out = browser.post("/logout", data={"csrf_token": csrf}, headers={"origin": ORIGIN})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+        replay = client(app)
+        replay.cookies.set("denpyo_session", cookie)
+        assert replay.get("/attention").status_code == 401, name
+        assert replay.post("/logout", data={"csrf_token": csrf}).status_code == 401
+
+
+@pytest.mark.parametrize("shared_key", [True, False], ids=["same-key", "own-keys"])
+def test_a_read_only_servers_session_cannot_act_on_a_read_write_one(
+    ledger: denpyo.Ledger, ids: dict[str, int], users: tuple[Path, dict[str, str]], shared_key: bool
+) -> None:
+    """The same host, another port: the browser sends the read-only dashboard's cookie
+    to the read-write one too. It is no session there."""
+    path, tokens = users
+    key = b"k" * 32
+    reader = create_app(ledger, token=TOKEN, users=path, read_only=True, session_key=key)
+    writer = create_app(
+        ledger, token=TOKEN, users=path, session_key=key if shared_key else b"w" * 32
+    )
+    writer_origin = "http://127.0.0.1:8471"
+    before = everything(ledger, ids)
+    for name, token in (("tina", TOKEN), ("ada", tokens["ada"])):
+        browser, csrf = sign_in(reader, name, token)
+        page = browser.get(f"/submissions/{ids['rejected']}").text
+        assert ">viewer</span>" in page and "read-only" in page and "/abandon" not in page
+        refused = browser.post(
+            f"/submissions/{ids['rejected']}/abandon",
+            data={"note": "gone", "csrf_token": csrf},
+            headers={"origin": ORIGIN},
+        )
+        assert refused.status_code == 403
+        other = client(writer, writer_origin)
+        other.cookies.set("denpyo_session", browser.cookies["denpyo_session"])
+        other_csrf = csrf_of(other.get("/login").text)
+        for target, form in POSTS:
+            data = {k: v.format(**ids) for k, v in {**form, "csrf_token": other_csrf}.items()}
+            answer = other.post(target.format(**ids), data=data, headers={"origin": writer_origin})
+            assert answer.status_code == 401, (name, target)
+        assert other.get("/attention").status_code == 401
+    assert everything(ledger, ids) == before
+
+
+def test_a_proxys_header_names_the_person_only_from_a_trusted_address(
+    ledger: denpyo.Ledger,
+    ids: dict[str, int],
+    users: tuple[Path, dict[str, str]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    path, _ = users
+    app = create_app(
+        ledger,
+        users=path,
+        trusted_header="X-Forwarded-User",
+        trusted_proxies=["10.0.0.0/8", "127.0.0.1"],
+    )
+    for peer in ("10.20.30.40", "127.0.0.1", "::ffff:10.0.0.1"):
+        proxied = client(app, peer=peer)
+        proxied.headers["x-forwarded-user"] = "petra"  # in the file: an operator
+        page = proxied.get("/attention")
+        assert page.status_code == 200 and ">operator</span>" in page.text, peer
+    csrf = csrf_of(page.text)
+    done = proxied.post(
+        f"/submissions/{ids['rejected']}/abandon",
+        data={"note": "gone", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert done.status_code == 303
+    assert history(ledger, ids["rejected"])[-1] == "abandon operator:petra"
+    # Someone the file does not list: the proxy role, a viewer.
+    stranger = client(app, peer="10.0.0.9")
+    stranger.headers["x-forwarded-user"] = "sam"
+    page = stranger.get("/attention")
+    assert page.status_code == 200 and ">viewer</span>" in page.text
+    refused = stranger.post(
+        f"/submissions/{ids['rejected2']}/abandon",
+        data={"note": "gone", "csrf_token": csrf_of(page.text)},
+        headers={"origin": ORIGIN},
+    )
+    assert refused.status_code == 403
+    # From anywhere else the header is nobody, and said once per source.
+    with caplog.at_level(logging.WARNING, logger="denpyo.web"):
+        for peer in ("192.168.1.5", "192.168.1.5", "11.0.0.1", "testclient"):
+            outsider = client(app, peer=peer)
+            outsider.headers["x-forwarded-user"] = "ada"
+            assert outsider.get("/attention").status_code == 401
+    warned = [r.getMessage() for r in caplog.records if "no trusted proxy" in r.getMessage()]
+    assert len(warned) == 3 and "192.168.1.5" in warned[0]
+    assert client(app).get("/login").status_code == 200  # users sign in by the form too
+
+
+def test_the_proxy_role_and_a_proxy_alone(ledger: denpyo.Ledger, ids: dict[str, int]) -> None:
+    app = create_app(
+        ledger, trusted_header="X-Remote-User", trusted_proxies=["::1"], proxy_role="operator"
+    )
+    proxied = client(app, peer="::1")
+    proxied.headers["x-remote-user"] = "olga"
+    page = proxied.get("/attention")
+    assert page.status_code == 200 and ">operator</span>" in page.text
+    assert client(app, peer="::1").get("/login").status_code == 404  # no form to sign in by
+    assert client(app, peer="::2").get("/attention").status_code == 401
+
+
+def test_guessing_bearer_tokens_is_slowed_and_logged(
+    ledger: denpyo.Ledger, users: tuple[Path, dict[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    path, tokens = users
+    app = create_app(ledger, token=TOKEN, users=path)
+    fake = fake_waits(app)
+    script = client(app, peer="198.51.100.7")
+    guesses = [TOKEN + "x", "dpy_" + tokens["otto"][4:-1] + "?", "nothing", ""]
+    with caplog.at_level(logging.WARNING, logger="denpyo.web"):
+        for guess in guesses:
+            # A wrong Bearer is a 401, even for a browser-like request: never a redirect.
+            answer = script.get(
+                "/", headers={"authorization": f"Bearer {guess}", "accept": "text/html"}
+            )
+            assert answer.status_code == 401
+    assert fake.waits == [1, 2, 4, 8]
+    lines = [r.getMessage() for r in caplog.records if r.name == "denpyo.web"]
+    assert len(lines) == 4 and all("(bearer) from 198.51.100.7" in line for line in lines)
+    assert [re.search(r"(\d+) in a row", line).group(1) for line in lines] == ["1", "2", "3", "4"]  # type: ignore[union-attr]
+    assert "answered in 8 s" in lines[-1]
+    # A right token from there starts over.
+    assert script.get("/metrics", headers={"authorization": f"Bearer {TOKEN}"}).is_success
+    assert app.state.dashboard.gate.throttle.in_a_row("198.51.100.7") == 0
+    # Another source was never slowed.
+    assert (
+        not client(app, peer="198.51.100.8")
+        .get("/", headers={"authorization": "Bearer wrong"})
+        .is_success
+    )
+    assert fake.waits[-1] == 1
+
+
+def test_parallel_guesses_from_one_source_wait_in_turn(ledger: denpyo.Ledger) -> None:
+    """Two wrong tokens sent at once: the second is checked after the first's 1 s, and
+    waits 2 s itself; the real clock says so."""
+    app = create_app(ledger, token=TOKEN)
+
+    async def guess_twice() -> list[int]:
+        transport = httpx.ASGITransport(app=app, client=("192.0.2.1", 4000))
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as http:
+            answers = await asyncio.gather(
+                *(http.get("/metrics", headers={"authorization": "Bearer no"}) for _ in range(2))
+            )
+        return [a.status_code for a in answers]
+
+    started = time.monotonic()
+    assert asyncio.run(guess_twice()) == [401, 401]
+    assert time.monotonic() - started >= 3.0
+
+
+def test_a_wrong_form_sign_in_waits_and_is_logged(
+    ledger: denpyo.Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(ledger, token=TOKEN)
+    browser = client(app)
+    csrf = csrf_of(browser.get("/login").text)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="denpyo.web"):
+        answer = browser.post(
+            "/login",
+            data={"name": "mallory", "token": "guess", "csrf_token": csrf},
+            headers={"origin": ORIGIN},
+        )
+    assert answer.status_code == 401 and "wrong token" in answer.text
+    assert time.monotonic() - started >= 1.0
+    assert "a wrong token (form) from testclient, 1 in a row" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["password", " " * 8, "short-token", "aaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababab"],
+)
+def test_weak_tokens_are_refused(ledger: denpyo.Ledger, token: str) -> None:
+    with pytest.raises(denpyo.ConfigurationError) as refused:
+        create_app(ledger, token=token)
+    assert MAKE_TOKEN in str(refused.value)
+
+
+def test_what_create_app_refuses(ledger: denpyo.Ledger, tmp_path: Path) -> None:
+    refusals = [
+        ({}, "never open"),
+        ({"trusted_header": "X-Forwarded-User"}, "--trusted-proxy"),
+        ({"trusted_header": "X-User", "trusted_proxies": ["10.0.0.0/33"]}, "no address"),
+        ({"token": TOKEN, "proxy_role": "boss"}, "no role named 'boss'"),
+        ({"token": TOKEN, "session_key": b"short"}, "at least 16"),
+        ({"users": tmp_path / "missing.json"}, "no users file"),
+    ]
+    for options, message in refusals:
+        with pytest.raises(denpyo.ConfigurationError, match=message):
+            create_app(ledger, **options)
+
+
+def test_the_host_apps_hook_gives_roles_and_read_only_lowers_them(
+    ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    def auth(request: Any) -> Access | None:
+        name = request.headers.get("x-user")
+        return {"o": Access.operator("olga"), "p": Access.approver("pia")}.get(name or "")
+
+    for read_only, allowed in ((False, 303), (True, 403)):
+        app = create_app(ledger, auth=auth, read_only=read_only)
+        browser = client(app)
+        browser.headers["x-user"] = "o"
+        csrf = csrf_of(browser.get("/attention").text)
+        answer = browser.post(
+            f"/submissions/{ids['rejected' if not read_only else 'rejected2']}/abandon",
+            data={"note": "gone", "csrf_token": csrf},
+            headers={"origin": ORIGIN},
+        )
+        assert answer.status_code == allowed
+    assert op.history(ledger, ids["rejected"]).submission.resolution is not None
