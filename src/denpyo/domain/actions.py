@@ -117,6 +117,11 @@ class ActionRecord:
             return None
         return person_of(self.approver)
 
+    @property
+    def decided_by(self) -> str | None:
+        """The second person who approved or rejected it."""
+        return None if self.approver is None else person_of(self.approver)
+
     def describe(self) -> str:
         """One line: what, on what, and where it stands."""
         line = f"{self.kind} {self.target}: {self.state}"

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from denpyo.domain.actions import ActionKind, RowOutcome
 from denpyo.domain.limits import decode_payload, encode_payload
 from denpyo.engine import operator as op
 from denpyo.errors import DenpyoError, SubmissionNotFound
@@ -53,8 +54,14 @@ class Actions(Shell):
             self.counts = None
             raise Refused(409, str(exc)) from exc
 
-    def done(self, request: Request, submission_id: int, code: str) -> Response:
-        """The redirect to the row's page after an action, naming its outcome by code."""
+    def done(
+        self, request: Request, submission_id: int, code: str, requested: op.Requested | None = None
+    ) -> Response:
+        """The redirect to the row's page after an action, naming its outcome by code;
+        an action a two-person rule kept for a second person goes to its request."""
+        if requested is not None:
+            target = request.url_for("action", id=requested.action.id)
+            return RedirectResponse(f"{target.path}?done=requested", status_code=303)
         assert code in DONE, code
         self.counts = None  # the next page shows the counts after the change
         target = request.url_for("submission", id=submission_id).include_query_params(done=code)
@@ -65,22 +72,26 @@ class Actions(Shell):
     ) -> Response:
         sid = request.path_params["id"]
         force = fields.get("force_in_doubt") == "yes"
-        await self.act(
+        done = await self.act(
             request,
             access,
             op.retry,
             refs=[sid],
             note=fields.get("note") or "",
             force_in_doubt=force,
+            approval=self.approval,
         )
-        return self.done(request, sid, "retried")
+        return self.done(request, sid, "retried", done.requested)
 
     async def abandon(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
         sid = request.path_params["id"]
-        await self.act(request, access, op.resolve_abandon, sid, note=fields.get("note") or "")
-        return self.done(request, sid, "abandoned")
+        note = fields.get("note") or ""
+        done = await self.act(
+            request, access, op.resolve_abandon, sid, note=note, approval=self.approval
+        )
+        return self.done(request, sid, "abandoned", done.requested)
 
     async def mark_synced(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -88,8 +99,16 @@ class Actions(Shell):
         sid = request.path_params["id"]
         remote_id = fields.get("remote_id") or ""
         note = fields.get("note") or ""
-        await self.act(request, access, op.resolve_mark_synced, sid, remote_id=remote_id, note=note)
-        return self.done(request, sid, "marked-synced")
+        done = await self.act(
+            request,
+            access,
+            op.resolve_mark_synced,
+            sid,
+            remote_id=remote_id,
+            note=note,
+            approval=self.approval,
+        )
+        return self.done(request, sid, "marked-synced", done.requested)
 
     async def resend(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -113,7 +132,10 @@ class Actions(Shell):
             note=note,
             payload=payload,
             force_in_doubt=force,
+            approval=self.approval,
         )
+        if done.requested is not None:
+            return self.done(request, sid, "resent", done.requested)
         assert done.created is not None
         return self.done(request, done.created.id, "resent")
 
@@ -176,7 +198,7 @@ class Actions(Shell):
         plan: list[tuple[int, str | None]] = []
         for sid in chosen:
             try:
-                await self._one(action, sid, note or "dry run", access, dry_run=True)
+                await self._dry_run(action, sid, note or "dry run", access)
                 plan.append((sid, None))
             except OUTAGE:
                 raise
@@ -185,17 +207,25 @@ class Actions(Shell):
         results: list[tuple[int, str | None]] = []
         if confirmed:
             await self.call(op.check_note, note, f"a bulk {action}")
-            for sid, reason in plan:
-                if reason is not None:
-                    continue
-                try:
-                    await self._one(action, sid, note, access, dry_run=False)
-                    results.append((sid, None))
-                except OUTAGE:
-                    raise
-                except DenpyoError as exc:
-                    results.append((sid, str(exc)))
+            ok = [sid for sid, reason in plan if reason is None]
+            done = await self.call(
+                op.act,
+                self.ledger,
+                ActionKind(action),
+                ok,
+                target=f"{len(ok)} ticked rows" if len(ok) != 1 else f"#{ok[0]}",
+                note=note,
+                by=access.name,
+                bulk=True,
+                approval=self.approval,
+            )
             self.counts = None
+            if isinstance(done, op.Requested):
+                target = request.url_for("action", id=done.action.id)
+                return RedirectResponse(f"{target.path}?done=requested", status_code=303)
+            rows = await self.call(self.ledger.store.action_rows, done.id, limit=MAX_BULK)
+            results = [(row.submission_id, row.reason if row.reason and row.outcome is
+                        RowOutcome.SKIPPED else None) for row in rows]  # fmt: skip
         return await self.render(
             request,
             access,
@@ -208,14 +238,13 @@ class Actions(Shell):
             note=note,
         )
 
-    async def _one(
-        self, action: str, sid: int, note: str, access: Access, *, dry_run: bool
-    ) -> None:
+    async def _dry_run(self, action: str, sid: int, note: str, access: Access) -> None:
+        """Every check the action makes on the row, nothing written: raises the refusal."""
         if action == "retry":
             await self.call(
-                op.retry, self.ledger, refs=[sid], note=note, by=access.name, dry_run=dry_run
+                op.retry, self.ledger, refs=[sid], note=note, by=access.name, dry_run=True
             )
         else:
             await self.call(
-                op.resolve_abandon, self.ledger, sid, note=note, by=access.name, dry_run=dry_run
+                op.resolve_abandon, self.ledger, sid, note=note, by=access.name, dry_run=True
             )

@@ -20,6 +20,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
+from denpyo.domain.actions import Approval
 from denpyo.domain.filters import Filter, parse_statuses
 from denpyo.domain.people import Role, parse_role
 from denpyo.domain.rules import allowed_actions
@@ -29,6 +30,7 @@ from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import ConfigurationError, DenpyoError, InvalidInput
 from denpyo.web import present
+from denpyo.web.action_pages import ActionPages
 from denpyo.web.actions import Actions, done_text
 from denpyo.web.auth import (
     SESSION_COOKIE,
@@ -55,7 +57,7 @@ LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 """The times a filter may name: every database compares them, and no row is older."""
 
 
-class Dashboard(Actions):
+class Dashboard(ActionPages, Actions):
     """The routes, the sign-in, and the pages over one ledger."""
 
     def routes(self) -> list[Route | Mount]:
@@ -95,6 +97,31 @@ class Dashboard(Actions):
                 )
             ],
             Route("/bulk", self.action(self.bulk), methods=["POST"], name="bulk"),
+            Route("/bulk/plan", self.action(self.bulk_plan), methods=["POST"], name="bulk_plan"),
+            Route("/actions", self.page(self.actions_page), name="actions"),
+            Route("/actions.csv", self.page(self.actions_export), name="actions_export"),
+            Route("/actions/{id:int}", self.page(self.action_page), name="action"),
+            Route("/partials/actions/{id:int}", self.page(self.action_part), name="action_part"),
+            Route("/approvals", self.page(self.approvals_page), name="approvals"),
+            *[
+                Route(
+                    f"/actions/{{id:int}}/{verb}",
+                    self.action(handler),
+                    methods=["POST"],
+                    name=f"action_{verb}",
+                )
+                for verb, handler in (
+                    ("confirm", self.confirm),
+                    ("approve", self.approve),
+                    ("reject", self.reject),
+                )
+            ],
+            Route(
+                "/actions/{id:int}/do/{verb}",
+                self.action(self.steer),
+                methods=["POST"],
+                name="action_steer",
+            ),
             Mount("/static", app=self.static, name="static"),
         ]
 
@@ -225,6 +252,7 @@ class Dashboard(Actions):
             statuses=list(Status),
             first=not (q.get("before") or q.get("after")),
             newest={k: v for k, v in filters.items() if v},
+            bulk_filter={} if search else {k: v for k, v in filters.items() if v and k != "q"},
         )
 
     async def filter(self, q: QueryParams, channel: str | None) -> Filter:
@@ -327,6 +355,7 @@ def create_app(
     auth: AuthHook | None = None,
     read_only: bool = False,
     session_key: bytes | None = None,
+    approval: Approval | None = None,
     redact: Sequence[str] = present.DEFAULT_REDACT,
     refresh: float = 5.0,
 ) -> Starlette:
@@ -350,7 +379,10 @@ def create_app(
 
     `read_only` makes every person a viewer on this server: it hides and refuses
     every action. `session_key` (bytes, at least 16) signs the session cookies;
-    without it a random one is made at start. `redact`: payload fields shown as
+    without it a random one is made at start. `approval`: a two-person rule for the
+    actions taken here (`Approval()`: marking synced, forced actions on rows in
+    doubt, and bulk actions over 100 rows wait for a second person with the
+    `approver` role); without it, the ledger's. `redact`: payload fields shown as
     "[redacted]" (at any depth, any case). `refresh`: seconds between the
     overview's and the queue's refreshes.
     """
@@ -380,7 +412,10 @@ def create_app(
         proxy_role=_role(proxy_role),
         session_key=session_key,
     )
+    if approval is not None and not isinstance(approval, Approval):
+        raise ConfigurationError(f"approval is an Approval or None, not {approval!r}")
     dashboard = Dashboard(ledger, gate, redact, refresh)
+    dashboard.approval = approval
     app = DashboardApp(routes=dashboard.routes(), exception_handlers=dashboard.exception_handlers())
     app.state.dashboard = dashboard
     return app

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
 
+from denpyo.domain.actions import Approval
 from denpyo.domain.limits import MAX_ID
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
@@ -108,6 +109,9 @@ class Static(StaticFiles):
 
 class Shell:
     """What every page and action of the dashboard shares, over one ledger."""
+
+    approval: Approval | None = None
+    """The dashboard's two-person rule for the actions taken here (else the ledger's)."""
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain import rules
-from denpyo.domain.actions import ActionKind, ActionRecord
+from denpyo.domain.actions import ActionKind, ActionRecord, Approval
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
@@ -75,6 +75,7 @@ def retry(
     note: str | None = None,
     by: str | None = None,
     dry_run: bool = False,
+    approval: Approval | None = None,
 ) -> RetryResult:
     """Make `failed` rows due now, named by `refs` or selected by `flt` (not both).
 
@@ -110,11 +111,13 @@ def retry(
     done = act(
         ledger,
         ActionKind.RETRY,
-        subs,
+        [sub.id for sub in subs],
+        target=label(subs[0]) if len(subs) == 1 else f"{len(subs)} rows",
         note=note or "retry requested",
         by=by,
         params={"force_in_doubt": True} if force_in_doubt else None,
         forced=forced,
+        approval=approval,
     )
     if isinstance(done, Requested):
         return RetryResult(False, [], skipped, requested=done)
@@ -218,7 +221,13 @@ class Resolution:
 
 
 def resolve_abandon(
-    ledger: Ledger, ref: str | int, *, note: str, by: str | None = None, dry_run: bool = False
+    ledger: Ledger,
+    ref: str | int,
+    *,
+    note: str,
+    by: str | None = None,
+    dry_run: bool = False,
+    approval: Approval | None = None,
 ) -> Resolution:
     """Give up on a row with a note: it keeps (or takes) `failed`/`rejected`, and is
     never attempted again by the engine. With `dry_run`, every check is made and the
@@ -228,7 +237,10 @@ def resolve_abandon(
     rules.may_abandon(sub).check()
     if dry_run:
         return Resolution("abandon", sub, from_status=sub.status)
-    done = act(ledger, ActionKind.ABANDON, [sub], note=note, by=by)
+    done = act(
+        ledger, ActionKind.ABANDON, [sub.id], target=label(sub), note=note, by=by,
+        approval=approval,
+    )  # fmt: skip
     return _resolved(ledger, "abandon", sub, done)
 
 
@@ -241,7 +253,13 @@ def _resolved(
 
 
 def resolve_mark_synced(
-    ledger: Ledger, ref: str | int, *, remote_id: str, note: str, by: str | None = None
+    ledger: Ledger,
+    ref: str | int,
+    *,
+    remote_id: str,
+    note: str,
+    by: str | None = None,
+    approval: Approval | None = None,
 ) -> Resolution:
     """Record that a person found the call at the provider, under `remote_id`."""
     note = check_note(note)
@@ -250,8 +268,16 @@ def resolve_mark_synced(
         raise InvalidInput("the provider's id (--remote-id) is required to mark a row synced")
     sub = find(ledger, ref)
     rules.may_mark_synced(sub).check()
-    done = act(ledger, ActionKind.MARK_SYNCED, [sub], note=note, by=by,
-               params={"remote_id": remote_id})  # fmt: skip
+    done = act(
+        ledger,
+        ActionKind.MARK_SYNCED,
+        [sub.id],
+        target=label(sub),
+        note=note,
+        by=by,
+        params={"remote_id": remote_id},
+        approval=approval,
+    )
     return _resolved(ledger, "mark_synced", sub, done)
 
 
@@ -263,6 +289,7 @@ def resolve_resend(
     payload: Any = SAME_PAYLOAD,
     force_in_doubt: bool = False,
     by: str | None = None,
+    approval: Approval | None = None,
 ) -> Resolution:
     """Replace a row by a new submission (optionally with a corrected payload) that a
     worker sends; the old row is resolved "resent as #id". Both in one transaction.
@@ -298,7 +325,17 @@ def resolve_resend(
     if payload is not SAME_PAYLOAD:
         params["payload"] = body
     forced = rules.may_resend(sub).permit is Permit.FORCE
-    done = act(ledger, ActionKind.RESEND, [sub], note=note, by=by, params=params, forced=forced)
+    done = act(
+        ledger,
+        ActionKind.RESEND,
+        [sub.id],
+        target=label(sub),
+        note=note,
+        by=by,
+        params=params,
+        forced=forced,
+        approval=approval,
+    )
     if isinstance(done, Requested):
         return Resolution("resend", sub, from_status=sub.status, requested=done)
     old = _only_row(ledger, done, sub)

@@ -215,30 +215,31 @@ def _get(ledger: Ledger, action_id: int) -> ActionRecord:
 def act(
     ledger: Ledger,
     kind: ActionKind,
-    subs: Sequence[Submission],
+    ids: Sequence[int],
     *,
+    target: str,
     note: str,
     by: str | None,
     params: dict[str, Any] | None = None,
     forced: bool = False,
-    target: str | None = None,
+    bulk: bool = False,
+    approval: Approval | None = None,
 ) -> ActionRecord | Requested:
-    """A person's action on rows they named, checked already by the caller: carried
-    out now, or, under the ledger's two-person rule, kept as a request (nothing
-    else written) for a second person."""
+    """A person's action on the rows they named (`ids`, checked by the caller, or
+    ticked on a page: `bulk`): carried out now, each row that no longer allows it
+    skipped with the reason; or, under a two-person rule (`approval`, else the
+    ledger's), kept as a request (nothing else written) for a second person."""
     actor = operator_actor(by)
-    ids = [sub.id for sub in subs]
-    what = target or (label(subs[0]) if len(subs) == 1 else f"{len(subs)} rows")
-    policy: Approval | None = ledger.approval
-    reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=False) if policy else None
+    policy = approval or ledger.approval
+    reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=bulk) if policy else None
     if reason is not None and policy is not None:
         entry = NewAction(
-            kind, Scope.ROWS, what, actor, note, ActionState.REQUESTED,
+            kind, Scope.ROWS, target, actor, note, ActionState.REQUESTED,
             params=params, expires_in=policy.expires_after,
         )  # fmt: skip
         return Requested(ledger.store.add_action(entry, ids=ids), reason)
     runner = runner_name()
-    entry = NewAction(kind, Scope.ROWS, what, actor, note, params=params)
+    entry = NewAction(kind, Scope.ROWS, target, actor, note, params=params)
     record = ledger.store.add_action(entry, ids=ids, runner=runner, lease=LEASE)
     return run(ledger, record.id, runner=runner)
 
@@ -246,17 +247,20 @@ def act(
 def approve(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
     """A second person approves a request: it is carried out now, and each row's
     history names both people."""
-    return _decide(ledger, action_id, note=note, by=by, approve=True)
+    decide(ledger, action_id, note=note, by=by, approve=True)
+    return run(ledger, action_id)
 
 
 def reject(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
     """A second person rejects a request, with a note: nothing is done."""
-    return _decide(ledger, action_id, note=note, by=by, approve=False)
+    return decide(ledger, action_id, note=note, by=by, approve=False)
 
 
-def _decide(
+def decide(
     ledger: Ledger, action_id: int, *, note: str, by: str | None, approve: bool
 ) -> ActionRecord:
+    """A second person's decision, written; an approved request is then running, for
+    `run` to carry out (`approve` does both)."""
     from denpyo.engine.operator._act import check_note
 
     text = check_note(note, "an approval" if approve else "a rejection")
@@ -271,7 +275,7 @@ def _decide(
         )
     if not ledger.store.decide_action(action_id, approver=approver, approve=approve, note=text):
         raise InvalidInput(f"action #{action_id} was decided or expired meanwhile: look again")
-    return run(ledger, action_id) if approve else _get(ledger, action_id)
+    return _get(ledger, action_id)
 
 
 # -- bulk actions over a filter's rows ---------------------------------------------------
@@ -334,7 +338,7 @@ def _reason_kind(reason: str) -> str:
 
 
 def confirm_bulk(
-    ledger: Ledger, action_id: int, *, by: str | None = None
+    ledger: Ledger, action_id: int, *, by: str | None = None, approval: Approval | None = None
 ) -> ActionRecord | Requested:
     """Its person confirms a planned bulk action: it runs (the caller carries it out,
     `run`), or, over the two-person rule's size, waits for a second person."""
@@ -345,7 +349,7 @@ def confirm_bulk(
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
     plan = record.plan or {}
     acting = int(plan.get("counts", {}).get(will(record.kind), 0))
-    policy = ledger.approval
+    policy = approval or ledger.approval
     forced = bool(record.params.get("force_in_doubt"))
     reason = policy.reason(record.kind, rows=acting, forced=forced, bulk=True) if policy else None
     to = ActionState.REQUESTED if reason else ActionState.RUNNING
