@@ -9,6 +9,7 @@ import click
 from denpyo.cli import render
 from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
+from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
 from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
 from denpyo.store import dialect_of
@@ -182,6 +183,19 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     "--read-only", is_flag=True, help="Everyone is a viewer: show everything, change nothing."
 )
 @click.option(
+    "--two-person",
+    is_flag=True,
+    help="Marking synced, forced actions on rows in doubt and bulk actions over "
+    "--bulk-over rows wait for a second person with the approver role.",
+)
+@click.option(
+    "--bulk-over",
+    type=click.IntRange(min=0),
+    default=DEFAULT_BULK_OVER,
+    show_default=True,
+    help="With --two-person: the largest bulk action one person may take alone.",
+)
+@click.option(
     "--redact",
     "redact",
     multiple=True,
@@ -200,6 +214,8 @@ def dashboard(
     proxy_role: str,
     session_key_file: str | None,
     read_only: bool,
+    two_person: bool,
+    bulk_over: int,
     redact: tuple[str, ...],
 ) -> None:
     """Serve the dashboard: counts, the needs-attention queue, each row's history,
@@ -207,7 +223,7 @@ def dashboard(
 
     \b
     Example: denpyo --db postgresql://app@db/app dashboard --port 8080
-    Example: denpyo dashboard --users /etc/denpyo/users.json
+    Example: denpyo dashboard --users /etc/denpyo/users.json --two-person
     Example: DENPYO_DASHBOARD_TOKEN=$(cat /etc/denpyo/token) denpyo dashboard --read-only
     """
     import secrets
@@ -228,6 +244,7 @@ def dashboard(
         proxy_role=proxy_role,
         session_key=_session_key(session_key_file),
         read_only=read_only,
+        approval=Approval(bulk_over=bulk_over) if two_person else None,
         redact=(*DEFAULT_REDACT, *redact),
     )
     import socket
