@@ -118,6 +118,38 @@ class ActionRecord:
         return person_of(self.approver)
 
     @property
+    def details(self) -> list[str]:
+        """What the action carries besides its kind and rows, in words."""
+        found = []
+        if self.params.get("remote_id"):
+            found.append(f"the provider's id: {self.params['remote_id']}")
+        if self.params.get("force_in_doubt"):
+            found.append("forced: rows in doubt too (their call may have arrived)")
+        if "payload" in self.params:
+            found.append("with a corrected payload")
+        return found
+
+    @property
+    def started(self) -> bool:
+        """Past its dry run and its approval: its rows are being (or were) worked on."""
+        return self.state not in (
+            ActionState.PLANNED,
+            ActionState.REQUESTED,
+            ActionState.REJECTED,
+            ActionState.EXPIRED,
+        ) and not (self.state is ActionState.CANCELLED and self.done + self.skipped == 0)
+
+    @property
+    def steers(self) -> list[str]:
+        """What its person (or an admin) may do to it now: pause, resume, cancel."""
+        return {
+            ActionState.PLANNED: ["cancel"],
+            ActionState.REQUESTED: ["cancel"],
+            ActionState.RUNNING: ["pause", "cancel"],
+            ActionState.PAUSED: ["resume", "cancel"],
+        }.get(self.state, [])
+
+    @property
     def decided_by(self) -> str | None:
         """The second person who approved or rejected it."""
         return None if self.approver is None else person_of(self.approver)

@@ -82,6 +82,11 @@ def age(seconds: float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
+def num(value: int) -> str:
+    """A count as people read it: 10,000."""
+    return f"{value:,}"
+
+
 def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "—"
 

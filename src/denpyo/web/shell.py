@@ -127,6 +127,7 @@ class Shell:
         folder = resources.files("denpyo.web")
         self.templates = Jinja2Templates(directory=str(folder / "templates"))
         self.templates.env.globals.update(age=present.age, when=present.when)
+        self.templates.env.filters["num"] = present.num
         self.static = Static(directory=str(folder / "static"))
         self.counts: tuple[float, op.StatusReport] | None = None  # (fresh until, counts)
         # The ledger's calls run on a few threads of their own: each thread keeps its

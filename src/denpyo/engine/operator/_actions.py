@@ -237,7 +237,11 @@ def act(
             kind, Scope.ROWS, target, actor, note, ActionState.REQUESTED,
             params=params, expires_in=policy.expires_after,
         )  # fmt: skip
-        return Requested(ledger.store.add_action(entry, ids=ids), reason)
+        request = ledger.store.add_action(entry, ids=ids)
+        counts, samples = _count(ledger, request)  # what the approver would let happen
+        plan = {"counts": counts, "samples": samples}
+        ledger.store.set_plan(request.id, plan, to=request.state, from_=request.state)
+        return Requested(_get(ledger, request.id), reason)
     runner = runner_name()
     entry = NewAction(kind, Scope.ROWS, target, actor, note, params=params)
     record = ledger.store.add_action(entry, ids=ids, runner=runner, lease=LEASE)
@@ -311,23 +315,31 @@ def plan_bulk(
             f"the filter finds {record.total} rows; a bulk action takes at most "
             f"{MAX_BULK_ROWS}: narrow it (a channel, a time range)"
         )
+    counts, samples = _count(ledger, record, batch)
+    plan = {"counts": counts, "samples": samples}
+    ledger.store.set_plan(record.id, plan, to=ActionState.PLANNED, from_=ActionState.PLANNED)
+    return DryRun(_get(ledger, record.id), counts, samples)
+
+
+def _count(
+    ledger: Ledger, record: ActionRecord, batch: int = BATCH
+) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """What the action would do to each of its rows now: how many rows each outcome
+    (``will retry``, or a reason to skip), with a few of each."""
     counts: Counter[str] = Counter()
     samples: dict[str, list[int]] = {}
     after = 0
     while True:
         ids, rows = ledger.store.pending_batch(record.id, after=after, limit=batch)
         if not ids:
-            break
+            return dict(counts), samples
         for sid in ids:
             step, reason = _step(ledger, record, rows.get(sid))
-            outcome = will(kind) if step is not None else _reason_kind(reason)
+            outcome = will(record.kind) if step is not None else _reason_kind(reason)
             counts[outcome] += 1
             if len(samples.setdefault(outcome, [])) < SAMPLES:
                 samples[outcome].append(sid)
         after = ids[-1]
-    plan = {"counts": dict(counts), "samples": samples}
-    ledger.store.set_plan(record.id, plan, to=ActionState.PLANNED, from_=ActionState.PLANNED)
-    return DryRun(_get(ledger, record.id), dict(counts), samples)
 
 
 def _reason_kind(reason: str) -> str:
