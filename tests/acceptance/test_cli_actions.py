@@ -7,14 +7,19 @@ import csv
 import io
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import denpyo
+from denpyo.domain.filters import Filter
 
 APP = """
 import denpyo
@@ -137,3 +142,57 @@ def test_bad_input_is_one_line_and_exit_2(db_url: str) -> None:
     refused(cli("approve", "999", "--note", "n", db=db_url), "no action #999")
     refused(cli("bulk", "pause", "999", db=db_url), "is not running")
     assert as_json(cli("actions", "--json", db=db_url)) == []  # nothing was written
+
+
+def exhausted(url: str, n: int) -> None:
+    """`n` exhausted rows of channel `sms`, recorded by the ledger and failed in one
+    statement, as an outage leaves them."""
+    with denpyo.Ledger(url) as ledger:
+        ledger.channel("sms")(lambda sub: "sms-1")
+        ledger.enqueue_many("sms", [(f"k{i}", {"i": i}) for i in range(n)])
+    update = (
+        "UPDATE denpyo_submissions SET status = 'failed', error_kind = 'transient', "
+        "last_error = '503', attempts = 5, next_attempt_at = NULL WHERE channel = 'sms'"
+    )
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            conn.execute(update)
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(update)
+
+
+def retries_per_row(url: str) -> dict[int, int]:
+    with denpyo.Ledger(url) as ledger:
+        rows = ledger.store.list_submissions(Filter(channel="sms", limit=10_000))
+        return {s.id: [e.kind for e in ledger.events(s.id)].count("retry") for s in rows}
+
+
+def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: str) -> None:
+    """SIGKILL while batches commit: what a batch did is all there or not at all, and
+    `bulk continue` takes over once the dead runner's lease ends."""
+    total = 3000
+    exhausted(db_url, total)
+    command = [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "retry",
+               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
+               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
+    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with denpyo.Ledger(db_url) as ledger:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = ledger.store.actions(limit=1)
+            if found and found[0].done >= 200:
+                break
+            time.sleep(0.01)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        [killed] = ledger.store.actions(limit=1)
+    assert killed.state.value == "running" and 200 <= killed.done < total
+    counts = retries_per_row(db_url)
+    assert set(counts.values()) <= {0, 1}
+    assert sum(counts.values()) == killed.done  # the rows moved are exactly those counted
+    refused(cli("bulk", "pause", "999", db=db_url), "is not running")
+    time.sleep(1.2)  # the dead runner's lease ends
+    done = as_json(cli("bulk", "continue", str(killed.id), "--json", db=db_url))
+    assert (done["state"], done["done"], done["skipped"]) == ("done", total, 0)
+    assert set(retries_per_row(db_url).values()) == {1}

@@ -238,3 +238,26 @@ def test_bad_input_is_refused(ledger: denpyo.Ledger) -> None:
     dry = op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note="n", by="ada", target="x")
     with pytest.raises(InvalidInput, match="ada's to confirm"):
         op.confirm_bulk(ledger, dry.action.id, by="bob")
+
+
+def test_a_filter_by_error_text_and_key_prefix(ledger: denpyo.Ledger) -> None:
+    failed_rows(ledger, 3)
+
+    def busy(sub: denpyo.Submission) -> str:
+        raise denpyo.Transient("429 Too Many Requests (try later)")
+
+    ledger.channel("sms", max_attempts=1, down_after=None)(busy)
+    for i in range(2):
+        with pytest.raises(denpyo.SubmissionError):
+            ledger.submit("sms", f"s{i}", {"i": i})
+    found = ledger.store.list_submissions(Filter(error_text="Too Many"))
+    assert sorted(s.key for s in found) == ["s0", "s1"]
+    assert ledger.store.list_submissions(Filter(error_text="too many")) == []  # case-sensitive
+    assert len(ledger.store.list_submissions(Filter(error_text="503", key_prefix="f"))) == 3
+    assert ledger.store.list_submissions(Filter(error_text="%")) == []  # no wildcard
+    dry = op.plan_bulk(
+        ledger, ActionKind.RETRY, Filter(error_text="(try later)"), note="n", by="ada", target="x"
+    )
+    assert dry.counts == {"will retry": 2}
+    with pytest.raises(InvalidInput, match="error text"):
+        Filter(error_text="x" * 201)

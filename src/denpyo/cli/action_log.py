@@ -266,6 +266,13 @@ def _bulk_command(kind: ActionKind) -> None:
         show_default=True,
         help="Rows per transaction.",
     )
+    @click.option(
+        "--lease",
+        type=click.FloatRange(min=0.1),
+        default=op.LEASE,
+        show_default=True,
+        help="Seconds after which `bulk continue` may take over, should this command stop.",
+    )
     @json_option
     @pass_env
     def command(
@@ -277,6 +284,7 @@ def _bulk_command(kind: ActionKind) -> None:
         dry_run: bool,
         yes: bool,
         batch: int,
+        lease: float,
         as_json: bool,
     ) -> None:
         if not rows.given:
@@ -304,7 +312,7 @@ def _bulk_command(kind: ActionKind) -> None:
         if isinstance(started, op.Requested):
             render.show_requested(started.action.id, started.reason, as_json)
             return
-        _carry_on(ledger, started, batch, as_json)
+        _carry_on(ledger, started, batch, lease, as_json)
 
     command.__doc__ = (
         f"{kind.value.capitalize()} every row the filters find now.\n\n"
@@ -331,7 +339,9 @@ def _show_plan(plan: op.DryRun, as_json: bool, *, dry_run: bool) -> None:
         render.out.print(render.plain(f"  {n:>7}  {what}  (e.g. {samples})"))
 
 
-def _carry_on(ledger: Ledger, record: ActionRecord, batch: int, as_json: bool) -> None:
+def _carry_on(
+    ledger: Ledger, record: ActionRecord, batch: int, lease: float, as_json: bool
+) -> None:
     """Run the action to its end with a progress bar (stderr); Ctrl-C leaves it running
     for `bulk continue`."""
     with Progress(
@@ -347,7 +357,7 @@ def _carry_on(ledger: Ledger, record: ActionRecord, batch: int, as_json: bool) -
         def moved(now: ActionRecord) -> None:
             bar.update(task, completed=now.done + now.skipped)
 
-        final = op.run(ledger, record.id, batch=batch, progress=moved)
+        final = op.run(ledger, record.id, batch=batch, lease=lease, progress=moved)
     if as_json:
         render.emit_json(op.action_json(final))
     else:
@@ -363,9 +373,16 @@ def _carry_on(ledger: Ledger, record: ActionRecord, batch: int, as_json: bool) -
     show_default=True,
     help="Rows per transaction.",
 )
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=0.1),
+    default=op.LEASE,
+    show_default=True,
+    help="Seconds after which another `bulk continue` may take over, should this one stop.",
+)
 @json_option
 @pass_env
-def bulk_continue(env: Env, action_id: int, batch: int, as_json: bool) -> None:
+def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: bool) -> None:
     """Carry a bulk action on to its end: a paused one is resumed, one whose runner
     stopped (a closed terminal, a dead process) is taken over after its lease.
 
@@ -377,7 +394,7 @@ def bulk_continue(env: Env, action_id: int, batch: int, as_json: bool) -> None:
     record, _ = op.action_detail(ledger, action_id, limit=1)
     if record.state is not ActionState.RUNNING:
         fail(f"action #{action_id} is {record.state}: nothing to carry on")
-    _carry_on(ledger, record, batch, as_json)
+    _carry_on(ledger, record, batch, lease, as_json)
 
 
 @bulk.command(name="pause")

@@ -34,6 +34,7 @@ class RowFilters:
     since: str | None
     until: str | None
     key_prefix: str | None
+    error_text: str | None
     limit: int
 
     @property
@@ -54,6 +55,7 @@ class RowFilters:
             needs_attention=self.needs_attention,
             resolved=self.resolved,
             key_prefix=self.key_prefix,
+            error_text=self.error_text,
             limit=self.limit,
         )
 
@@ -112,6 +114,9 @@ def row_filters(*, limit: int, limit_help: str) -> Callable[[F], F]:
         ),
         click.option("--until", metavar="WHEN", help="Created before (same forms as --since)."),
         click.option("--key-prefix", metavar="TEXT", help="Business key starts with TEXT."),
+        click.option(
+            "--error-text", metavar="TEXT", help="Last error contains TEXT (case-sensitive)."
+        ),
         click.option("--limit", type=int, default=limit, show_default=True, help=limit_help),
     ]
 

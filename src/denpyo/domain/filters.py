@@ -18,6 +18,8 @@ from denpyo.errors import InvalidInput
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 10_000
+MAX_ERROR_TEXT = 200
+"""Longest text `error_text` looks for in the last errors."""
 
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)(?:\s+ago)?")  # fullmatch
@@ -36,6 +38,7 @@ class Filter:
     - `resolved`: True, only rows with a person's resolution; False, only without.
     - `since` / `until`: created at or after `since`, and before `until`.
     - `key_prefix`: the business key starts with this text (case-sensitive).
+    - `error_text`: the last error contains this text (case-sensitive).
     - `limit`: at most this many rows (1..10,000).
     """
 
@@ -47,6 +50,7 @@ class Filter:
     since: datetime | None = None
     until: datetime | None = None
     key_prefix: str | None = None
+    error_text: str | None = None
     limit: int = DEFAULT_LIMIT
 
     def __post_init__(self) -> None:
@@ -69,6 +73,12 @@ class Filter:
             if len(self.key_prefix) > MAX_KEY_LENGTH:
                 raise InvalidInput(f"key prefix is longer than a key can be ({MAX_KEY_LENGTH})")
             check_search_text(self.key_prefix, "key prefix")
+        if self.error_text is not None:
+            if not isinstance(self.error_text, str) or not self.error_text:
+                raise InvalidInput("error text must be a non-empty string")
+            if len(self.error_text) > MAX_ERROR_TEXT:
+                raise InvalidInput(f"error text is longer than {MAX_ERROR_TEXT} characters")
+            check_search_text(self.error_text, "error text")
         if isinstance(self.limit, bool) or not isinstance(self.limit, int):
             raise InvalidInput(f"limit must be a whole number, not {self.limit!r}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -87,6 +97,7 @@ class Filter:
                 self.since,
                 self.until,
                 self.key_prefix,
+                self.error_text,
             )
         )
 
@@ -107,6 +118,8 @@ class Filter:
                 words.append(yes if flag else no)
         if self.key_prefix is not None:
             words.append(f"with keys starting {self.key_prefix!r}")
+        if self.error_text is not None:
+            words.append(f"whose last error contains {self.error_text!r}")
         if self.since is not None:
             words.append(f"created since {self.since.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
         if self.until is not None:

@@ -83,6 +83,7 @@ def filter_params(flt: Filter) -> dict[str, Any]:
         "since": flt.since.isoformat() if flt.since else None,
         "until": flt.until.isoformat() if flt.until else None,
         "key_prefix": flt.key_prefix,
+        "error_text": flt.error_text,
         "in_doubt": _flag(flt.in_doubt),
         "needs_attention": _flag(flt.needs_attention),
         "resolved": _flag(flt.resolved),

@@ -205,6 +205,8 @@ class ActionPages(Shell):
             in_doubt=yes_no(fields.get("in_doubt")),
             needs_attention=True if fields.get("needs_attention") else None,
             resolved=yes_no(fields.get("resolved")),
+            key_prefix=fields.get("key_prefix") or None,
+            error_text=fields.get("error_text") or None,
         )
 
     async def confirm(

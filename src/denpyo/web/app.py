@@ -227,6 +227,8 @@ class Dashboard(ActionPages, Actions):
             "resolved": q.get("resolved", ""),
             "since": q.get("since", ""),
             "until": q.get("until", ""),
+            "key_prefix": q.get("key_prefix", ""),
+            "error_text": q.get("error_text", ""),
             "q": search,
         }
         if search:
@@ -270,6 +272,8 @@ class Dashboard(ActionPages, Actions):
                 in_doubt=yes_no(q.get("in_doubt")),
                 needs_attention=True if q.get("needs_attention") else None,
                 resolved=yes_no(q.get("resolved")),
+                key_prefix=q.get("key_prefix") or None,
+                error_text=q.get("error_text") or None,
             )
         except InvalidInput:
             raise

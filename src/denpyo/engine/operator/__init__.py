@@ -52,6 +52,7 @@ from denpyo.engine.operator._act import (
 )
 from denpyo.engine.operator._actions import (
     BATCH,
+    LEASE,
     DryRun,
     Requested,
     act,
@@ -109,6 +110,7 @@ from denpyo.errors import SubmissionNotFound
 
 __all__ = [
     "BATCH",
+    "LEASE",
     "MAX_NOTE_LENGTH",
     "PREVIEW_CHARS",
     "SAME_PAYLOAD",

@@ -114,16 +114,23 @@ def run(
     *,
     runner: str | None = None,
     batch: int = BATCH,
+    lease: float = LEASE,
     progress: Callable[[ActionRecord], object] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ActionRecord:
     """Carry out a running action's remaining rows, a batch at a time, and return it
     as it stands. Does nothing when another runner holds it or it is not running
-    (paused, cancelled, waiting for a second person)."""
+    (paused, cancelled, waiting for a second person). `lease`: seconds this runner
+    holds the action from one batch to the next; if it dies, another runner takes
+    the action over after that long."""
+    if not lease > 0 or batch < 1:
+        raise InvalidInput(
+            "a bulk action needs a lease above 0 seconds and batches of 1 row or more"
+        )
     store = ledger.store
     runner = runner or runner_name()
     record = _get(ledger, action_id)
-    if store.take_action(action_id, runner=runner, lease=LEASE):
+    if store.take_action(action_id, runner=runner, lease=lease):
         try:
             after = 0
             while True:
@@ -132,7 +139,7 @@ def run(
                     store.move_action(action_id, ActionState.DONE, from_=(ActionState.RUNNING,))
                     break
                 plan = [(sid, *_step(ledger, record, rows.get(sid))) for sid in ids]
-                if store.carry_out(action_id, runner=runner, lease=LEASE, plan=plan) is None:
+                if store.carry_out(action_id, runner=runner, lease=lease, plan=plan) is None:
                     break  # paused, cancelled, or another runner took it over
                 after = ids[-1]
                 if progress is not None:

@@ -40,6 +40,7 @@ AND (%(until)s IS NULL OR $.created_at < CONVERT_TZ(
       CAST(LEFT(%(until)s, CHAR_LENGTH(%(until)s) - 6) AS DATETIME(6)),
       RIGHT(%(until)s, 6), '+00:00'))
 AND (%(key_prefix)s IS NULL OR LEFT($.`key`, CHAR_LENGTH(%(key_prefix)s)) = %(key_prefix)s)
+AND (%(error_text)s IS NULL OR LOCATE(%(error_text)s, $.last_error) > 0)
 AND (%(in_doubt)s IS NULL OR %(in_doubt)s = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
 AND (%(needs_attention)s IS NULL
      OR %(needs_attention)s = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)

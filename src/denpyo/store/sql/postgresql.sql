@@ -28,6 +28,7 @@ AND (%(since)s::timestamptz IS NULL OR $.created_at >= %(since)s::timestamptz)
 AND (%(until)s::timestamptz IS NULL OR $.created_at < %(until)s::timestamptz)
 AND (%(key_prefix)s::text IS NULL
      OR substr($.key, 1, length(%(key_prefix)s::text)) = %(key_prefix)s::text)
+AND (%(error_text)s::text IS NULL OR strpos($.last_error, %(error_text)s::text) > 0)
 AND (%(in_doubt)s::int IS NULL OR %(in_doubt)s::int = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
 AND (%(needs_attention)s::int IS NULL
      OR %(needs_attention)s::int = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
