@@ -8,35 +8,24 @@ docs/screenshots/ when DENPYO_SCREENSHOTS is set."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
-import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-import uvicorn
 
 import denpyo
-from conftest import free_port
+from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, serving
 from dashboard_seed import seed
 from denpyo.domain.actions import ActionState, Approval
 from denpyo.web import create_app, people
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 PEOPLE = {"otto": "operator", "april": "approver"}
 BULK_ROWS = 10_000
 
@@ -45,24 +34,6 @@ BULK_ROWS = 10_000
 def backend(request: pytest.FixtureRequest) -> str:
     """The bulk run is on PostgreSQL, as the people it is for run it."""
     return str(request.param)
-
-
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def users_file(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -97,20 +68,6 @@ def person(browser: Any, base: str, name: str, token: str) -> Any:
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
     return page
-
-
-class Shots:
-    def __init__(self, tmp_path: Path) -> None:
-        self.folder = tmp_path / "screenshots"
-        self.folder.mkdir(exist_ok=True)
-        self.keep = bool(os.environ.get("DENPYO_SCREENSHOTS"))
-
-    def take(self, page: Any, name: str) -> None:
-        path = self.folder / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        if self.keep:
-            DOCS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, DOCS / path.name)
 
 
 def test_two_people_for_a_mark_synced_then_the_log_and_its_export(

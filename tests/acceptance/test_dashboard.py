@@ -8,52 +8,22 @@ its dry run first, a search by key, and every action button of a row in every st
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 import denpyo
-from conftest import free_port
+from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, serving
 from dashboard_seed import SCRIPT, STATES, row_in_state, seed
 from denpyo.engine import operator as op
 from denpyo.web import create_app, people
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 TOKEN = "browser-test-token"
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """`app` served by uvicorn on loopback, in a thread: its base URL."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -110,20 +80,6 @@ def page(tmp_path: Path) -> Iterator[Any]:
             yield tab
         finally:
             context.close()
-
-
-class Shots:
-    def __init__(self, tmp_path: Path) -> None:
-        self.folder = tmp_path / "screenshots"
-        self.folder.mkdir()
-        self.keep = bool(os.environ.get("DENPYO_SCREENSHOTS"))
-
-    def take(self, page: Any, name: str) -> None:
-        path = self.folder / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        if self.keep:
-            DOCS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, DOCS / path.name)
 
 
 def sign_in(page: Any, base: str, shots: Shots, name: str = "alice", token: str = TOKEN) -> None:

@@ -5,8 +5,8 @@ on every row a filter finds (`bulk retry|abandon|resend`, `bulk continue|pause|c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -20,6 +20,8 @@ from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionSta
 from denpyo.domain.filters import parse_when
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @main.command()
@@ -237,6 +239,25 @@ def _decided(record: ActionRecord, as_json: bool) -> None:
 # -- bulk actions -----------------------------------------------------------------------
 
 
+def run_options(fn: F) -> F:
+    """`--batch` and `--lease`: how a command carries a bulk action out."""
+    batch = click.option(
+        "--batch",
+        type=click.IntRange(1, 10_000),
+        default=op.BATCH,
+        show_default=True,
+        help="Rows per transaction.",
+    )
+    lease = click.option(
+        "--lease",
+        type=click.FloatRange(min=0.1),
+        default=op.LEASE,
+        show_default=True,
+        help="Seconds after which `bulk continue` may take over, should this command stop.",
+    )
+    return batch(lease(fn))
+
+
 @main.group()
 def bulk() -> None:
     """Retry, abandon or resend every row a filter finds: a dry run over the whole
@@ -259,20 +280,7 @@ def _bulk_command(kind: ActionKind) -> None:
     @by_option
     @click.option("--dry-run", is_flag=True, help="Show what it would do; change nothing.")
     @click.option("--yes", is_flag=True, help="Do not ask before acting.")
-    @click.option(
-        "--batch",
-        type=click.IntRange(1, 10_000),
-        default=op.BATCH,
-        show_default=True,
-        help="Rows per transaction.",
-    )
-    @click.option(
-        "--lease",
-        type=click.FloatRange(min=0.1),
-        default=op.LEASE,
-        show_default=True,
-        help="Seconds after which `bulk continue` may take over, should this command stop.",
-    )
+    @run_options
     @json_option
     @pass_env
     def command(
@@ -366,20 +374,7 @@ def _carry_on(
 
 @bulk.command(name="continue")
 @click.argument("action_id", type=click.IntRange(1), metavar="ID")
-@click.option(
-    "--batch",
-    type=click.IntRange(1, 10_000),
-    default=op.BATCH,
-    show_default=True,
-    help="Rows per transaction.",
-)
-@click.option(
-    "--lease",
-    type=click.FloatRange(min=0.1),
-    default=op.LEASE,
-    show_default=True,
-    help="Seconds after which another `bulk continue` may take over, should this one stop.",
-)
+@run_options
 @json_option
 @pass_env
 def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: bool) -> None:
