@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 import denpyo
 from dashboard_seed import CHANNEL, seed
 from denpyo.domain.actions import ActionState, Approval
+from denpyo.errors import ConfigurationError
 from denpyo.web import create_app, people
 
 ORIGIN = "http://127.0.0.1:8470"
@@ -172,3 +173,20 @@ def test_the_log_exports_as_csv(
     assert [(r["kind"], r["by"]) for r in rows] == [("pause", "otto"), ("retry", "otto")]
     assert rows[1]["note"] == "'=1+1 provider back"
     assert CHANNEL not in rows[0]["target"] and rows[0]["target"] == "channel sms"
+
+
+def test_the_shared_token_is_never_the_second_person(
+    ledger: denpyo.Ledger, ids: dict[str, int], tokens: dict[str, str], tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="sign in as themselves"):
+        create_app(ledger, token="a-long-enough-token-1", approval=Approval())
+    app = app_of(ledger, tmp_path, token="a-long-enough-token-1", approval=Approval())
+    otto, csrf = sign_in(app, "otto", tokens["otto"])
+    number = action_id(
+        post(otto, csrf, f"/submissions/{ids['doubt']}/mark-synced", note="n", remote_id="m")
+    )
+    typed, tcsrf = sign_in(app, "april", "a-long-enough-token-1")  # an admin, name typed
+    assert "/approve" not in typed.get(f"/actions/{number}").text
+    refused = post(typed, tcsrf, f"/actions/{number}/approve", note="ok")
+    assert refused.status_code == 403 and "not a second person" in refused.text
+    assert ledger.store.action(number).state is ActionState.REQUESTED  # type: ignore[union-attr]

@@ -236,6 +236,12 @@ class ActionPages(Shell):
     ) -> Response:
         """An approver's decision on another person's request. An approved request is
         carried out on this dashboard's threads (a bulk action) or at once (a row)."""
+        if access.typed:
+            raise Refused(
+                403,
+                "a name typed with the shared token is not a second person: "
+                "sign in with your own token (denpyo users) to decide requests",
+            )
         if not access.can_approve:
             raise Refused(403, "only an approver decides requests")
         action_id = request.path_params["id"]

@@ -418,6 +418,12 @@ def create_app(
     )
     if approval is not None and not isinstance(approval, Approval):
         raise ConfigurationError(f"approval is an Approval or None, not {approval!r}")
+    if approval is not None and users is None and trusted_header is None and auth is None:
+        raise ConfigurationError(
+            "a two-person rule needs people who sign in as themselves (a users file, a "
+            "trusted proxy's header or an auth hook): with one shared token anyone may "
+            "type any name"
+        )
     dashboard = Dashboard(ledger, gate, redact, refresh)
     dashboard.approval = approval
     app = DashboardApp(routes=dashboard.routes(), exception_handlers=dashboard.exception_handlers())

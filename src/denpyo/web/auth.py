@@ -70,6 +70,9 @@ class Access:
 
     name: str
     role: Role
+    typed: bool = False
+    """The name was typed by the holder of the shared token, not proven: such a person
+    is never the second person of a two-person rule."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):
@@ -82,8 +85,9 @@ class Access:
 
     @property
     def can_approve(self) -> bool:
-        """Approve or reject another person's request."""
-        return self.role.may_approve
+        """Approve or reject another person's request: an approver who signed in as
+        themselves (not with the shared token, whose holder may type any name)."""
+        return self.role.may_approve and not self.typed
 
     @property
     def can_manage(self) -> bool:
@@ -93,7 +97,7 @@ class Access:
     def at_most(self, ceiling: Role) -> Access:
         """The same person with their role lowered to `ceiling` (a read-only server)."""
         role = self.role.at_most(ceiling)
-        return self if role is self.role else Access(self.name, role)
+        return self if role is self.role else Access(self.name, role, self.typed)
 
     @classmethod
     def admin(cls, name: str) -> Access:
@@ -400,7 +404,8 @@ class Gate:
         if signed is None:
             return None
         if signed.how == "token":  # a script names itself, for the history
-            return Access(clean_name(request.headers.get("x-denpyo-by")) or "token", signed.role)
+            name = clean_name(request.headers.get("x-denpyo-by")) or "token"
+            return Access(name, signed.role, typed=True)
         return Access(signed.name, signed.role)
 
     def _by_proxy(self, request: Request) -> Access | None:
@@ -436,7 +441,7 @@ class Gate:
             return None
         signed = session.signed
         if signed.how != "users":
-            return Access(signed.name, signed.role)
+            return Access(signed.name, signed.role, typed=signed.how == "token")
         # A person of the users file: their role now; removed, or given a new token,
         # and the session is over.
         person = self.users.by_id(signed.person) if self.users is not None else None
