@@ -830,6 +830,93 @@ def section_fleet(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def section_bulk(results: dict[str, Any]) -> list[str]:
+    """A person's bulk retry of every row a filter finds, and a worker meanwhile
+    (bench/bulk.py)."""
+    found = results.get("bulk")
+    if not found:
+        return []
+    title = "## 11. A bulk retry of every row a filter finds"
+    if "error" in found:
+        return [title, "", f"⚠ the run failed: {found['error'][-300:]}", ""]
+    args = found["args"]
+    lines = [
+        title,
+        "",
+        f"`bench/bulk.py`: {args['rows']:,} exhausted rows (`failed`, no next attempt) of "
+        "channel `bulk`, retried as `denpyo bulk retry --status failed --channel bulk --yes "
+        "--batch B` does, on a fresh copy of one template database each time: the *dry run* "
+        "(`plan_bulk`: the ids frozen by one INSERT … SELECT, then every row read and its "
+        "move computed, B at a time) and the *run* (`run`: one transaction per batch), each "
+        "timed on its own. Work per row: deltas of `pg_stat_database` for the copy (commits, "
+        "tuples inserted and updated, tuples fetched through indexes, blocks read or hit), "
+        "and CPU µs per row of the whole PostgreSQL server and of the bench's process.",
+        "",
+    ]
+    body = []
+    for run in found.get("bulk", []):
+        for phase, label in (("dry_run", "dry run"), ("run", "run")):
+            figures = run[phase]
+            db = figures.get("db_per_row")
+            body.append([
+                run["store"], f"{run['rows']:,}", str(run["batch"]), str(run["round"]), label,
+                f"{figures['seconds']:.1f}", fmt_rate(figures["rows_per_s"]),
+                f"{db['xact_commit']:.3f}" if db else "–",
+                f"{db['tup_inserted']:.2f} / {db['tup_updated']:.2f}" if db else "–",
+                f"{db['tup_fetched']:.1f}" if db else "–",
+                f"{db['blocks']:.1f}" if db else "–",
+                fmt_rate(figures.get("server_cpu_us_per_row")),
+                fmt_rate(figures["client_cpu_us_per_row"]),
+            ])  # fmt: skip
+    if body:
+        header = [
+            "store", "rows", "batch", "round", "phase", "s", "rows/s", "commits / row",
+            "tuples ins. / upd. per row", "tuples fetched / row", "blocks / row",
+            "server CPU µs / row", "bench CPU µs / row",
+        ]  # fmt: skip
+        lines += [table(header, body), ""]
+    pairs = found.get("workers", [])
+    if pairs:
+        rows = [
+            [
+                str(p["round"]), " then ".join(p["order"]), fmt_rate(p["alone"]["rate"]),
+                fmt_rate(p["during"].get("rate_in_window")),
+                fmt_rate(p["during"].get("rate_in_dry_run")),
+                fmt_rate(p["during"].get("rate_in_run")), f"{p['during']['overlap']:.0%}",
+                fmt_ratio(p["ratio"]), fmt_rate(p["during"]["bulk"]["run_rows_per_s"]),
+            ]
+            for p in pairs
+        ]  # fmt: skip
+        header = [
+            "round", "order", "alone rows/s", "during rows/s", "in the dry run", "in the run",
+            "overlap", "during ÷ alone", "the bulk's run rows/s",
+        ]  # fmt: skip
+        lines += [
+            f"The worker meanwhile: `denpyo worker {' '.join(found['worker_options'])}` on "
+            f"{args['live']:,} rows of another channel, against the fake provider at 0 ms. "
+            "*Alone*: its rows synced per second (first `synced_at` to last); *during*: the "
+            "rows it synced in the window the bulk retry ran (started when 10 % were sent), "
+            "÷ the window, and within the dry run and the run; *overlap*: the share of the "
+            "bulk's time the worker still had rows.",
+            "",
+            table(header, rows),
+            "",
+        ]
+    checks = found.get("checks", [])
+    if checks:
+        lines += [
+            table(
+                ["check", "measured", ""],
+                [
+                    [c["check"], str(c["value"]), "**met**" if c["ok"] else "**not met**"]
+                    for c in checks
+                ],
+            ),
+            "",
+        ]
+    return lines
+
+
 def memory_growth(results: dict[str, Any]) -> float | None:
     """Peak RSS of the largest run ÷ that of the smallest."""
     rows = [r for r in results.get("memory", []) if r.get("ok") and "maxrss_kb" in r]
@@ -1357,6 +1444,7 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
     lines += section_memory(results)
     lines += section_partitions(results)
     lines += section_fleet(results)
+    lines += section_bulk(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [

@@ -78,7 +78,7 @@ NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, n
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = [
     "dispatch", "processes", "inline", "enqueue", "recovery", "scale", "backends", "memory",
-    "partitions", "fleet",
+    "partitions", "fleet", "bulk",
 ]  # fmt: skip
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -984,6 +984,22 @@ class Bench:
             self.results["fleet"] = {"error": done.stderr[-2000:]}
         else:
             self.results["fleet"] = json.loads(out.read_text())
+        self.save()
+
+    def bulk(self) -> None:
+        """A person's bulk retry of 100,000 rows on PostgreSQL, and a worker's rate while
+        it runs (bench/bulk.py): about 4 minutes, or about 10 s with --quick."""
+        out = self.out_dir / "bulk.json"
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "bulk.py"),
+             *(["--quick"] if self.args.quick else []), "--json", str(out),
+             "--logs", str(self.out_dir / "logs" / "bulk")],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        if done.returncode != 0:
+            self.results["bulk"] = {"error": done.stderr[-2000:]}
+        else:
+            self.results["bulk"] = json.loads(out.read_text())
         self.save()
 
 

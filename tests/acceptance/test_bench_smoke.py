@@ -117,6 +117,18 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert len(fleet["cpu"]["us_per_call"]["after"]) == 1 and fleet["cpu"]["ratio"] > 0
     assert fleet["outage"]["calls_during_outage"] > 0
     assert fleet["checks"]  # judged in the report, not here: this test never times anything
+    bulk = results["bulk"]
+    assert "error" not in bulk, bulk
+    assert {(run["store"], run["batch"]) for run in bulk["bulk"]} == {
+        ("postgresql", 500),
+        ("postgresql", 2000),
+        ("sqlite", 500),
+        ("sqlite", 2000),
+    }
+    assert all(run["run"]["rows_per_s"] > 0 for run in bulk["bulk"])
+    assert [pair["during"]["bulk"]["action"]["done"] for pair in bulk["workers"]] == [2000]
+    # done = rows, one retry event per row, the counts right: correctness, not timing
+    assert bulk["checks"] and all(check["ok"] for check in bulk["checks"]), bulk["checks"]
 
     markdown = out.read_text()
     for heading in (
@@ -131,6 +143,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         "## 8. Memory",
         "## 9. PostgreSQL partitions",
         "## 10. A fleet and its provider's limits",
+        "## 11. A bulk retry of every row a filter finds",
         "## Targets",
     ):
         assert heading in markdown

@@ -83,6 +83,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             "action_list", "action_rows_pending", "action_rows_of", "action_rows_list",
             "action_row_outcome", "action_progress", "action_take", "action_let_go",
             "action_move", "action_decide", "action_expire", "action_set_plan",
+            "action_rows_analyze",
         }
     )  # fmt: skip
 
@@ -117,6 +118,9 @@ class ActionLog(ConnectionModes, Rows, Params):
             if ids or flt is not None:
                 tx.execute("action_total", {"id": action_id})
             row = tx.fetch_one("action_get", {"id": action_id})
+        if flt is not None:
+            with self.transaction() as tx:
+                tx.execute("action_rows_analyze")
         assert row is not None
         return self._action(row)
 

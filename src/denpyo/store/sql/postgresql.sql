@@ -959,3 +959,6 @@ SET plan = %(plan)s::text, state = %(state)s::text, approver = NULL,
                       ELSE now() + make_interval(secs => %(expires_in)s::float8) END,
     updated_at = now()
 WHERE id = %(id)s::bigint AND state = %(from_state)s::text;
+
+-- action_rows_analyze: the rows behind the actions counted again after a bulk action froze its rows; without statistics, the planner takes a just frozen action for one row and reads all its rows for each batch instead of the primary key under the LIMIT
+ANALYZE denpyo_action_rows;
