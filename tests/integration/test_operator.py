@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 import denpyo
+from denpyo.domain.actions import ActionKind, RowOutcome, Scope
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
 from denpyo.engine import operator as op
 from denpyo.store import NewSubmission
+from denpyo.store.actions import MOVED, NewAction, Resend
 
 Modes = dict[str, str]
 
@@ -354,9 +356,12 @@ def test_resend_is_one_transaction(ledger: denpyo.Ledger, mixed: dict[str, int])
         S = denpyo.Status
         return Move(mixed["k-rejected"], S.FAILED, S.FAILED, "operator:x", event="resend")
 
-    with pytest.raises(denpyo.LeaseLost):
-        ledger.store.record_resend(new, actor="operator:x", detail="d", replace=stale)
-    assert ledger.get("email", "k-new") is None
+    entry = NewAction(ActionKind.RESEND, Scope.ROWS, "x", "operator:x", "n")
+    action = ledger.store.add_action(entry, ids=[mixed["k-rejected"]], runner="r", lease=60)
+    plan = [(mixed["k-rejected"], Resend(new, "operator:x", "d", stale), None)]
+    [(_, outcome, reason)] = ledger.store.carry_out(action.id, runner="r", lease=60, plan=plan)
+    assert (outcome, reason) == (RowOutcome.SKIPPED, MOVED)
+    assert ledger.get("email", "k-new") is None  # the new row went with the old one's move
 
 
 def test_reconcile_needs_channels_and_settles_in_doubt_rows(db_url: str) -> None:

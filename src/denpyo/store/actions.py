@@ -83,7 +83,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             "action_list", "action_rows_pending", "action_rows_of", "action_rows_list",
             "action_row_outcome", "action_progress", "action_take", "action_let_go",
             "action_move", "action_decide", "action_expire", "action_set_plan",
-            "action_rows_analyze",
+            "action_rows_analyze", "action_row_settled", "action_counted",
         }
     )  # fmt: skip
 
@@ -147,6 +147,25 @@ class ActionLog(ConnectionModes, Rows, Params):
         )
         assert row is not None
         return int(row["id"])
+
+    def log_done_in(
+        self, tx: Tx, entry: NewAction, results: Sequence[tuple[int, RowOutcome, str | None]]
+    ) -> int:
+        """An action carried out inside the caller's transaction, logged with it: the
+        entry, its rows and what happened to each, and its counts."""
+        action_id = self.add_action_in(tx, entry)
+        tx.execute_many(
+            "action_row_settled",
+            [
+                {"action_id": action_id, "submission_id": sid, "outcome": o.value,
+                 "reason": reason}
+                for sid, o, reason in results
+            ],
+        )  # fmt: skip
+        done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
+        counts = {"id": action_id, "total": len(results), "done": done}
+        tx.execute("action_counted", {**counts, "skipped": len(results) - done})
+        return action_id
 
     # -- reading ------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionSta
 from denpyo.domain.channel_state import ChannelEvent, ChannelState
 from denpyo.domain.filters import Filter
 from denpyo.domain.holders import Holding
-from denpyo.domain.moves import Change, Move
+from denpyo.domain.moves import Change
 from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
@@ -196,20 +196,6 @@ class Store(ABC):
         """`record_many` inside an application's open asyncio transaction on `conn`."""
 
     @abstractmethod
-    def record_resend(
-        self,
-        new: NewSubmission,
-        *,
-        actor: str,
-        detail: str,
-        replace: Callable[[Submission], Move],
-    ) -> tuple[Submission, Submission]:
-        """Record `new` (a resend, waiting for a worker) and apply `replace(new_row)` to
-        the row it replaces, in one transaction: a crash leaves both or neither.
-        Raises `LeaseLost` (nothing written) when the old row moved meanwhile, and
-        `InvalidInput` when the new channel and key exist already. Returns (new, old)."""
-
-    @abstractmethod
     def record_resend_of_removed(
         self,
         new: NewSubmission,
@@ -218,10 +204,11 @@ class Store(ABC):
         detail: str,
         old_id: int,
         resolution: Callable[[int], str],
+        log: NewAction | None = None,
     ) -> tuple[Submission, Submission]:
-        """`record_resend` of a removed row (`get` finds its memory): record `new` and
-        write `resolution(new id)` and the new row to the memory of `old_id`, in one
-        transaction. `new.supersedes` is None: the row it
+        """A person's resend of a removed row (`get` finds its memory): record `new`
+        and write `resolution(new id)` and the new row to the memory of `old_id`, and
+        the action's entry (`log`), in one transaction. `new.supersedes` is None: the row it
         replaces is gone. Raises `LeaseLost` (nothing written) when the memory was
         resent or forgotten meanwhile. Returns (new, old as remembered now)."""
 

@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
+from denpyo.domain.actions import RowOutcome
 from denpyo.domain.filters import Filter
 from denpyo.domain.holders import Holding
-from denpyo.domain.moves import Change, Move
+from denpyo.domain.moves import Change
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, StoreUnavailable
-from denpyo.store.actions import ActionLog
+from denpyo.store.actions import ActionLog, NewAction
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
 from denpyo.store.controls import ChannelControls
@@ -177,27 +178,6 @@ class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
         row = tx.fetch_one("submission_get_existing", {"channel": new.channel, "key": new.key})
         return self.to_submission(row) if row else self.kept(tx, new.channel, new.key)
 
-    def record_resend(
-        self,
-        new: NewSubmission,
-        *,
-        actor: str,
-        detail: str,
-        replace: Callable[[Submission], Move],
-    ) -> tuple[Submission, Submission]:
-        with self.transaction() as tx:
-            created = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
-            if created is None:
-                raise InvalidInput(f"{new.channel}:{new.key} exists already; nothing was written")
-            move = replace(created)
-            [old] = self.move_in(tx, [move])
-            if old is None:  # raising here rolls the new row back as well
-                raise LeaseLost(
-                    f"submission {move.submission_id} moved while the resend was being "
-                    "recorded; nothing was written: look again"
-                )
-            return created, old
-
     def record_resend_of_removed(
         self,
         new: NewSubmission,
@@ -206,6 +186,7 @@ class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
         detail: str,
         old_id: int,
         resolution: Callable[[int], str],
+        log: NewAction | None = None,
     ) -> tuple[Submission, Submission]:
         with self.transaction() as tx:
             created = self.record_in(tx, new, actor=actor, lease=None, detail=detail)
@@ -222,6 +203,9 @@ class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
                     f"submission {old_id} was resent or forgotten meanwhile; nothing was "
                     "written: look again"
                 )
+            if log is not None:
+                outcome = (old_id, RowOutcome.DONE, f"resent as #{created.id}")
+                self.log_done_in(tx, log, [outcome])
             return created, self.kept_by_id(tx, old_id) or old
 
     def move(self, changes: Sequence[Change]) -> list[Submission | None]:

@@ -225,6 +225,10 @@ def test_a_person_resends_a_pruned_row_with_its_payload_given(ledger: denpyo.Led
     assert done.submission.superseded_by == done.created.id
     assert done.submission.resolution is not None
     assert done.submission.resolution.startswith(f"resent as #{done.created.id}")
+    [logged, _] = op.action_log(ledger)  # the resend, then the abandon
+    assert (logged.kind.value, logged.state.value, logged.done, logged.total) == (
+        "resend", "done", 1, 1,
+    )  # fmt: skip
     with pytest.raises(InvalidInput, match="already resent"):
         op.resolve_resend(ledger, "sms:k", note="again", payload={"to": "+300"})
     for action in (

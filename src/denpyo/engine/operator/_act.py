@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from denpyo.domain import rules
-from denpyo.domain.actions import ActionKind, ActionRecord, Approval
+from denpyo.domain.actions import ActionKind, ActionRecord, Approval, Scope
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
@@ -25,6 +25,7 @@ from denpyo.engine.operator._actions import Requested, act, request_json
 from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
+from denpyo.store.actions import NewAction
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -311,6 +312,9 @@ def resolve_resend(
     )
     actor = operator_actor(by)
     detail = f"resend of {label(sub)} by {actor}: {note}"
+    params: dict[str, Any] = {"force_in_doubt": True} if force_in_doubt else {}
+    if payload is not SAME_PAYLOAD:
+        params["payload"] = body
     if sub.removed_at is not None:
         created, old = ledger.store.record_resend_of_removed(
             new,
@@ -318,12 +322,10 @@ def resolve_resend(
             detail=detail,
             old_id=sub.id,
             resolution=lambda new_id: f"resent as #{new_id} by {actor}: {note}",
+            log=NewAction(ActionKind.RESEND, Scope.ROWS, label(sub), actor, note, params=params),
         )
         return Resolution("resend", old, created, from_status=sub.status)
 
-    params: dict[str, Any] = {"force_in_doubt": True} if force_in_doubt else {}
-    if payload is not SAME_PAYLOAD:
-        params["payload"] = body
     forced = rules.may_resend(sub).permit is Permit.FORCE
     done = act(
         ledger,

@@ -735,3 +735,13 @@ WHERE id = %(id)s AND state = %(from_state)s;
 
 -- action_rows_analyze: the rows behind the actions counted again after a bulk action froze its rows; nothing to do: InnoDB recounts a table's statistics itself once a tenth of it changed
 SELECT 1;
+
+-- action_row_settled: one row behind an action, with what happened to it (an action carried out in its own transaction)
+INSERT INTO denpyo_action_rows (action_id, submission_id, outcome, reason)
+VALUES (%(action_id)s, %(submission_id)s, %(outcome)s, %(reason)s);
+
+-- action_counted: an action carried out in one transaction: its counts, and done
+UPDATE denpyo_actions
+SET total = %(total)s, done = %(done)s, skipped = %(skipped)s, state = 'done',
+    finished_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s;

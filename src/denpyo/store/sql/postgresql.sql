@@ -962,3 +962,13 @@ WHERE id = %(id)s::bigint AND state = %(from_state)s::text;
 
 -- action_rows_analyze: the rows behind the actions counted again after a bulk action froze its rows; without statistics, the planner takes a just frozen action for one row and reads all its rows for each batch instead of the primary key under the LIMIT
 ANALYZE denpyo_action_rows;
+
+-- action_row_settled: one row behind an action, with what happened to it (an action carried out in its own transaction)
+INSERT INTO denpyo_action_rows (action_id, submission_id, outcome, reason)
+VALUES (%(action_id)s::bigint, %(submission_id)s::bigint, %(outcome)s::text, %(reason)s::text);
+
+-- action_counted: an action carried out in one transaction: its counts, and done
+UPDATE denpyo_actions
+SET total = %(total)s::bigint, done = %(done)s::bigint, skipped = %(skipped)s::bigint,
+    state = 'done', finished_at = now(), updated_at = now()
+WHERE id = %(id)s::bigint;

@@ -659,3 +659,14 @@ WHERE id = :id AND state = :from_state;
 
 -- action_rows_analyze: the rows behind the actions counted again after a bulk action froze its rows; nothing to do: the table is read in key order (WITHOUT ROWID)
 SELECT 1;
+
+-- action_row_settled: one row behind an action, with what happened to it (an action carried out in its own transaction)
+INSERT INTO denpyo_action_rows (action_id, submission_id, outcome, reason)
+VALUES (:action_id, :submission_id, :outcome, :reason);
+
+-- action_counted: an action carried out in one transaction: its counts, and done
+UPDATE denpyo_actions
+SET total = :total, done = :done, skipped = :skipped, state = 'done',
+    finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id;
