@@ -196,3 +196,47 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
     done = as_json(cli("bulk", "continue", str(killed.id), "--json", db=db_url))
     assert (done["state"], done["done"], done["skipped"]) == ("done", total, 0)
     assert set(retries_per_row(db_url).values()) == {1}
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_bulk_paused_past_its_lease_loses_it_and_no_row_is_acted_on_twice(
+    db_url: str,
+) -> None:
+    """SIGSTOP a runner (perhaps in the middle of a batch's transaction) past its
+    lease; `bulk continue` takes the action over; the first, woken, finds its lease
+    gone at its next batch, which rolls back whole: each row is retried once."""
+    total = 3000
+    exhausted(db_url, total)
+    command = [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "retry",
+               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
+               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with denpyo.Ledger(db_url) as ledger:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = ledger.store.actions(limit=1)
+            if found and found[0].done >= 200:
+                break
+            time.sleep(0.01)
+        first.send_signal(signal.SIGSTOP)
+        [action] = ledger.store.actions(limit=1)
+    try:
+        time.sleep(1.5)  # past its lease
+        second = subprocess.Popen(
+            [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "continue",
+             str(action.id), "--batch", "20", "--lease", "1", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(1.0)  # it takes over (or waits on the rows the sleeper holds)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert first.wait(timeout=120) == 0
+    _, err = second.communicate(timeout=120)
+    assert second.returncode in (0, 2), err  # 2: the first finished it first
+    with denpyo.Ledger(db_url) as ledger:
+        final = ledger.store.action(action.id)
+        if final is not None and final.state.value != "done":  # both stopped early: finish
+            ok(cli("bulk", "continue", str(action.id), db=db_url))
+            final = ledger.store.action(action.id)
+    assert final is not None and (final.state.value, final.done) == ("done", total)
+    assert set(retries_per_row(db_url).values()) == {1}
