@@ -160,7 +160,7 @@ class ActionPages(Shell):
             "may_decide": access.can_approve and not mine
             and record.state is ActionState.REQUESTED,
             "may_steer": access.can_act and (mine or access.can_manage),
-            "flash": _FLASH.get(q.get("done") or ""),
+            "flash": _flash(q.get("done") or "", record.state),
         }  # fmt: skip
 
     async def approvals_page(self, request: Request, access: Access) -> Response:
@@ -290,15 +290,31 @@ class ActionPages(Shell):
 
 
 _FLASH = {
-    "planned": "Dry run ready: nothing has changed yet.",
-    "requested": "Sent for approval: nothing happens until a second person approves.",
-    "running": "Started: the rows are being worked through, a batch at a time.",
-    "approved": "Approved.",
-    "rejected": "Rejected: nothing was done.",
-    "paused": "Paused after its current batch.",
-    "cancelled": "Cancelled: the rows it had not reached stay as they are.",
+    "planned": ("Dry run ready: nothing has changed yet.", {ActionState.PLANNED}),
+    "requested": (
+        "Sent for approval: nothing happens until a second person approves.",
+        {ActionState.REQUESTED},
+    ),
+    "running": (
+        "Started: the rows are being worked through, a batch at a time.",
+        {ActionState.RUNNING},
+    ),
+    "approved": ("Approved.", {ActionState.RUNNING, ActionState.DONE}),
+    "rejected": ("Rejected: nothing was done.", {ActionState.REJECTED}),
+    "paused": ("Paused after its current batch.", {ActionState.PAUSED}),
+    "cancelled": (
+        "Cancelled: the rows it had not reached stay as they are.",
+        {ActionState.CANCELLED},
+    ),
 }
-"""What an action's redirect may announce (`?done=CODE`): only these texts are shown."""
+"""What an action's redirect may announce (`?done=CODE`), and while the action is in
+which states: only these texts are shown, and none once the action moved on (a
+reload of "Started" after it is done)."""
+
+
+def _flash(code: str, state: ActionState) -> str | None:
+    text, states = _FLASH.get(code, ("", set()))
+    return text if state in states else None
 
 
 def _bulk_kind(value: str) -> ActionKind:
