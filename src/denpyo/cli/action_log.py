@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from denpyo.cli import render
 from denpyo.cli.actions import by_option, note_option
@@ -85,25 +86,35 @@ def actions(
 
 
 def show_log(records: Sequence[ActionRecord], now: Any) -> None:
+    """One line per action; the counts, times and states are never cut (the action
+    and the note wrap), and "approved by" only when some action has a second person."""
     if not records:
         render.out.print("no actions")
         return
     table = Table(title=f"{len(records)} actions, newest first", title_justify="left")
-    for name in ("id", "when", "by", "action", "state", "rows", "note", "approved by"):
-        table.add_column(name)
+    for name in ("id", "when", "by", "state", "rows"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("action", ratio=2)
+    table.add_column("note", ratio=2)
+    approvals = any(r.approver for r in records)
+    if approvals:
+        table.add_column("decided by", no_wrap=True)
     for r in records:
-        table.add_row(
+        rows = "" if r.total == 0 else f"{r.done}/{r.total}"
+        if r.skipped:
+            rows += f" ({r.skipped} skipped)"
+        cells: list[str | Text] = [
             str(r.id),
             render.ago(r.created_at, now),
             render.plain(r.person),
-            render.plain(f"{r.kind} {r.target}"),
             r.state.value,
-            ""
-            if r.total == 0
-            else f"{r.done}/{r.total}" + (f" ({r.skipped} skipped)" if r.skipped else ""),
-            render.plain(render.short(r.note, 50)),
-            render.plain(r.approved_by or ""),
-        )
+            rows,
+            render.plain(f"{r.kind} {r.target}"),
+            render.plain(render.short(r.note, 80)),
+        ]
+        if approvals:
+            cells.append(render.plain(r.decided_by or ""))
+        table.add_row(*cells)
     render.out.print(table)
 
 
