@@ -92,7 +92,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from common import job_payload, machine_busy  # noqa: E402
+from common import job_payload, machine_busy, run_on_a_copy  # noqa: E402
 
 BULK, LIVE = "bulk", "live"  # the rows retried; the worker's (bench/bulk_app.py)
 CHUNK = 10_000
@@ -673,22 +673,6 @@ def workers_runs(store: Store, args: argparse.Namespace, logs: Path) -> list[dic
 # -- the tree measured ------------------------------------------------------------------
 
 
-def from_a_copy(argv: list[str]) -> int:
-    """Run this script again on a copy of src/, taken now (the tree is edited while
-    the bench runs: every process of one run must run the same code)."""
-    folder = Path(tempfile.mkdtemp(prefix="denpyo-bulk-tree-"))
-    try:
-        shutil.copytree(ROOT / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
-        env = {
-            **os.environ,
-            SNAPSHOT: str(folder),
-            "PYTHONPATH": os.pathsep.join([str(folder / "src"), str(BENCH)]),
-        }
-        return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 # -- checks, the table and main ----------------------------------------------------------
 
 
@@ -798,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     if SNAPSHOT not in os.environ:
-        return from_a_copy(sys.argv[1:] if argv is None else argv)
+        return run_on_a_copy(__file__, sys.argv[1:] if argv is None else argv, SNAPSHOT)
     from fleet import fingerprint, git
 
     import denpyo

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,3 +123,22 @@ def cpu_since(before: dict[str, float], provider_pid: int) -> dict[str, float]:
     """CPU seconds used since `before` (from `cpu_now`), by the same three."""
     now = cpu_now(provider_pid)
     return {part: now[part] - before[part] for part in now}
+
+
+def run_on_a_copy(script: str, argv: list[str], snapshot: str) -> int:
+    """Run `script` again on a copy of src/, taken now, with the copy's folder in the
+    environment variable `snapshot`: the tree may be edited while a bench runs (another
+    session works in it), and every process of one run, those that start minutes later
+    included, must run the same code."""
+    root = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="denpyo-bench-tree-"))
+    try:
+        shutil.copytree(root / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        env = {
+            **os.environ,
+            snapshot: str(folder),
+            "PYTHONPATH": os.pathsep.join([str(folder / "src"), str(root / "bench")]),
+        }
+        return subprocess.run([sys.executable, script, *argv], env=env).returncode
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -77,7 +77,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from common import CONNECTION_LIMIT, job_payload, machine_busy  # noqa: E402
+from common import CONNECTION_LIMIT, job_payload, machine_busy, run_on_a_copy  # noqa: E402
 
 CHANNEL = "fleet"  # as bench/fleet_app.py
 MARK = "BENCH-RESULT "
@@ -696,23 +696,6 @@ def fingerprint(src: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def from_a_copy(argv: list[str]) -> int:
-    """Run this script again on a copy of src/, taken now: the tree is edited while the
-    bench runs (another session works in it), and every process of one run, the
-    workers that start minutes later included, must run the same code."""
-    folder = Path(tempfile.mkdtemp(prefix="denpyo-fleet-tree-"))
-    try:
-        shutil.copytree(ROOT / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
-        env = {
-            **os.environ,
-            SNAPSHOT: str(folder),
-            "PYTHONPATH": os.pathsep.join([str(folder / "src"), str(BENCH)]),
-        }
-        return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 # -- checks and main ---------------------------------------------------------------------
 
 
@@ -784,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_child(json.loads(args.cpu_child))
         return 0
     if SNAPSHOT not in os.environ:
-        return from_a_copy(sys.argv[1:] if argv is None else argv)
+        return run_on_a_copy(__file__, sys.argv[1:] if argv is None else argv, SNAPSHOT)
     import denpyo
 
     tree = Path(os.environ[SNAPSHOT])

@@ -162,6 +162,23 @@ def exhausted(url: str, n: int) -> None:
             conn.execute(update)
 
 
+def bulk_under_way(url: str) -> subprocess.Popen[bytes]:
+    """`denpyo bulk retry` of every failed row of `sms`, in batches of 20 with a lease of
+    1 s, once it has done 200 rows (or a minute has passed)."""
+    command = [sys.executable, "-m", "denpyo.cli", "--db", url, "bulk", "retry",
+               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
+               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
+    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with denpyo.Ledger(url) as ledger:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = ledger.store.actions(limit=1)
+            if found and found[0].done >= 200:
+                break
+            time.sleep(0.01)
+    return runner
+
+
 def retries_per_row(url: str) -> dict[int, int]:
     with denpyo.Ledger(url) as ledger:
         rows = ledger.store.list_submissions(Filter(channel="sms", limit=10_000))
@@ -173,17 +190,8 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
     `bulk continue` takes over once the dead runner's lease ends."""
     total = 3000
     exhausted(db_url, total)
-    command = [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "retry",
-               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
-               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
-    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runner = bulk_under_way(db_url)
     with denpyo.Ledger(db_url) as ledger:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = ledger.store.actions(limit=1)
-            if found and found[0].done >= 200:
-                break
-            time.sleep(0.01)
         runner.send_signal(signal.SIGKILL)
         runner.wait()
         [killed] = ledger.store.actions(limit=1)
@@ -207,17 +215,8 @@ def test_a_bulk_paused_past_its_lease_loses_it_and_no_row_is_acted_on_twice(
     gone at its next batch, which rolls back whole: each row is retried once."""
     total = 3000
     exhausted(db_url, total)
-    command = [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "retry",
-               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
-               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = bulk_under_way(db_url)
     with denpyo.Ledger(db_url) as ledger:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = ledger.store.actions(limit=1)
-            if found and found[0].done >= 200:
-                break
-            time.sleep(0.01)
         first.send_signal(signal.SIGSTOP)
         [action] = ledger.store.actions(limit=1)
     try:
