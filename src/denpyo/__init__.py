@@ -6,6 +6,7 @@ settled `synced`, `failed` or `rejected`; rows left in doubt by a crash are
 verified against the provider, settled, or raised to a person.
 """
 
+from denpyo.domain.actions import Approval
 from denpyo.domain.audit import AuditReport, Discrepancy, DiscrepancyKind, RemoteRecord
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_PAYLOAD_BYTES",
     "Alert",
+    "Approval",
     "ArchiveError",
     "ArchiveReport",
     "AuditReport",

@@ -23,9 +23,8 @@ from denpyo.domain.filters import Filter
 
 APP = """
 import denpyo
-from denpyo.domain.actions import Approval
 
-ledger = denpyo.Ledger({url!r}, approval=Approval())
+ledger = denpyo.Ledger({url!r}, approval=denpyo.Approval())
 """
 
 

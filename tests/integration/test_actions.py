@@ -261,3 +261,16 @@ def test_a_filter_by_error_text_and_key_prefix(ledger: denpyo.Ledger) -> None:
     assert dry.counts == {"will retry": 2}
     with pytest.raises(InvalidInput, match="error text"):
         Filter(error_text="x" * 201)
+
+
+def test_an_old_dry_run_is_not_confirmed(
+    ledger: denpyo.Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed_rows(ledger, 1)
+    from denpyo.engine.operator import _actions
+
+    monkeypatch.setattr(_actions, "PLAN_EXPIRES", 0.1)
+    dry = op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note="n", by="ada", target="x")
+    time.sleep(0.3)
+    with pytest.raises(InvalidInput, match="make a new one"):
+        op.confirm_bulk(ledger, dry.action.id, by="ada")

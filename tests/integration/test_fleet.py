@@ -461,3 +461,28 @@ def test_the_rate_limit_of_one_process_has_no_burst(ledger: denpyo.Ledger) -> No
     ledger.work(until_idle=True, poll_interval=POLL)
     assert calls.count() == 45
     assert worst_window([at for at, _ in calls.starts]) <= 15
+
+
+def test_a_down_channel_whose_rows_all_wait_in_doubt_is_probed_by_a_verify(
+    ledger: denpyo.Ledger,
+) -> None:
+    """Down, with no row ready to send and every row in doubt (their senders died
+    mid-call): the probe is a verify. Verifies wait while a channel is down, so
+    without it the channel would stay down for ever; answered, it is up again."""
+    from denpyo.domain.moves import Move
+    from denpyo.store import NewSubmission
+
+    ledger.channel("c", verify=lambda sub: denpyo.Delivered(f"found-{sub.key}"))(lambda sub: "r")
+    S = denpyo.Status
+    for key in ("a", "b"):
+        sub, _ = ledger.store.record(NewSubmission("c", key, f"i-{key}", "{}"), actor="w", lease=60)
+        expire = Move(
+            sub.id, S.REQUESTING, S.REQUESTING, "w", holder="w", new_holder="w",
+            lease=0, retry_in=0, keep_error=True,
+        )  # fmt: skip
+        ledger.store.move([expire])
+    assert ledger.store.channel_down("c", actor="w", note="10 calls failed", probe_in=0)
+    ledger.work(until_idle=True, poll_interval=0.05)
+    assert ledger.store.channel_states()[0].mode is Mode.RUNNING
+    assert [e.kind for e in ledger.store.channel_history("c")] == ["up", "down"]
+    assert {ledger.get("c", k).status for k in ("a", "b")} == {S.SYNCED}  # type: ignore[union-attr]

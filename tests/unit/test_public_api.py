@@ -17,7 +17,7 @@ EXPECTED = {
     "SubmissionFailed",
     "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
     "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
-    "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal",
+    "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal", "Approval",
 }  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
-from denpyo.domain.verdict import Verdict
+from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.gates import Gates
@@ -214,6 +214,10 @@ class Flows:
         verdict: Verdict | None = None
         if spec.verify is not None:
             verdict = yield Check(spec, sub)
+            if isinstance(verdict, Delivered | NotDelivered):  # the provider answers again
+                seen = self.gates.answered(spec, type(verdict).__name__)
+                if seen.news:
+                    yield StoreOp(self.gates.tell, (spec.name, seen))
         events, now = yield StoreOp(self.store.history, (sub.id,))
         history = DoubtHistory.of(sub, events, now)
         window_closed = (

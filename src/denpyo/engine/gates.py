@@ -157,6 +157,16 @@ class Gates:
             return Seen(counted, hold_for=outcome.retry_after, why=why)
         return Seen(counted)
 
+    def answered(self, spec: ChannelSpec, what: str) -> Seen:
+        """A verify the provider answered (it has the call, or it has not): the
+        provider is up, whatever the channel's state said."""
+        state = self.states.get(spec.name)
+        with self._lock:
+            self.streaks.pop(spec.name, None)
+        if state is not None and state.down_since is not None:
+            return Seen(up=True, why=f"a verify was answered ({what})")
+        return RUNNING
+
     def tell(self, channel: str, seen: Seen) -> None:
         """Tell the fleet (one statement) and, for the process that changed the state,
         the people on call (`channel_down`, `channel_up`)."""

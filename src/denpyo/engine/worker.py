@@ -374,7 +374,10 @@ class Worker:
 
     async def _probe(self) -> int:
         """For each channel whose provider is down: if its next probe is due and the
-        fleet gives it to this worker, claim one row to send as the probe."""
+        fleet gives it to this worker, claim one row to send as the probe; with none
+        ready, one row in doubt to verify (or resend) instead, which asks the provider
+        as well: else a down channel whose rows all wait in doubt would never be asked
+        again (in-doubt rows are verified only while it runs)."""
         claimed = 0
         for spec in list(self.ledger.channels.values()):
             if self.gates.mode(spec.name) is not Mode.DOWN or not self.gates.probe_due(spec.name):
@@ -384,8 +387,13 @@ class Worker:
             if not await self.runner.in_db(self.gates.take_probe, spec.name):
                 continue
             rows = await self._claim(spec, 1, in_doubt=False)
+            doubt: ReconcilePass | None = None
+            if not rows:
+                rows = await self._claim(spec, 1, in_doubt=True)
+                if rows:
+                    doubt = ReconcilePass(Counter({spec.name: len(rows)}))
             self.probes.update(sub.id for sub in rows)
-            self.ready[spec.name].extend((sub, None) for sub in rows)
+            self.ready[spec.name].extend((sub, doubt) for sub in rows)
             claimed += len(rows)
         return claimed
 

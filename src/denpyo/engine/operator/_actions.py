@@ -366,6 +366,11 @@ def confirm_bulk(
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
     if record.actor != operator_actor(by):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
+    if record.expires_at is not None and record.expires_at <= ledger.store.now():
+        raise InvalidInput(
+            f"the dry run of action #{action_id} is older than {PLAN_EXPIRES / 3600:g} h: "
+            "make a new one (the rows may have changed since)"
+        )
     plan = record.plan or {}
     acting = int(plan.get("counts", {}).get(will(record.kind), 0))
     policy = approval or ledger.approval
