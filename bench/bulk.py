@@ -92,7 +92,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from common import job_payload, machine_busy, run_on_a_copy  # noqa: E402
+from common import alive, job_payload, machine_busy, run_on_a_copy  # noqa: E402
 
 BULK, LIVE = "bulk", "live"  # the rows retried; the worker's (bench/bulk_app.py)
 CHUNK = 10_000
@@ -483,15 +483,6 @@ def bulk_runs(store: Store, rows: int, batches: list[int], rounds: int) -> list[
 # -- 2. the workers meanwhile ------------------------------------------------------------
 
 
-def ours(pid: int) -> bool:
-    """The worker this bench started is still alive (not a zombie, not a reused pid)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z" and b"bulk_app" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
 @contextmanager
 def worker(db_url: str, provider_url: str, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`denpyo worker` on channel `live`, started and ready; SIGTERM on the way out
@@ -521,7 +512,7 @@ def worker(db_url: str, provider_url: str, log_path: Path) -> Iterator[subproces
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             log("the worker did not stop within 60 s: killed")
-            if ours(proc.pid):
+            if alive(proc.pid, b"bulk_app"):
                 proc.kill()
             proc.wait()
 

@@ -142,3 +142,13 @@ def run_on_a_copy(script: str, argv: list[str], snapshot: str) -> int:
         return subprocess.run([sys.executable, script, *argv], env=env).returncode
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def alive(pid: int, marker: bytes) -> bool:
+    """A process this bench started is still alive: not a zombie, and its command line
+    holds `marker` (not a pid reused by another process)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z" and marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -77,7 +77,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from common import CONNECTION_LIMIT, job_payload, machine_busy, run_on_a_copy  # noqa: E402
+from common import CONNECTION_LIMIT, alive, job_payload, machine_busy, run_on_a_copy  # noqa: E402
 
 CHANNEL = "fleet"  # as bench/fleet_app.py
 MARK = "BENCH-RESULT "
@@ -294,15 +294,6 @@ def children_of(pid: int) -> list[int]:
         return []
 
 
-def ours(pid: int) -> bool:
-    """A worker this bench started is still alive (not a zombie, not a reused pid)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z" and b"fleet_app" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
 @contextmanager
 def workers(
     db_url: str, provider_url: str, channel: dict[str, Any], processes: int, log_path: Path
@@ -344,7 +335,7 @@ def workers(
             proc.kill()
             proc.wait()
         for pid in started:
-            if ours(pid):
+            if alive(pid, b"fleet_app"):
                 log(f"worker {pid} outlived its supervisor: killed")
                 os.kill(pid, signal.SIGKILL)
 

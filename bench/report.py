@@ -815,19 +815,7 @@ def section_fleet(results: dict[str, Any]) -> list[str]:
             + ".",
             "",
         ]
-    checks = found.get("checks", [])
-    if checks:
-        lines += [
-            table(
-                ["check", "measured", ""],
-                [
-                    [c["check"], str(c["value"]), "**met**" if c["ok"] else "**not met**"]
-                    for c in checks
-                ],
-            ),
-            "",
-        ]
-    return lines
+    return lines + checks_table(found)
 
 
 def section_bulk(results: dict[str, Any]) -> list[str]:
@@ -902,19 +890,16 @@ def section_bulk(results: dict[str, Any]) -> list[str]:
             table(header, rows),
             "",
         ]
+    return lines + checks_table(found)
+
+
+def checks_table(found: dict[str, Any]) -> list[str]:
+    """A scenario's `checks` (what the feature promises, measured) as a table."""
     checks = found.get("checks", [])
-    if checks:
-        lines += [
-            table(
-                ["check", "measured", ""],
-                [
-                    [c["check"], str(c["value"]), "**met**" if c["ok"] else "**not met**"]
-                    for c in checks
-                ],
-            ),
-            "",
-        ]
-    return lines
+    if not checks:
+        return []
+    rows = [[c["check"], str(c["value"]), "**met**" if c["ok"] else "**not met**"] for c in checks]
+    return [table(["check", "measured", ""], rows), ""]
 
 
 def memory_growth(results: dict[str, Any]) -> float | None:

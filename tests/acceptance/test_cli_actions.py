@@ -167,7 +167,7 @@ def bulk_under_way(url: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "denpyo.cli", "--db", url, "bulk", "retry",
                "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
                "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
-    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    holder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with denpyo.Ledger(url) as ledger:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -175,7 +175,7 @@ def bulk_under_way(url: str) -> subprocess.Popen[bytes]:
             if found and found[0].done >= 200:
                 break
             time.sleep(0.01)
-    return runner
+    return holder
 
 
 def retries_per_row(url: str) -> dict[int, int]:
@@ -186,20 +186,20 @@ def retries_per_row(url: str) -> dict[int, int]:
 
 def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: str) -> None:
     """SIGKILL while batches commit: what a batch did is all there or not at all, and
-    `bulk continue` takes over once the dead runner's lease ends."""
+    `bulk continue` takes over once the dead holder's lease ends."""
     total = 3000
     exhausted(db_url, total)
-    runner = bulk_under_way(db_url)
+    holder = bulk_under_way(db_url)
     with denpyo.Ledger(db_url) as ledger:
-        runner.send_signal(signal.SIGKILL)
-        runner.wait()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
         [killed] = ledger.store.actions(limit=1)
     assert killed.state.value == "running" and 200 <= killed.done < total
     counts = retries_per_row(db_url)
     assert set(counts.values()) <= {0, 1}
     assert sum(counts.values()) == killed.done  # the rows moved are exactly those counted
     refused(cli("bulk", "pause", "999", db=db_url), "is not running")
-    time.sleep(1.2)  # the dead runner's lease ends
+    time.sleep(1.2)  # the dead holder's lease ends
     done = as_json(cli("bulk", "continue", str(killed.id), "--json", db=db_url))
     assert (done["state"], done["done"], done["skipped"]) == ("done", total, 0)
     assert set(retries_per_row(db_url).values()) == {1}
@@ -209,7 +209,7 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
 def test_a_bulk_paused_past_its_lease_loses_it_and_no_row_is_acted_on_twice(
     db_url: str,
 ) -> None:
-    """SIGSTOP a runner (perhaps in the middle of a batch's transaction) past its
+    """SIGSTOP a holder (perhaps in the middle of a batch's transaction) past its
     lease; `bulk continue` takes the action over; the first, woken, finds its lease
     gone at its next batch, which rolls back whole: each row is retried once."""
     total = 3000

@@ -1,7 +1,7 @@
 """The action log, two-person requests and bulk actions, on every database: each
 person's action is one entry with its rows; a request changes nothing until a
 second person approves it; a bulk action acts on the rows frozen at its dry run,
-in batches that two runners never both carry out."""
+in batches that two holders never both carry out."""
 
 from __future__ import annotations
 
@@ -180,17 +180,17 @@ def test_a_runner_that_lost_its_lease_writes_nothing(ledger: denpyo.Ledger) -> N
     )
     op.confirm_bulk(ledger, dry.action.id, by="ada")
     store = ledger.store
-    assert store.take_action(dry.action.id, runner="a", lease=0.05)
-    assert not store.take_action(dry.action.id, runner="b", lease=60)  # a holds it
+    assert store.take_action(dry.action.id, holder="a", lease=0.05)
+    assert not store.take_action(dry.action.id, holder="b", lease=60)  # a holds it
     time.sleep(0.2)
-    assert store.take_action(dry.action.id, runner="b", lease=60)  # a's lease ran out
+    assert store.take_action(dry.action.id, holder="b", lease=60)  # a's lease ran out
     sub = row_of(ledger, row)
     from denpyo.engine.operator._act import _retry_move
 
     plan = [(row, _retry_move(sub, "operator:ada", "n", False), None)]
-    assert store.carry_out(dry.action.id, runner="a", lease=60, plan=plan) is None
+    assert store.carry_out(dry.action.id, holder="a", lease=60, plan=plan) is None
     assert row_of(ledger, row).next_attempt_at is None  # a's batch rolled back
-    assert store.carry_out(dry.action.id, runner="b", lease=60, plan=plan) is not None
+    assert store.carry_out(dry.action.id, holder="b", lease=60, plan=plan) is not None
     assert store.action(dry.action.id).state is ActionState.DONE  # type: ignore[union-attr]
 
 

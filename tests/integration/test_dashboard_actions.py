@@ -17,12 +17,12 @@ import pytest
 from starlette.testclient import TestClient
 
 import denpyo
+from dashboard_client import ORIGIN, sign_in
 from dashboard_seed import CHANNEL, seed
 from denpyo.domain.actions import ActionState, Approval
 from denpyo.errors import ConfigurationError
 from denpyo.web import create_app, people
 
-ORIGIN = "http://127.0.0.1:8470"
 ROLES = {"vera": "viewer", "otto": "operator", "olga": "operator", "april": "approver"}
 
 
@@ -50,24 +50,6 @@ def tokens(tmp_path: Path) -> dict[str, str]:
 
 def app_of(ledger: denpyo.Ledger, tmp_path: Path, **options: Any) -> Any:
     return create_app(ledger, users=tmp_path / "users.json", **options)
-
-
-def sign_in(app: Any, name: str, token: str) -> tuple[TestClient, str]:
-    browser = TestClient(app, base_url=ORIGIN, follow_redirects=False)
-    csrf = csrf_of(browser.get("/login").text)
-    answer = browser.post(
-        "/login",
-        data={"name": name, "token": token, "csrf_token": csrf},
-        headers={"origin": ORIGIN},
-    )
-    assert answer.status_code == 303, answer.text
-    return browser, csrf
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
 
 
 def post(browser: TestClient, csrf: str, path: str, **data: str) -> Any:
@@ -190,3 +172,25 @@ def test_the_shared_token_is_never_the_second_person(
     refused = post(typed, tcsrf, f"/actions/{number}/approve", note="ok")
     assert refused.status_code == 403 and "not a second person" in refused.text
     assert ledger.store.action(number).state is ActionState.REQUESTED  # type: ignore[union-attr]
+
+
+def test_bad_input_is_refused_and_writes_nothing(
+    ledger: denpyo.Ledger, ids: dict[str, int], tokens: dict[str, str], tmp_path: Path
+) -> None:
+    app = app_of(ledger, tmp_path)
+    otto, csrf = sign_in(app, "otto", tokens["otto"])
+    assert "no action #999" in otto.get("/actions/999").text
+    assert otto.get("/actions/999").status_code == 400
+    assert otto.get("/actions", params={"since": "yesterday-ish"}).status_code == 400
+    assert otto.get("/actions", params={"kind": "explode"}).status_code == 400
+    for fields in (
+        {"status": "rejected", "action": "mark_synced", "note": "n"},  # not a bulk kind
+        {"status": "rejected", "action": "retry", "note": " "},  # no note
+        {"status": "nonsense", "action": "retry", "note": "n"},  # no such status
+        {"error_text": "x" * 201, "action": "retry", "note": "n"},  # too long
+    ):
+        assert post(otto, csrf, "/bulk/plan", **fields).status_code == 400, fields
+    number = action_id(post(otto, csrf, "/bulk/plan", status="rejected", action="retry", note="n"))
+    assert post(otto, csrf, f"/actions/{number}/do/explode").status_code == 404
+    assert post(otto, csrf, "/actions/999/confirm").status_code == 400
+    assert [r.id for r in ledger.store.actions()] == [number]  # only the one dry run

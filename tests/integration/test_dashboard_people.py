@@ -16,15 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.testclient import TestClient
 
 import denpyo
+from dashboard_client import ORIGIN, FakeTime, client, csrf_of, sign_in
 from dashboard_seed import seed
 from denpyo.engine import operator as op
 from denpyo.web import Access, create_app, people
 from denpyo.web.auth import MAKE_TOKEN, Throttle
 
-ORIGIN = "http://127.0.0.1:8470"
 TOKEN = "correct-horse-battery"
 PAGES = ["/", "/partials/overview", "/submissions", "/attention", "/metrics", "/channels/sms"]
 ROLES = {"vera": "viewer", "otto": "operator", "april": "approver", "ada": "admin"}
@@ -55,48 +54,10 @@ def users(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return path, tokens
 
 
-class FakeWait:
-    """The throttle's clock and sleep: waits are recorded, not slept."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
-
-
-def fake_waits(app: Any) -> FakeWait:
-    fake = FakeWait()
+def fake_waits(app: Any) -> FakeTime:
+    fake = FakeTime()
     app.state.dashboard.gate.throttle = Throttle(clock=fake.clock, sleep=fake.sleep)
     return fake
-
-
-def client(app: Any, base_url: str = ORIGIN, peer: str = "testclient") -> TestClient:
-    return TestClient(app, base_url=base_url, follow_redirects=False, client=(peer, 50000))
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
-
-
-def sign_in(app: Any, name: str, token: str, base_url: str = ORIGIN) -> tuple[TestClient, str]:
-    """A browser signed in through the form: its client and its CSRF token."""
-    browser = client(app, base_url)
-    csrf = csrf_of(browser.get("/login").text)
-    answer = browser.post(
-        "/login",
-        data={"name": name, "token": token, "csrf_token": csrf},
-        headers={"origin": base_url},
-    )
-    assert answer.status_code == 303, answer.text
-    return browser, csrf
 
 
 def history(ledger: denpyo.Ledger, submission_id: int) -> list[str]:

@@ -5,7 +5,6 @@ read-only viewer; and it escapes and redacts what it shows."""
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import denpyo
+from dashboard_client import csrf_of
 from dashboard_seed import CARD, SCRIPT, seed
 from denpyo.engine import operator as op
 from denpyo.web import Access, create_app
@@ -54,12 +54,6 @@ def signed_in(ledger: denpyo.Ledger, **options: Any) -> tuple[TestClient, str]:
     )
     assert answer.status_code == 303, answer.text
     return browser, csrf
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
 
 
 def history(ledger: denpyo.Ledger, submission_id: int) -> list[str]:

@@ -357,9 +357,9 @@ def test_resend_is_one_transaction(ledger: denpyo.Ledger, mixed: dict[str, int])
         return Move(mixed["k-rejected"], S.FAILED, S.FAILED, "operator:x", event="resend")
 
     entry = NewAction(ActionKind.RESEND, Scope.ROWS, "x", "operator:x", "n")
-    action = ledger.store.add_action(entry, ids=[mixed["k-rejected"]], runner="r", lease=60)
+    action = ledger.store.add_action(entry, ids=[mixed["k-rejected"]], holder="r", lease=60)
     plan = [(mixed["k-rejected"], Resend(new, "operator:x", "d", stale), None)]
-    [(_, outcome, reason)] = ledger.store.carry_out(action.id, runner="r", lease=60, plan=plan)
+    [(_, outcome, reason)] = ledger.store.carry_out(action.id, holder="r", lease=60, plan=plan)
     assert (outcome, reason) == (RowOutcome.SKIPPED, MOVED)
     assert ledger.get("email", "k-new") is None  # the new row went with the old one's move
 

@@ -13,26 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from dashboard_client import FakeTime
 from denpyo.domain.people import Role, parse_role
 from denpyo.errors import ConfigurationError, InvalidInput
 from denpyo.web import Access, people
 from denpyo.web.auth import MAKE_TOKEN, Sessions, Signed, Throttle, strong_token
-
-
-class FakeTime:
-    """A clock that moves only when a throttle's wait is 'slept'."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.waits: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)  # let another attempt run, were it not made to wait its turn
 
 
 @pytest.fixture

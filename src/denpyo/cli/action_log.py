@@ -389,7 +389,7 @@ def _carry_on(
 @json_option
 @pass_env
 def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: bool) -> None:
-    """Carry a bulk action on to its end: a paused one is resumed, one whose runner
+    """Carry a bulk action on to its end: a paused one is resumed, one whose holder
     stopped (a closed terminal, a dead process) is taken over after its lease.
 
     \b

@@ -21,11 +21,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from denpyo.domain.actions import ActionKind
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
 from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.holders import actor_of, lease_left
 from denpyo.domain.report import ReportRow
-from denpyo.domain.rules import Action, RowActions, allowed_actions
+from denpyo.domain.rules import RowActions, allowed_actions
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
@@ -499,10 +500,10 @@ def show_history(found: History, *, full: bool = False) -> None:
 
 
 ACTION_COMMANDS = {
-    Action.RETRY: "retry",
-    Action.ABANDON: "resolve --abandon",
-    Action.RESEND: "resolve --resend",
-    Action.MARK_SYNCED: "resolve --mark-synced",
+    ActionKind.RETRY: "retry",
+    ActionKind.ABANDON: "resolve --abandon",
+    ActionKind.RESEND: "resolve --resend",
+    ActionKind.MARK_SYNCED: "resolve --mark-synced",
 }
 
 

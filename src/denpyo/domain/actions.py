@@ -22,6 +22,9 @@ from typing import Any
 
 
 class ActionKind(StrEnum):
+    """A person's action: on rows (the CLI's `retry` and `resolve`, the dashboard's
+    buttons; `ROW_KINDS`, which domain/rules.py judges) or on a channel."""
+
     RETRY = "retry"
     ABANDON = "abandon"
     RESEND = "resend"
@@ -94,8 +97,8 @@ class ActionRecord:
     total: int
     done: int
     skipped: int
-    runner: str | None
-    run_until: datetime | None
+    locked_by: str | None
+    locked_until: datetime | None
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None

@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from denpyo.domain.actions import ActionKind
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.errors import InvalidInput, TransitionNotAllowed
 
@@ -64,15 +65,6 @@ def needs_person(sub: Submission) -> bool:
 # -- what a person may do -----------------------------------------------------------------------
 
 
-class Action(StrEnum):
-    """A person's action on one row (the CLI's `retry` and `resolve`, the dashboard's buttons)."""
-
-    RETRY = "retry"
-    ABANDON = "abandon"
-    RESEND = "resend"
-    MARK_SYNCED = "mark_synced"
-
-
 class Permit(StrEnum):
     """Whether a row allows an action now: yes, only forced, or no."""
 
@@ -90,7 +82,7 @@ class Answer:
     allows it (`TransitionNotAllowed`), rather than by the row's state now
     (`InvalidInput`: being sent, never sent, resolved, already resent)."""
 
-    action: Action
+    action: ActionKind
     permit: Permit
     reason: str = ""
     forbidden: bool = False
@@ -137,10 +129,10 @@ def allowed_actions(sub: Submission, *, superseded_by: Submission | None = None)
     )
 
 
-def removed(sub: Submission, action: Action) -> Answer | None:
+def removed(sub: Submission, action: ActionKind) -> Answer | None:
     """A removed row (pruned, or archived and deleted) takes no move: only a resend,
     as a new row."""
-    if sub.removed_at is None or action is Action.RESEND:
+    if sub.removed_at is None or action is ActionKind.RESEND:
         return None
     where = f"archived to {sub.archived_to}" if sub.archived_to else "pruned"
     return _refused(
@@ -150,42 +142,47 @@ def removed(sub: Submission, action: Action) -> Answer | None:
 
 def may_retry(sub: Submission) -> Answer:
     """A `failed` row due now under its key; in doubt (a `requesting` one too), forced."""
-    if gone := removed(sub, Action.RETRY):
+    if gone := removed(sub, ActionKind.RETRY):
         return gone
     if sub.resolution is not None:
         return _refused(
-            Action.RETRY, f"{label(sub)} was resolved by a person ({sub.resolution}); not retried"
+            ActionKind.RETRY,
+            f"{label(sub)} was resolved by a person ({sub.resolution}); not retried",
         )
     if sub.status is Status.FAILED:
-        return _forced(sub, Action.RETRY) if sub.in_doubt else Answer(Action.RETRY, Permit.ALLOWED)
+        return (
+            _forced(sub, ActionKind.RETRY)
+            if sub.in_doubt
+            else Answer(ActionKind.RETRY, Permit.ALLOWED)
+        )
     if sub.status is Status.REQUESTING:
         if in_flight(sub):
-            return _busy(sub, Action.RETRY)
+            return _busy(sub, ActionKind.RETRY)
         if not sub.in_doubt:
             return _refused(
-                Action.RETRY, f"{label(sub)} has not been sent yet; a worker will send it"
+                ActionKind.RETRY, f"{label(sub)} has not been sent yet; a worker will send it"
             )
-        return _forced(sub, Action.RETRY)
+        return _forced(sub, ActionKind.RETRY)
     if sub.status is Status.REJECTED:
         return _forbidden(
-            Action.RETRY,
+            ActionKind.RETRY,
             f"{label(sub)} was rejected by the provider; sending it unchanged cannot help: "
             "resend it as a new submission (resolve --resend) or abandon it",
         )
-    return _forbidden(Action.RETRY, f"{label(sub)} is synced: final, nothing to retry")
+    return _forbidden(ActionKind.RETRY, f"{label(sub)} is synced: final, nothing to retry")
 
 
 def may_abandon(sub: Submission) -> Answer:
     """Give up on an unresolved row that is not synced and not being sent."""
-    if gone := removed(sub, Action.ABANDON):
+    if gone := removed(sub, ActionKind.ABANDON):
         return gone
     if sub.resolution is not None:
-        return _refused(Action.ABANDON, f"{label(sub)} is already resolved: {sub.resolution}")
+        return _refused(ActionKind.ABANDON, f"{label(sub)} is already resolved: {sub.resolution}")
     if sub.status is Status.SYNCED:
-        return _forbidden(Action.ABANDON, f"{label(sub)} is synced: final, nothing to abandon")
+        return _forbidden(ActionKind.ABANDON, f"{label(sub)} is synced: final, nothing to abandon")
     if in_flight(sub):
-        return _busy(sub, Action.ABANDON)
-    return Answer(Action.ABANDON, Permit.ALLOWED)
+        return _busy(sub, ActionKind.ABANDON)
+    return Answer(ActionKind.ABANDON, Permit.ALLOWED)
 
 
 def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answer:
@@ -193,16 +190,18 @@ def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answ
     its call may have arrived (in doubt, or `requesting` after an attempt)."""
     if sub.status is Status.SYNCED:
         return _forbidden(
-            Action.RESEND,
+            ActionKind.RESEND,
             f"{label(sub)} is synced: it arrived; a new call needs a new key (submit it)",
         )
     if in_flight(sub):
-        return _busy(sub, Action.RESEND)
+        return _busy(sub, ActionKind.RESEND)
     if superseded_by is not None:
-        return _refused(Action.RESEND, f"{label(sub)} was already resent as {label(superseded_by)}")
+        return _refused(
+            ActionKind.RESEND, f"{label(sub)} was already resent as {label(superseded_by)}"
+        )
     if sub.in_doubt or (sub.status is Status.REQUESTING and sent_maybe(sub)):
-        return _forced(sub, Action.RESEND)
-    return Answer(Action.RESEND, Permit.ALLOWED)
+        return _forced(sub, ActionKind.RESEND)
+    return Answer(ActionKind.RESEND, Permit.ALLOWED)
 
 
 def sent_maybe(sub: Submission) -> bool:
@@ -214,37 +213,37 @@ def sent_maybe(sub: Submission) -> bool:
 def may_mark_synced(sub: Submission) -> Answer:
     """Record that a person found the call at the provider: from `failed`, or from a
     `requesting` row attempted and not being sent; never from `rejected`."""
-    if gone := removed(sub, Action.MARK_SYNCED):
+    if gone := removed(sub, ActionKind.MARK_SYNCED):
         return gone
     if sub.status is Status.SYNCED:
         return _forbidden(
-            Action.MARK_SYNCED, f"{label(sub)} is already synced (remote id {sub.remote_id})"
+            ActionKind.MARK_SYNCED, f"{label(sub)} is already synced (remote id {sub.remote_id})"
         )
     if sub.status is Status.REJECTED:
         return _forbidden(
-            Action.MARK_SYNCED,
+            ActionKind.MARK_SYNCED,
             f"{label(sub)} was rejected by the provider: a submission cannot move from "
             "rejected to synced; abandon it, or resend it as a new submission",
         )
     if sub.status is Status.REQUESTING:
         if in_flight(sub):
-            return _busy(sub, Action.MARK_SYNCED)
+            return _busy(sub, ActionKind.MARK_SYNCED)
         if not sent_maybe(sub):
             return _refused(
-                Action.MARK_SYNCED, f"{label(sub)} was never sent, so it cannot have arrived"
+                ActionKind.MARK_SYNCED, f"{label(sub)} was never sent, so it cannot have arrived"
             )
-    return Answer(Action.MARK_SYNCED, Permit.ALLOWED)
+    return Answer(ActionKind.MARK_SYNCED, Permit.ALLOWED)
 
 
-def _refused(action: Action, reason: str) -> Answer:
+def _refused(action: ActionKind, reason: str) -> Answer:
     return Answer(action, Permit.REFUSED, reason)
 
 
-def _forbidden(action: Action, reason: str) -> Answer:
+def _forbidden(action: ActionKind, reason: str) -> Answer:
     return Answer(action, Permit.REFUSED, reason, forbidden=True)
 
 
-def _busy(sub: Submission, action: Action) -> Answer:
+def _busy(sub: Submission, action: ActionKind) -> Answer:
     return _refused(
         action,
         f"{label(sub)} is being sent right now by {sub.locked_by} (lease until "
@@ -252,7 +251,7 @@ def _busy(sub: Submission, action: Action) -> Answer:
     )
 
 
-def _forced(sub: Submission, action: Action) -> Answer:
+def _forced(sub: Submission, action: ActionKind) -> Answer:
     verb = action.value
     return Answer(
         action,

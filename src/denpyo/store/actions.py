@@ -3,11 +3,11 @@ requests a two-person rule keeps for a second person, and bulk actions carried
 out in batches (domain/actions.py).
 
 An action's rows are frozen when it is made (the ids a filter found at that
-instant, or the ids a person named). Its runner carries them out a batch at a
+instant, or the ids a person named). Its holder carries them out a batch at a
 time; each batch is one transaction that moves the rows (compare-and-set, as
-every move), records what happened to each, and counts them under the runner's
-lease: a batch of a runner that lost its action (paused, cancelled, or taken over
-after its lease ran out) rolls back whole, so two runners never both act on a row.
+every move), records what happened to each, and counts them under the holder's
+lease: a batch of a holder that lost its action (paused, cancelled, or taken over
+after its lease ran out) rolls back whole, so two holders never both act on a row.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ Planned = tuple[int, Step | None, str | None]
 
 
 class _LostAction(Exception):
-    """The runner no longer holds the action: the batch rolls back."""
+    """The holder no longer holds the action: the batch rolls back."""
 
 
 class ActionLog(ConnectionModes, Rows, Params):
@@ -103,13 +103,13 @@ class ActionLog(ConnectionModes, Rows, Params):
         *,
         ids: Sequence[int] = (),
         flt: Filter | None = None,
-        runner: str | None = None,
+        holder: str | None = None,
         lease: float = 60.0,
     ) -> ActionRecord:
         """Write the entry and freeze its rows (`ids`, or every row `flt` finds now),
-        in one transaction; with `runner`, that runner holds it."""
+        in one transaction; with `holder`, that holder holds it."""
         with self.transaction() as tx:
-            action_id = self.add_action_in(tx, entry, runner=runner, lease=lease)
+            action_id = self.add_action_in(tx, entry, holder=holder, lease=lease)
             if ids:
                 rows = [{"action_id": action_id, "submission_id": i} for i in dict.fromkeys(ids)]
                 tx.execute_many("action_row_add", rows)
@@ -125,7 +125,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         return self._action(row)
 
     def add_action_in(
-        self, tx: Tx, entry: NewAction, *, runner: str | None = None, lease: float = 60.0
+        self, tx: Tx, entry: NewAction, *, holder: str | None = None, lease: float = 60.0
     ) -> int:
         """The entry alone, inside the caller's transaction (a pause's, a resume's)."""
         row = tx.fetch_one(
@@ -141,7 +141,7 @@ class ActionLog(ConnectionModes, Rows, Params):
                 "note": entry.note,
                 "expires_in": seconds(entry.expires_in),
                 "total": 0,
-                "runner": runner,
+                "holder": holder,
                 "lease": seconds(lease),
             },
         )
@@ -219,15 +219,15 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     # -- carrying it out ----------------------------------------------------------------
 
-    def take_action(self, action_id: int, *, runner: str, lease: float) -> bool:
-        """Become the action's runner: it is running and nobody else carries it out."""
+    def take_action(self, action_id: int, *, holder: str, lease: float) -> bool:
+        """Become the action's holder: it is running and nobody else carries it out."""
         with self.transaction() as tx:
-            params = {"id": action_id, "runner": runner, "lease": seconds(lease)}
+            params = {"id": action_id, "holder": holder, "lease": seconds(lease)}
             return tx.execute("action_take", params) > 0
 
-    def let_go_action(self, action_id: int, *, runner: str) -> None:
+    def let_go_action(self, action_id: int, *, holder: str) -> None:
         with self.transaction() as tx:
-            tx.execute("action_let_go", {"id": action_id, "runner": runner})
+            tx.execute("action_let_go", {"id": action_id, "holder": holder})
 
     def pending_batch(
         self, action_id: int, *, after: int, limit: int
@@ -245,11 +245,11 @@ class ActionLog(ConnectionModes, Rows, Params):
         return ids, found
 
     def carry_out(
-        self, action_id: int, *, runner: str, lease: float, plan: Sequence[Planned]
+        self, action_id: int, *, holder: str, lease: float, plan: Sequence[Planned]
     ) -> list[tuple[int, RowOutcome, str | None]] | None:
         """One batch, in one transaction: each row's step (a move, or a resend), what
-        happened to each, and the action's counts, under the runner's lease. None
-        (nothing written) when the runner no longer holds the action."""
+        happened to each, and the action's counts, under the holder's lease. None
+        (nothing written) when the holder no longer holds the action."""
         rows = list(plan)
         while True:
             try:
@@ -266,7 +266,7 @@ class ActionLog(ConnectionModes, Rows, Params):
                     done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
                     progress = {
                         "id": action_id,
-                        "runner": runner,
+                        "holder": holder,
                         "lease": seconds(lease),
                         "done": done,
                         "skipped": len(results) - done,
@@ -382,8 +382,8 @@ class ActionLog(ConnectionModes, Rows, Params):
             total=int(row["total"]),
             done=int(row["done"]),
             skipped=int(row["skipped"]),
-            runner=row["runner"],
-            run_until=when("run_until"),
+            locked_by=row["locked_by"],
+            locked_until=when("locked_until"),
             created_at=created,
             updated_at=updated,
             finished_at=when("finished_at"),

@@ -457,11 +457,11 @@ class Store(ABC):
         *,
         ids: Sequence[int] = (),
         flt: Filter | None = None,
-        runner: str | None = None,
+        holder: str | None = None,
         lease: float = 60.0,
     ) -> ActionRecord:
         """Write an entry of the action log and freeze its rows (`ids`, or every row
-        `flt` finds now), in one transaction; with `runner`, that runner holds it."""
+        `flt` finds now), in one transaction; with `holder`, that holder holds it."""
 
     @abstractmethod
     def action(self, action_id: int) -> ActionRecord | None: ...
@@ -487,11 +487,11 @@ class Store(ABC):
         """The rows behind an action and what happened to each, in id order."""
 
     @abstractmethod
-    def take_action(self, action_id: int, *, runner: str, lease: float) -> bool:
-        """Become the runner of a running action nobody else carries out."""
+    def take_action(self, action_id: int, *, holder: str, lease: float) -> bool:
+        """Become the holder of a running action nobody else carries out."""
 
     @abstractmethod
-    def let_go_action(self, action_id: int, *, runner: str) -> None: ...
+    def let_go_action(self, action_id: int, *, holder: str) -> None: ...
 
     @abstractmethod
     def pending_batch(
@@ -501,10 +501,10 @@ class Store(ABC):
 
     @abstractmethod
     def carry_out(
-        self, action_id: int, *, runner: str, lease: float, plan: Sequence[Planned]
+        self, action_id: int, *, holder: str, lease: float, plan: Sequence[Planned]
     ) -> list[tuple[int, RowOutcome, str | None]] | None:
-        """One batch of an action in one transaction, under the runner's lease; None
-        (nothing written) when the runner lost the action."""
+        """One batch of an action in one transaction, under the holder's lease; None
+        (nothing written) when the holder lost the action."""
 
     @abstractmethod
     def set_plan(

@@ -39,7 +39,7 @@ class ChannelControls(ConnectionModes, Rows, Params):
 
     @abstractmethod
     def add_action_in(
-        self, tx: Tx, entry: NewAction, *, runner: str | None = None, lease: float = 60.0
+        self, tx: Tx, entry: NewAction, *, holder: str | None = None, lease: float = 60.0
     ) -> int:
         """An entry of the action log inside the caller's transaction (store/actions.py)."""
 

@@ -2,10 +2,10 @@
 whole filtered set: pages and POSTs over `denpyo.engine.operator`'s actions, as
 the CLI's `actions`, `approvals`, `approve`, `reject` and `bulk` run them.
 
-A bulk action runs on the dashboard's own threads (`Runs`), a batch per
+A bulk action runs on the dashboard's own threads (`BulkThreads`), a batch per
 transaction; its page reads its progress from the database, so it survives a
 reload, and a running action nobody carries on (the dashboard restarted) is
-taken up again when its page is looked at, once its runner's lease has ended.
+taken up again when its page is looked at, once its holder's lease has ended.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ RUN_THREADS = 2
 MAX_EXPORT = 100_000
 
 
-class Runs:
+class BulkThreads:
     """The bulk actions this dashboard carries out, each on a thread of its own pool
     (never the pages' database threads), at most once at a time per action here; the
-    runner's lease keeps two dashboards from both carrying one out."""
+    holder's lease keeps two dashboards from both carrying one out."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
@@ -71,13 +71,13 @@ class Runs:
 class ActionPages(Shell):
     """The action log, the requests, and bulk actions."""
 
-    _runs: Runs | None = None
+    _bulk_threads: BulkThreads | None = None
 
     @property
-    def runs(self) -> Runs:
-        if self._runs is None:
-            self._runs = Runs(self.ledger)
-        return self._runs
+    def bulk_threads(self) -> BulkThreads:
+        if self._bulk_threads is None:
+            self._bulk_threads = BulkThreads(self.ledger)
+        return self._bulk_threads
 
     # -- pages ----------------------------------------------------------------------------
 
@@ -146,9 +146,9 @@ class ActionPages(Shell):
         )
         now = await self.call(self.ledger.store.now)
         if record.state is ActionState.RUNNING and (
-            record.run_until is None or record.run_until < now
+            record.locked_until is None or record.locked_until < now
         ):
-            self.runs.start(record.id)  # nobody carries it on: this dashboard does
+            self.bulk_threads.start(record.id)  # nobody carries it on: this dashboard does
         mine = record.person == access.name
         return {
             "r": record,
@@ -218,7 +218,7 @@ class ActionPages(Shell):
         )
         if isinstance(started, op.Requested):
             return self._to_action(request, action_id, "requested")
-        self.runs.start(action_id)
+        self.bulk_threads.start(action_id)
         return self._to_action(request, action_id, "running")
 
     async def approve(
@@ -259,7 +259,7 @@ class ActionPages(Shell):
         record = op.action_detail(self.ledger, action_id, limit=1)[0]
         if record.total > op.BATCH:
             op.decide(self.ledger, action_id, note=note, by=by, approve=True)
-            self.runs.start(action_id)
+            self.bulk_threads.start(action_id)
         else:
             op.approve(self.ledger, action_id, note=note, by=by)
 
@@ -280,7 +280,7 @@ class ActionPages(Shell):
         if not await self.call(change[verb], self.ledger, action_id):
             raise Refused(409, f"action #{action_id} is {record.state}: it cannot {verb}")
         if verb == "resume":
-            self.runs.start(action_id)
+            self.bulk_threads.start(action_id)
         return self._to_action(request, action_id, {"pause": "paused", "resume": "running",
                                                     "cancel": "cancelled"}[verb])  # fmt: skip
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 BATCH = 500
 """Rows per batch (one transaction each)."""
 LEASE = 60.0
-"""Seconds a runner holds its action between batches: a runner that died lets
+"""Seconds a holder holds its action between batches: a holder that died lets
 another carry the action on after this long."""
 SAMPLES = 5
 """Rows a dry run shows for each outcome."""
@@ -100,7 +100,7 @@ def request_json(requested: Requested | None) -> dict[str, Any] | None:
     return {"action": requested.action.id, "reason": requested.reason}
 
 
-def runner_name() -> str:
+def new_holder() -> str:
     """Who carries an action out: this host and process, and a nonce."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -112,25 +112,25 @@ def run(
     ledger: Ledger,
     action_id: int,
     *,
-    runner: str | None = None,
+    holder: str | None = None,
     batch: int = BATCH,
     lease: float = LEASE,
     progress: Callable[[ActionRecord], object] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ActionRecord:
     """Carry out a running action's remaining rows, a batch at a time, and return it
-    as it stands. Does nothing when another runner holds it or it is not running
-    (paused, cancelled, waiting for a second person). `lease`: seconds this runner
-    holds the action from one batch to the next; if it dies, another runner takes
+    as it stands. Does nothing when another holder holds it or it is not running
+    (paused, cancelled, waiting for a second person). `lease`: seconds this holder
+    holds the action from one batch to the next; if it dies, another holder takes
     the action over after that long."""
     if not lease > 0 or batch < 1:
         raise InvalidInput(
             "a bulk action needs a lease above 0 seconds and batches of 1 row or more"
         )
     store = ledger.store
-    runner = runner or runner_name()
+    holder = holder or new_holder()
     record = _get(ledger, action_id)
-    if store.take_action(action_id, runner=runner, lease=lease):
+    if store.take_action(action_id, holder=holder, lease=lease):
         try:
             after = 0
             while True:
@@ -139,15 +139,15 @@ def run(
                     store.move_action(action_id, ActionState.DONE, from_=(ActionState.RUNNING,))
                     break
                 plan = [(sid, *_step(ledger, record, rows.get(sid))) for sid in ids]
-                if store.carry_out(action_id, runner=runner, lease=lease, plan=plan) is None:
-                    break  # paused, cancelled, or another runner took it over
+                if store.carry_out(action_id, holder=holder, lease=lease, plan=plan) is None:
+                    break  # paused, cancelled, or another holder took it over
                 after = ids[-1]
                 if progress is not None:
                     progress(_get(ledger, action_id))
                 if should_stop is not None and should_stop():
                     break
         finally:
-            store.let_go_action(action_id, runner=runner)
+            store.let_go_action(action_id, holder=holder)
     return _get(ledger, action_id)
 
 
@@ -249,10 +249,10 @@ def act(
         plan = {"counts": counts, "samples": samples}
         ledger.store.set_plan(request.id, plan, to=request.state, from_=request.state)
         return Requested(_get(ledger, request.id), reason)
-    runner = runner_name()
+    holder = new_holder()
     entry = NewAction(kind, Scope.ROWS, target, actor, note, params=params)
-    record = ledger.store.add_action(entry, ids=ids, runner=runner, lease=LEASE)
-    return run(ledger, record.id, runner=runner)
+    record = ledger.store.add_action(entry, ids=ids, holder=holder, lease=LEASE)
+    return run(ledger, record.id, holder=holder)
 
 
 def approve(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:

@@ -609,14 +609,14 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
 INSERT INTO denpyo_actions (
-    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, locked_by, locked_until
 )
 VALUES (
     %(kind)s, %(scope)s, %(target)s, %(params)s, %(plan)s, %(state)s, %(actor)s, %(note)s,
     CASE WHEN %(expires_in)s IS NULL THEN NULL
          ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(expires_in)s * 1000000) MICROSECOND END,
-    %(total)s, %(runner)s,
-    CASE WHEN %(runner)s IS NULL THEN NULL
+    %(total)s, %(holder)s,
+    CASE WHEN %(holder)s IS NULL THEN NULL
          ELSE UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND END
 )
 RETURNING id;
@@ -677,35 +677,35 @@ LIMIT %(limit)s;
 UPDATE denpyo_action_rows SET outcome = %(outcome)s, reason = %(reason)s
 WHERE action_id = %(action_id)s AND submission_id = %(submission_id)s AND outcome IS NULL;
 
--- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+-- action_progress: a batch of an action's rows is done, under the holder's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
 UPDATE denpyo_actions
 SET state = CASE WHEN total <= done + %(done)s + skipped + %(skipped)s THEN 'done' ELSE state END,
     finished_at = CASE WHEN total <= done + %(done)s + skipped + %(skipped)s
                        THEN UTC_TIMESTAMP(6) ELSE NULL END,
     done = done + %(done)s, skipped = skipped + %(skipped)s,
-    run_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+    locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     updated_at = UTC_TIMESTAMP(6)
-WHERE id = %(id)s AND runner = %(runner)s AND state = 'running';
+WHERE id = %(id)s AND locked_by = %(holder)s AND state = 'running';
 
--- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+-- action_take: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
-SET runner = %(runner)s,
-    run_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
+SET locked_by = %(holder)s,
+    locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
     updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s AND state = 'running'
-  AND (runner IS NULL OR runner = %(runner)s
-       OR run_until < UTC_TIMESTAMP(6));
+  AND (locked_by IS NULL OR locked_by = %(holder)s
+       OR locked_until < UTC_TIMESTAMP(6));
 
--- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
-UPDATE denpyo_actions SET runner = NULL, run_until = NULL
-WHERE id = %(id)s AND runner = %(runner)s;
+-- action_let_go: the holder stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET locked_by = NULL, locked_until = NULL
+WHERE id = %(id)s AND locked_by = %(holder)s;
 
 -- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
 UPDATE denpyo_actions
 SET state = %(state)s,
     finished_at = CASE WHEN %(state)s IN ('cancelled', 'done')
                        THEN UTC_TIMESTAMP(6) ELSE finished_at END,
-    runner = NULL, run_until = NULL,
+    locked_by = NULL, locked_until = NULL,
     updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s AND state IN (%(from1)s, %(from2)s, %(from3)s, %(from4)s);
 

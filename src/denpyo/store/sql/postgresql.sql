@@ -838,15 +838,15 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
 INSERT INTO denpyo_actions (
-    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, locked_by, locked_until
 )
 VALUES (
     %(kind)s::text, %(scope)s::text, %(target)s::text, %(params)s::text, %(plan)s::text,
     %(state)s::text, %(actor)s::text, %(note)s::text,
     CASE WHEN %(expires_in)s::float8 IS NULL THEN NULL
          ELSE now() + make_interval(secs => %(expires_in)s::float8) END,
-    %(total)s::bigint, %(runner)s::text,
-    CASE WHEN %(runner)s::text IS NULL THEN NULL
+    %(total)s::bigint, %(holder)s::text,
+    CASE WHEN %(holder)s::text IS NULL THEN NULL
          ELSE now() + make_interval(secs => %(lease)s::float8) END
 )
 RETURNING id;
@@ -903,35 +903,35 @@ LIMIT %(limit)s::bigint;
 UPDATE denpyo_action_rows SET outcome = %(outcome)s::text, reason = %(reason)s::text
 WHERE action_id = %(action_id)s::bigint AND submission_id = %(submission_id)s::bigint AND outcome IS NULL;
 
--- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+-- action_progress: a batch of an action's rows is done, under the holder's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
 UPDATE denpyo_actions
 SET state = CASE WHEN total <= done + %(done)s::bigint + skipped + %(skipped)s::bigint THEN 'done' ELSE state END,
     finished_at = CASE WHEN total <= done + %(done)s::bigint + skipped + %(skipped)s::bigint
                        THEN now() ELSE NULL END,
     done = done + %(done)s::bigint, skipped = skipped + %(skipped)s::bigint,
-    run_until = now() + make_interval(secs => %(lease)s::float8),
+    locked_until = now() + make_interval(secs => %(lease)s::float8),
     updated_at = now()
-WHERE id = %(id)s::bigint AND runner = %(runner)s::text AND state = 'running';
+WHERE id = %(id)s::bigint AND locked_by = %(holder)s::text AND state = 'running';
 
--- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+-- action_take: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
-SET runner = %(runner)s::text,
-    run_until = now() + make_interval(secs => %(lease)s::float8),
+SET locked_by = %(holder)s::text,
+    locked_until = now() + make_interval(secs => %(lease)s::float8),
     updated_at = now()
 WHERE id = %(id)s::bigint AND state = 'running'
-  AND (runner IS NULL OR runner = %(runner)s::text
-       OR run_until < now());
+  AND (locked_by IS NULL OR locked_by = %(holder)s::text
+       OR locked_until < now());
 
--- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
-UPDATE denpyo_actions SET runner = NULL, run_until = NULL
-WHERE id = %(id)s::bigint AND runner = %(runner)s::text;
+-- action_let_go: the holder stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET locked_by = NULL, locked_until = NULL
+WHERE id = %(id)s::bigint AND locked_by = %(holder)s::text;
 
 -- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
 UPDATE denpyo_actions
 SET state = %(state)s::text,
     finished_at = CASE WHEN %(state)s::text IN ('cancelled', 'done')
                        THEN now() ELSE finished_at END,
-    runner = NULL, run_until = NULL,
+    locked_by = NULL, locked_until = NULL,
     updated_at = now()
 WHERE id = %(id)s::bigint
   AND state IN (%(from1)s::text, %(from2)s::text, %(from3)s::text, %(from4)s::text);

@@ -538,14 +538,14 @@ ORDER BY id DESC LIMIT :limit;
 
 -- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
 INSERT INTO denpyo_actions (
-    kind, scope, target, params, plan, state, actor, note, expires_at, total, runner, run_until
+    kind, scope, target, params, plan, state, actor, note, expires_at, total, locked_by, locked_until
 )
 VALUES (
     :kind, :scope, :target, :params, :plan, :state, :actor, :note,
     CASE WHEN :expires_in IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :expires_in || ' seconds') END,
-    :total, :runner,
-    CASE WHEN :runner IS NULL THEN NULL
+    :total, :holder,
+    CASE WHEN :holder IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END
 )
 RETURNING id;
@@ -601,35 +601,35 @@ LIMIT :limit;
 UPDATE denpyo_action_rows SET outcome = :outcome, reason = :reason
 WHERE action_id = :action_id AND submission_id = :submission_id AND outcome IS NULL;
 
--- action_progress: a batch of an action's rows is done, under the runner's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+-- action_progress: a batch of an action's rows is done, under the holder's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
 UPDATE denpyo_actions
 SET state = CASE WHEN total <= done + :done + skipped + :skipped THEN 'done' ELSE state END,
     finished_at = CASE WHEN total <= done + :done + skipped + :skipped
                        THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE NULL END,
     done = done + :done, skipped = skipped + :skipped,
-    run_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
+    locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-WHERE id = :id AND runner = :runner AND state = 'running';
+WHERE id = :id AND locked_by = :holder AND state = 'running';
 
--- action_take: become an action's runner: a running action nobody carries out (no runner, or its lease ran out)
+-- action_take: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
-SET runner = :runner,
-    run_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
+SET locked_by = :holder,
+    locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND state = 'running'
-  AND (runner IS NULL OR runner = :runner
-       OR run_until < strftime('%Y-%m-%d %H:%M:%f', 'now'));
+  AND (locked_by IS NULL OR locked_by = :holder
+       OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- action_let_go: the runner stops carrying out the action (it stays as it is for the next)
-UPDATE denpyo_actions SET runner = NULL, run_until = NULL
-WHERE id = :id AND runner = :runner;
+-- action_let_go: the holder stops carrying out the action (it stays as it is for the next)
+UPDATE denpyo_actions SET locked_by = NULL, locked_until = NULL
+WHERE id = :id AND locked_by = :holder;
 
 -- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
 UPDATE denpyo_actions
 SET state = :state,
     finished_at = CASE WHEN :state IN ('cancelled', 'done')
                        THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE finished_at END,
-    runner = NULL, run_until = NULL,
+    locked_by = NULL, locked_until = NULL,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND state IN (:from1, :from2, :from3, :from4);
 

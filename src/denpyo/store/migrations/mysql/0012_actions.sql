@@ -7,8 +7,8 @@
 --    its dry run (plan), and where it stands (state: requested -> running -> done,
 --    or requested -> rejected/expired; a bulk action may be paused or cancelled).
 --    A two-person rule's request waits in state 'requested' until a second person
---    (approver) decides it. A bulk action is carried out in batches by one runner at
---    a time (runner, run_until: its lease), counting done and skipped rows.
+--    (approver) decides it. A bulk action is carried out in batches by one holder at
+--    a time (locked_by, locked_until: its lease), counting done and skipped rows.
 -- 2. denpyo_action_rows: the rows an action acts on, frozen when it is made, each
 --    with what happened to it (outcome NULL: not yet; 'done'; 'skipped' and why).
 CREATE TABLE IF NOT EXISTS denpyo_actions (
@@ -28,8 +28,8 @@ CREATE TABLE IF NOT EXISTS denpyo_actions (
     total         BIGINT       NOT NULL DEFAULT 0,
     done          BIGINT       NOT NULL DEFAULT 0,
     skipped       BIGINT       NOT NULL DEFAULT 0,
-    runner        VARCHAR(200) NULL,
-    run_until     DATETIME(6)  NULL,
+    locked_by     VARCHAR(200) NULL,
+    locked_until  DATETIME(6)  NULL,
     created_at    DATETIME(6)  NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     updated_at    DATETIME(6)  NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     finished_at   DATETIME(6)  NULL,

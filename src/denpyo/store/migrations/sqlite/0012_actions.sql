@@ -7,8 +7,8 @@
 --    its dry run (plan), and where it stands (state: requested -> running -> done,
 --    or requested -> rejected/expired; a bulk action may be paused or cancelled).
 --    A two-person rule's request waits in state 'requested' until a second person
---    (approver) decides it. A bulk action is carried out in batches by one runner at
---    a time (runner, run_until: its lease), counting done and skipped rows.
+--    (approver) decides it. A bulk action is carried out in batches by one holder at
+--    a time (locked_by, locked_until: its lease), counting done and skipped rows.
 -- 2. denpyo_action_rows: the rows an action acts on, frozen when it is made, each
 --    with what happened to it (outcome NULL: not yet; 'done'; 'skipped' and why).
 CREATE TABLE denpyo_actions (
@@ -28,8 +28,8 @@ CREATE TABLE denpyo_actions (
     total         INTEGER NOT NULL DEFAULT 0,
     done          INTEGER NOT NULL DEFAULT 0,
     skipped       INTEGER NOT NULL DEFAULT 0,
-    runner        TEXT,
-    run_until     TEXT,
+    locked_by     TEXT,
+    locked_until  TEXT,
     created_at    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
     updated_at    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
     finished_at   TEXT
