@@ -49,6 +49,13 @@ class Submission:
     """Where the row was archived before it was deleted (None: live, or pruned)."""
     superseded_by: int | None = None
     """A removed row's resend, remembered (a live row's is found by its `supersedes`)."""
+    traceparent: str | None = None
+    """The W3C trace context active when the row was written (None: there was none):
+    the worker's spans for the row link to it."""
+    tracestate: str | None = None
+    forgotten_at: datetime | None = None
+    """When a person erased the row's payload (`forget`): the payload is None, the
+    slip stays, and the row is never sent again."""
 
     def held(self, lease: Lease) -> Submission:
         """This row with this process's hold on it. Built field by field in order: on
@@ -59,7 +66,7 @@ class Submission:
             self.remote_id, self.last_error, self.error_kind, self.ordering_key,
             self.created_at, self.updated_at, self.synced_at, self.resolution,
             self.supersedes, self.in_doubt, lease, self.removed_at, self.archived_to,
-            self.superseded_by,
+            self.superseded_by, self.traceparent, self.tracestate, self.forgotten_at,
         )  # fmt: skip
 
     def lease_left(self) -> float | None:

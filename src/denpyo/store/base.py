@@ -64,6 +64,8 @@ class NewSubmission:
     payload_json: str
     ordering_key: str | None = None
     supersedes: int | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,12 +44,14 @@ class Rows:
             )  # fmt: skip
             payload, ordering_key = self.parse_payload(row["payload"]), row["ordering_key"]
             created_at, supersedes = self.parse_time(row["created_at"]), row["supersedes"]
+            traceparent, tracestate = row.get("traceparent"), row.get("tracestate")
         else:
             sub_id, channel, key, idempotency_key = (
                 known.id, known.channel, known.key, known.idempotency_key
             )  # fmt: skip
             payload, ordering_key = known.payload, known.ordering_key
             created_at, supersedes = known.created_at, known.supersedes
+            traceparent, tracestate = known.traceparent, known.tracestate
         error_kind, parse_time = row["error_kind"], self.parse_time
         return Submission(
             sub_id, channel, key, idempotency_key, payload, STATUSES[row["status"]],
@@ -57,7 +59,8 @@ class Rows:
             parse_time(row["locked_until"]), row["remote_id"], row["last_error"],
             ERROR_KINDS[error_kind] if error_kind else None, ordering_key, created_at,
             parse_time(row["updated_at"]), parse_time(row["synced_at"]), row["resolution"],
-            supersedes, bool(row["in_doubt"]),
+            supersedes, bool(row["in_doubt"]), None, None, None, None, traceparent, tracestate,
+            parse_time(row.get("forgotten_at")),
         )  # fmt: skip
 
     def recorded(self, row: Row, new: NewSubmission, params: Mapping[str, Any]) -> Submission:
@@ -69,7 +72,7 @@ class Rows:
             self.parse_time(row["next_attempt_at"]), params["locked_by"],
             self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
             self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,
-            new.supersedes, False,
+            new.supersedes, False, None, None, None, None, new.traceparent, new.tracestate,
         )  # fmt: skip
 
     def settled(self, row: Row, settle: Settle) -> Submission:
@@ -83,7 +86,8 @@ class Rows:
             None, row["remote_id"], settle.last_error, settle.error_kind, known.ordering_key,
             known.created_at, self.parse_time(row["updated_at"]),
             self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,
-            bool(row["in_doubt"]),
+            bool(row["in_doubt"]), None, None, None, None, known.traceparent, known.tracestate,
+            known.forgotten_at,
         )  # fmt: skip
 
     def to_event(self, row: Row) -> Event:
