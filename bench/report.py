@@ -893,6 +893,44 @@ def section_bulk(results: dict[str, Any]) -> list[str]:
     return lines + checks_table(found)
 
 
+def section_tracing(results: dict[str, Any]) -> list[str]:
+    """What OpenTelemetry costs the worker (bench/tracing.py)."""
+    found = results.get("tracing")
+    if not found:
+        return []
+    title = "## Tracing: what OpenTelemetry costs the worker"
+    if "error" in found:
+        return [title, "", f"⚠ the run failed: {found['error'][-300:]}", ""]
+    args = found["args"]
+    rows = [
+        [row["database"], row["way"], f"{row['cpu_us_per_call']:.1f}",
+         fmt_rate(row["calls_per_s"]), fmt_ratio(row["ratio_to_off"])]
+        for row in found["summary"]
+    ]  # fmt: skip
+    return [
+        title,
+        "",
+        f"`bench/tracing.py`: {args['rows']:,} calls through an async channel that returns "
+        "at once, `work(until_idle=True, concurrency=64)`, the process's CPU time per call "
+        f"(median of {args['rounds']} rounds, a process each): *off* is an installation "
+        "without OpenTelemetry (`DENPYO_TRACING=off`), *api* the API without an SDK (the "
+        "rows written in a remote context), *sdk* the SDK with a `BatchSpanProcessor` and "
+        "an exporter that does nothing (the rows written in an application span).",
+        "",
+        table(["database", "way", "CPU µs / call", "calls/s", "÷ off"], rows),
+        "",
+        *(
+            [
+                f"The no-op hooks of the *off* path alone: {hooks['hooks_us_per_attempt']:.2f} µs "
+                "per attempt (timeit, best of 5).",
+                "",
+            ]
+            if (hooks := found.get("hooks"))
+            else []
+        ),
+    ]
+
+
 def checks_table(found: dict[str, Any]) -> list[str]:
     """A scenario's `checks` (what the feature promises, measured) as a table."""
     checks = found.get("checks", [])
@@ -1430,6 +1468,7 @@ def render(results: dict[str, Any], plot_name: str | None, curve_name: str | Non
     lines += section_partitions(results)
     lines += section_fleet(results)
     lines += section_bulk(results)
+    lines += section_tracing(results)
     goal_rows = targets(results)
     if goal_rows:
         lines += [

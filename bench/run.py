@@ -78,7 +78,7 @@ NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, n
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = [
     "dispatch", "processes", "inline", "enqueue", "recovery", "scale", "backends", "memory",
-    "partitions", "fleet", "bulk",
+    "partitions", "fleet", "bulk", "sealing", "tracing", "replication",
 ]  # fmt: skip
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -1000,6 +1000,50 @@ class Bench:
             self.results["bulk"] = {"error": done.stderr[-2000:]}
         else:
             self.results["bulk"] = json.loads(out.read_text())
+        self.save()
+
+    def _script(self, scenario: str) -> None:
+        """Run bench/<scenario>.py, which writes its results as JSON (`--json`), with
+        `--quick` when this run is quick; its last lines of stderr if it fails."""
+        out = self.out_dir / f"{scenario}.json"
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / f"{scenario}.py"),
+             *(["--quick"] if self.args.quick else []), "--json", str(out)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        if done.returncode != 0:
+            self.results[scenario] = {"error": done.stderr[-2000:]}
+        else:
+            self.results[scenario] = json.loads(out.read_text())
+        self.save()
+
+    def sealing(self) -> None:
+        """The CPU a call pays for payloads encrypted at rest, with and without a key, on
+        SQLite and PostgreSQL (bench/sealing.py): about 4 minutes, or about 15 s with
+        --quick."""
+        self._script("sealing")
+
+    def replication(self) -> None:
+        """What a synchronous standby costs a call: inline submit latency and worker
+        rate with no standby, an asynchronous one and a synchronous one, on a pair of
+        PostgreSQL servers of its own (bench/replication.py): about 2 minutes, or
+        about 20 s with --quick."""
+        self._script("replication")
+
+    def tracing(self) -> None:
+        """What OpenTelemetry costs the worker: CPU per call without it, with the API
+        alone and with the SDK, on SQLite and PostgreSQL (bench/tracing.py): about 5
+        minutes, or about 30 s with --quick."""
+        out = self.out_dir / "tracing.json"
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "tracing.py"),
+             *(["--quick"] if self.args.quick else []), "--json", str(out)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        if done.returncode != 0:
+            self.results["tracing"] = {"error": done.stderr[-2000:]}
+        else:
+            self.results["tracing"] = json.loads(out.read_text())
         self.save()
 
 

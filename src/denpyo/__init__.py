@@ -11,13 +11,16 @@ from denpyo.domain.audit import AuditReport, Discrepancy, DiscrepancyKind, Remot
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
 from denpyo.domain.policy import Outcome, OutcomeKind
+from denpyo.domain.redaction import Redaction
 from denpyo.domain.report import ReportRow
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.engine.alerts import Alert
 from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.ledger import Ledger
+from denpyo.engine.payload_keys import KeyRotation
 from denpyo.engine.worker import WorkReport
 from denpyo.errors import (
     ArchiveError,
@@ -46,6 +49,7 @@ from denpyo.errors import (
     TransitionNotAllowed,
     UnknownChannel,
 )
+from denpyo.store.sealing import PayloadCodec, new_payload_key
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -68,18 +72,22 @@ __all__ = [
     "InvalidInput",
     "InvalidKey",
     "KeyReused",
+    "KeyRotation",
     "LeaseExpired",
     "LeaseLost",
     "Ledger",
     "NotDelivered",
     "Outcome",
     "OutcomeKind",
+    "PayloadCodec",
     "PayloadNotJSON",
     "PayloadTooLarge",
+    "Redaction",
     "Rejected",
     "RemoteRecord",
     "ReportRow",
     "SchemaError",
+    "SealedPayload",
     "Status",
     "StoreError",
     "StoreUnavailable",
@@ -96,4 +104,5 @@ __all__ = [
     "UnknownChannel",
     "Verdict",
     "WorkReport",
+    "new_payload_key",
 ]

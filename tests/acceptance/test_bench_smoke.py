@@ -129,6 +129,18 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert [pair["during"]["bulk"]["action"]["done"] for pair in bulk["workers"]] == [2000]
     # done = rows, one retry event per row, the counts right: correctness, not timing
     assert bulk["checks"] and all(check["ok"] for check in bulk["checks"]), bulk["checks"]
+    sealing = results["sealing"]
+    assert "error" not in sealing and sealing["ok"], sealing  # every row synced, both ways
+    assert set(sealing["summary"]) == {"sqlite", "postgresql"}
+    assert {(run["store"], run["mode"]) for run in sealing["runs"]} == {
+        (store, mode) for store in ("sqlite", "postgresql") for mode in ("clear", "sealed")
+    }
+    replication = results["replication"]
+    assert "error" not in replication, replication
+    assert {setup: got["at_risk"] for setup, got in replication.items()} == {
+        "alone": False, "async": True, "sync": False, "sync_remote_write": False,
+    }  # fmt: skip
+    assert all(got["worker_calls_per_s"] > 0 for got in replication.values())
 
     markdown = out.read_text()
     for heading in (

@@ -35,6 +35,7 @@ from denpyo.store import NewSubmission, mysql, open_store
 from denpyo.store.base import Row, Tx
 from denpyo.store.mysql import MysqlStore, MysqlTx, connect_args
 from denpyo.store.params import insert_params
+from denpyo.store.sealing import CLEAR
 
 Connection = pymysql.connections.Connection
 
@@ -77,7 +78,7 @@ def insert_in(conn: Connection, store: MysqlStore, key: str, query: str | None =
     tx = MysqlTx(store, conn)
     if query is not None:
         tx.queries = {**store.queries, "submission_insert": query}
-    return tx.insert("submission_insert", insert_params(new(key), "late", None)) is not None
+    return tx.insert("submission_insert", insert_params(new(key), "late", None, CLEAR)) is not None
 
 
 def rows_of(url: str, key: str) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from denpyo.store import NewSubmission, open_store
 from denpyo.store import postgresql as pg
 from denpyo.store.params import insert_params
 from denpyo.store.postgresql import PostgresStore
+from denpyo.store.sealing import CLEAR
 
 RETENTION = Retention.of(older_than=0)
 EVER = (date(2000, 1, 1), date(9999, 1, 1))
@@ -70,7 +71,7 @@ def synced(store: PostgresStore, key: str) -> Submission:
 
 def insert_in(conn: psycopg.Connection[Any], store: PostgresStore, key: str) -> bool:
     """Whether `submission_record`, run in `conn`'s transaction, wrote a row."""
-    params = {**insert_params(new(key), "late", None), "actor": "late", "detail": None}
+    params = {**insert_params(new(key), "late", None, CLEAR), "actor": "late", "detail": None}
     return conn.execute(store.queries["submission_record"], params).fetchone() is not None
 
 

@@ -185,6 +185,34 @@ def test_a_ledger_sends_through_it_and_close_closes_its_connection(
     assert clients[0].is_closed and not channel._links._open
 
 
+def test_the_message_carries_the_attempts_traceparent(
+    stream: Stream, ledger: denpyo.Ledger
+) -> None:
+    """A consumer's spans can join the trace of the request that wrote the row."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from denpyo.engine import tracing
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use(provider)
+    try:
+        ledger.channel("events")(JetStreamChannel(SERVER, subject=stream.subject).send)
+        with provider.get_tracer("app").start_as_current_span("request"):
+            ledger.submit("events", "order:1", {"order": 1})
+    finally:
+        tracing.use(None)
+    [attempt] = [s for s in exporter.get_finished_spans() if s.name == "denpyo.attempt events"]
+    assert attempt.context is not None
+    stored = run(lambda: admin(lambda js: js.get_msg(stream.name, 1)))
+    assert stored.headers["traceparent"] == (
+        f"00-{attempt.context.trace_id:032x}-{attempt.context.span_id:016x}-"
+        f"{int(attempt.context.trace_flags):02x}"
+    )
+
+
 @pytest.mark.parametrize(
     "bad",
     [{"servers": "http://127.0.0.1:4222"}, {"servers": []}, {"subject": ""}, {"timeout": 0}],

@@ -24,6 +24,8 @@ from denpyo.store import masked, shown_url
         ("mysql://u:SecretPw@127.0.0.1/x?charset=%ZZ", "unknown charset"),
         ("postgresq://u:SecretPw@127.0.0.1/x", "unsupported database"),
         ("mysql://u:SecretPw@127.0.0.1/", "names no database"),
+        ("postgresql://u:SecretPw@h1:5432,h2:abc/x", "malformed port"),
+        ("mysql://u:SecretPw@h1,h2/x", "several hosts are for PostgreSQL only"),
     ],
 )
 def test_a_url_it_cannot_read_is_one_error_without_its_password(url: str, reason: str) -> None:
@@ -40,3 +42,15 @@ def test_masked_hides_the_password_as_written_and_as_decoded() -> None:
     assert masked("p@ss%ZZ", url) == "***"
     assert masked("nothing of it", "postgresql://u@h/x") == "nothing of it"
     assert shown_url("postgresql://u:pw@h:99999/x") == "postgresql://u:***@h:99999/x"
+
+
+def test_a_postgresql_url_may_name_several_hosts_for_a_failover() -> None:
+    """libpq tries the hosts in turn and keeps the one that takes writes: a client
+    that follows a promoted standby (nothing connects until the ledger is used)."""
+    url = "postgresql://u:SecretPw@h1:5432,h2:5433/x?target_session_attrs=read-write"
+    ledger = denpyo.Ledger(url)
+    try:
+        assert ledger.store.dialect == "postgresql"
+        assert "Secret" not in shown_url(url)
+    finally:
+        ledger.close()

@@ -18,6 +18,8 @@ EXPECTED = {
     "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
     "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
     "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal", "Approval",
+    "Redaction",
+    "new_payload_key", "SealedPayload", "KeyRotation", "PayloadCodec",
 }  # fmt: skip
 
 

@@ -43,6 +43,14 @@ Targets:
 S3 goes through `pyarrow.fs.S3FileSystem`, which ships in the pyarrow wheel, rather
 than s3fs/fsspec: one dependency fewer (and no aiobotocore pinning botocore), it
 reads the same AWS environment, and it writes Parquet without a Python file layer.
+
+Forgetting (`denpyo forget`): `rows` and `rows_of` read the archived copies of rows
+(a row may have more than one: see engine/archiving.py), and `forget` rewrites each
+file that holds one of them, whole, with its payload `null`, its last error empty
+and the texts quoting it scrubbed (its events' details, its resolution): written as
+any file is (under a temporary name, then renamed; on S3 a new object), and read
+back as `verify` reads a batch before anything else is done. The archive keeps no
+manifest or checksum of its own beside the files.
 """
 
 from __future__ import annotations
@@ -52,17 +60,19 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from denpyo.archive.targets import parse_target, reason, redact, shown
+from denpyo.domain.sealed import SEALED
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ArchiveError, InvalidInput
 from denpyo.extras import missing
+from denpyo.store.sealing import CLEAR, Sealing
 
 SUBMISSION_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("id", "int64", False), ("channel", "string", False), ("key", "string", False),
@@ -127,6 +137,19 @@ class Written:
         return sum(f.size for f in self.files)
 
 
+@dataclass(frozen=True, slots=True)
+class ArchivedRow:
+    """One archived copy of a row, as `Archive.rows` reads it: enough to match its
+    payload and to find its file again."""
+
+    id: int
+    channel: str
+    key: str
+    payload: Any
+    path: str
+    """Its file, under the target: `submissions/channel=c/month=2026-01/<batch>.parquet`."""
+
+
 class Archive:
     """A folder or an S3 prefix that archived rows are written to (module docstring).
 
@@ -142,6 +165,7 @@ class Archive:
             raise missing("archive", "denpyo archive", exc) from exc
         self._pa: Any = pa
         self._pq: Any = pq
+        self._pafs: Any = pafs
         target, self._local = parse_target(os.fspath(url) if isinstance(url, os.PathLike) else url)
         self._fs: Any
         if self._local:
@@ -254,9 +278,10 @@ class Archive:
             if sorted(table.column("id").to_pylist()) != list(file.ids):
                 raise ArchiveError(f"{path} does not hold the ids that were written")
 
-    def payload_of(self, sub: Submission) -> Any:
+    def payload_of(self, sub: Submission, sealing: Sealing = CLEAR) -> Any:
         """The payload an archived row had: read from its channel's and month's files
-        (a person resending it as a new row). ArchiveError when it is not there."""
+        (a person resending it as a new row), opened with `sealing` (the ledger's keys)
+        where it was archived encrypted. ArchiveError when it is not there."""
         if sub.created_at is None:
             raise ArchiveError(f"submission #{sub.id} has no created_at: no month to look in")
         folder = f"submissions/channel={quote(sub.channel, safe='')}/month={_month(sub.created_at)}"
@@ -273,7 +298,105 @@ class Archive:
         found = table.column("payload").to_pylist()
         if not found:
             raise ArchiveError(f"submission #{sub.id} is not in {self.where}/{folder}")
-        return json.loads(found[-1])
+        return sealing.open_value(json.loads(found[-1]), sub.channel, sub.key)
+
+    def rows(self, channel: str | None = None, *, containing: str = "") -> Iterator[ArchivedRow]:
+        """Every archived copy of a row (of `channel`), file by file, its payload as the
+        archive keeps it (encrypted where the table is); with `containing`, only those
+        whose payload's JSON text contains it, or is encrypted (a cheap first sieve
+        before each payload is decoded)."""
+        folder = "submissions" if channel is None else f"submissions/{_channel_folder(channel)}"
+        for path in self._files(folder):
+            yield from self._copies(path, containing=containing)
+
+    def rows_of(self, subs: Sequence[Submission]) -> list[ArchivedRow]:
+        """The archived copies of these rows, read from their channels' and months' files."""
+        wanted = {sub.id for sub in subs}
+        folders = sorted({_folder(sub) for sub in subs})
+        return [
+            copy
+            for folder in folders
+            for path in self._files(f"submissions/{folder}")
+            for copy in self._copies(path, ids=wanted)
+        ]
+
+    def forget(self, copies: Sequence[ArchivedRow], scrub: Callable[[str], str]) -> int:
+        """Rewrite every file of these copies' folders that holds one of their rows (or
+        events): payload `null`, last error empty, resolution and event details through
+        `scrub`. Each file is written whole under its own name and read back before the
+        next. Returns how many files were rewritten; ArchiveError at the first that
+        cannot be."""
+        ids = {copy.id for copy in copies}
+        folders = sorted({copy.path.rpartition("/")[0].partition("/")[2] for copy in copies})
+        rewritten = 0
+        for folder in folders:
+            for table, column in (("submissions", "id"), ("events", "submission_id")):
+                for path in self._files(f"{table}/{folder}"):
+                    rewritten += self._forget_in(table, path, column, ids, scrub)
+        return rewritten
+
+    def _forget_in(
+        self, table: str, path: str, column: str, ids: set[int], scrub: Callable[[str], str]
+    ) -> int:
+        """One file, rewritten if it holds one of `ids` (1), else left alone (0)."""
+        pa = self._pa
+        data = self._read(path)
+        hit = [value in ids for value in data.column(column).to_pylist()]
+        if not any(hit):
+            return 0
+        if table == "submissions":
+            changes: dict[str, Callable[[Any], Any]] = {
+                "payload": lambda value: "null",
+                "last_error": lambda value: None,
+                "resolution": lambda value: None if value is None else scrub(value),
+            }
+        else:
+            changes = {"detail": lambda value: None if value is None else scrub(value)}
+        for name, change in changes.items():
+            index = data.schema.get_field_index(name)
+            values = [
+                change(value) if forgotten else value
+                for value, forgotten in zip(data.column(name).to_pylist(), hit, strict=True)
+            ]
+            data = data.set_column(index, data.schema.field(name), pa.array(values, pa.string()))
+        size = self._put(path, data)
+        ids_in = tuple(sorted(data.column("id").to_pylist()))
+        self.verify(Written("forget", (WrittenFile(table, path, data.num_rows, size, ids_in),)))
+        return 1
+
+    def _files(self, folder: str) -> list[str]:
+        """The Parquet files under `folder` (relative to the target), relative too."""
+        base = f"{self._root}/{folder}"
+        selector = self._pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        try:
+            infos = self._fs.get_file_info(selector)
+        except (OSError, self._pa.ArrowException) as exc:
+            raise ArchiveError(f"cannot list {self.where}/{folder}: {reason(exc)}") from None
+        found = [
+            info.path for info in infos
+            if info.type == self._pafs.FileType.File and info.path.endswith(".parquet")
+        ]  # fmt: skip
+        return sorted(path[len(self._root) + 1 :] for path in found)
+
+    def _read(self, path: str, columns: Sequence[str] | None = None) -> Any:
+        try:
+            with self._fs.open_input_file(f"{self._root}/{path}") as source:
+                return self._pq.ParquetFile(source).read(columns=columns)
+        except (OSError, self._pa.ArrowException) as exc:
+            raise ArchiveError(f"cannot read {self.where}/{path}: {reason(exc)}") from None
+
+    def _copies(
+        self, path: str, *, ids: set[int] | None = None, containing: str = ""
+    ) -> Iterator[ArchivedRow]:
+        """The rows of one submissions file (those of `ids`, or whose payload text holds
+        `containing`), their payloads decoded."""
+        channel = unquote(path.split("/")[1].removeprefix("channel="))
+        data = self._read(path, columns=["id", "key", "payload"])
+        rows = zip(*(data.column(name).to_pylist() for name in ("id", "key", "payload")),
+                   strict=True)  # fmt: skip
+        for row_id, key, text in rows:
+            if (ids is None or row_id in ids) and (containing in text or SEALED in text):
+                yield ArchivedRow(row_id, channel, key, json.loads(text), path)
 
     def _table(self, name: str, items: Sequence[Submission] | Sequence[Event]) -> Any:
         """`items` as one Arrow table with the archive's columns."""
@@ -322,6 +445,18 @@ class Archive:
         with self._fs.open_output_stream(full) as out:
             self._pq.write_table(table, out, compression="zstd")
             return int(out.tell())
+
+
+def _channel_folder(channel: str) -> str:
+    """A channel's folder name: `channel=billing%3Aeu`."""
+    return f"channel={quote(channel, safe='')}"
+
+
+def _folder(sub: Submission) -> str:
+    """A row's channel and month folder: `channel=c/month=2026-01`."""
+    if sub.created_at is None:
+        raise ArchiveError(f"submission #{sub.id} has no created_at: no month to look in")
+    return f"{_channel_folder(sub.channel)}/month={_month(sub.created_at)}"
 
 
 def _month(at: datetime) -> str:

@@ -66,6 +66,7 @@ from denpyo.channels._loops import close_on_their_loops
 from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
+from denpyo.engine import tracing
 from denpyo.errors import ConfigurationError, LeaseExpired, Rejected, Transient
 
 _BODY_LIMIT = 500
@@ -339,6 +340,7 @@ class HttpChannel:
         headers = {"Content-Type": "application/json"}
         if self.key_header is not None:
             headers[self.key_header] = sub.idempotency_key
+        tracing.inject(headers)  # the attempt's span: the provider's spans join its trace
         outgoing = _Outgoing(sub)
         sending = _sending.set(outgoing)
         try:
@@ -401,11 +403,11 @@ class HttpChannel:
             raise ConfigurationError(f"{self!r} has no lookup_url, so it cannot verify")
         key = quote(sub.idempotency_key, safe="")
         url = URL(self.lookup_url.replace("{idempotency_key}", key), encoded=True)
+        headers = {"Accept": "application/json"}
+        tracing.inject(headers)  # the verify's span
         try:
             session = await self._session()
-            async with session.get(
-                url, headers={"Accept": "application/json"}, allow_redirects=False
-            ) as response:
+            async with session.get(url, headers=headers, allow_redirects=False) as response:
                 status = response.status
                 raw = await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

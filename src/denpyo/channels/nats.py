@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from denpyo.channels._loops import ClosesPerLoop, PerLoop
 from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
+from denpyo.engine import tracing
 from denpyo.errors import ConfigurationError, Rejected, Transient
 from denpyo.extras import missing
 
@@ -117,6 +118,7 @@ class JetStreamChannel(ClosesPerLoop):
         subject = self.subject(sub) if callable(self.subject) else self.subject
         body = wire_body(sub.payload)
         headers = {**self.headers, MSG_ID: sub.idempotency_key}
+        tracing.inject(headers)  # the attempt's span: a consumer's spans join its trace
         try:
             client = await self._links.get()
         except (nats.errors.Error, OSError, TimeoutError) as exc:

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 from denpyo.channels._loops import ClosesPerLoop, PerLoop
 from denpyo.domain.limits import wire_body
 from denpyo.domain.submission import Submission
+from denpyo.engine import tracing
 from denpyo.errors import ConfigurationError, Rejected, Transient
 from denpyo.extras import missing
 
@@ -131,7 +132,8 @@ class RabbitMQChannel(ClosesPerLoop):
             message_id=sub.idempotency_key,
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            headers=self.headers or None,
+            # With the attempt's traceparent: a consumer's spans join the row's trace.
+            headers=tracing.traced(self.headers) or None,
         )
         try:
             link = await self._links.get()

@@ -3,7 +3,16 @@ into `denpyo.engine.operator` (or the Ledger), with tables for people and
 `--json` for scripts. Exit codes: 0 fine, 1 needs attention (`--check`), 2 usage
 or input error, 3 the database is out of reach."""
 
-from denpyo.cli import action_log, actions, commands, demo, keeping, people  # noqa: F401 - registers the commands
+from denpyo.cli import (  # noqa: F401 - registers the commands
+    action_log,
+    actions,
+    commands,
+    demo,
+    forgetting,
+    keeping,
+    payload_keys,
+    people,
+)
 from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, main
 
 __all__ = ["EXIT_ATTENTION", "EXIT_INPUT", "EXIT_OK", "EXIT_UNAVAILABLE", "main"]

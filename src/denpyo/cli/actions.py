@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from denpyo.cli import render
+from denpyo.cli import redacting, render
 from denpyo.cli.app import (
     EXIT_ATTENTION,
     Env,
@@ -90,6 +90,8 @@ def retry(
         by=by,
         dry_run=dry_run,
     )
+    shown = len(result.retried) + len(result.skipped)
+    result = result.redacted(redacting.rule(env, full=full, what=f"{shown} rows retried", by=by))
     if as_json:
         render.emit_json(result.to_json(full=full))
     else:
@@ -168,6 +170,7 @@ def resolve(
         done = op.resolve_resend(
             ledger, ref, note=note or "", payload=body, force_in_doubt=force_in_doubt, by=by
         )
+    done = done.redacted(redacting.rule(env, full=full, what=op.label(done.submission), by=by))
     if as_json:
         render.emit_json(done.to_json(full=full))
     else:
@@ -296,6 +299,12 @@ def reconcile(env: Env, as_json: bool, log_level: int) -> None:
     help="Start of the window: 24h, 7d, today, 2024-05-01; default 24 hours before --until.",
 )
 @click.option("--until", metavar="WHEN", help="End of the window (same forms); default now.")
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Record each call the provider accepted that the ledger has no row of (lost in "
+    "a database failover) as a synced row of its key (list_remote must give the key).",
+)
 @json_option
 @log_options(logging.WARNING)
 @pass_env
@@ -306,13 +315,15 @@ def audit(
     channel: str,
     since: str | None,
     until: str | None,
+    adopt: bool,
     as_json: bool,
     log_level: int,
 ) -> None:
     """Compare the ledger with the provider's own records (the channel's list_remote)
     and list each discrepancy with its row: accepted by the provider but not synced,
     synced but unknown to the provider, different remote ids, a key accepted twice.
-    Writes nothing. Exit 1 when there is any discrepancy, 0 when none. Needs --app.
+    Writes nothing, but with --adopt. Exit 1 when there is any discrepancy, 0 when
+    none. Needs --app.
 
     \b
     Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 24h
@@ -323,7 +334,7 @@ def audit(
     ledger = env.ledger
     op.require_channels(ledger, "audit")
     if as_json:
-        report = op.audit(ledger, channel, since=since, until=until)
+        report = op.audit(ledger, channel, since=since, until=until, adopt=adopt)
         render.emit_json(render.audit_json(report))
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -337,7 +348,9 @@ def audit(
             bar.update(task, completed=done, total=total)
 
         try:
-            report = op.audit(ledger, channel, since=since, until=until, progress=progress)
+            report = op.audit(
+                ledger, channel, since=since, until=until, progress=progress, adopt=adopt
+            )
         finally:
             if bar.live.is_started:  # stopping prints a line break where stderr is no terminal
                 bar.stop()
@@ -494,5 +507,8 @@ def _supervise(
 def _log_to_stderr(level: int) -> None:
     from rich.logging import RichHandler
 
+    from denpyo.engine.tracing import TraceIdsFormatter
+
     handler = RichHandler(console=render.err, show_path=False, rich_tracebacks=False)
+    handler.setFormatter(TraceIdsFormatter("%(message)s"))  # a row's trace, when it has one
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)

@@ -46,9 +46,10 @@ class Unavailable(InputError):
 class Env:
     """What every command shares: the ledger, opened on first use and closed at exit."""
 
-    def __init__(self, db: str | None, app: str | None) -> None:
+    def __init__(self, db: str | None, app: str | None, read_db: str | None = None) -> None:
         self.db = db
         self.app = app
+        self.read_db = read_db
         self._ledger: Ledger | None = None
 
     @property
@@ -58,7 +59,10 @@ class Env:
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = load_app(self.app) if self.app else Ledger(self.url)
+            ledger = load_app(self.app) if self.app else Ledger(self.url)
+            if self.read_db:
+                ledger.read_from(self.read_db)
+            self._ledger = ledger
         return self._ledger
 
     def require_channels(self, what: str) -> Ledger:
@@ -190,6 +194,13 @@ def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
     help="Database URL; else $DENPYO_DATABASE_URL, else sqlite:///denpyo.db.",
 )
 @click.option(
+    "--read-db",
+    metavar="URL",
+    envvar="DENPYO_READ_DATABASE_URL",
+    help="A standby of the database for what only reads (status, report, list, show, "
+    "audit without --adopt, the dashboard's pages). [env: DENPYO_READ_DATABASE_URL]",
+)
+@click.option(
     "--app",
     metavar="MODULE:ATTR",
     envvar="DENPYO_APP",
@@ -198,7 +209,7 @@ def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
 )
 @click.version_option(package_name="denpyo")
 @click.pass_context
-def main(ctx: click.Context, db: str | None, app: str | None) -> None:
+def main(ctx: click.Context, db: str | None, read_db: str | None, app: str | None) -> None:
     """denpyo: the record of every call your application makes to an outside API.
 
     For the people on call: was it sent, what went wrong, and what to do about it.
@@ -214,7 +225,7 @@ def main(ctx: click.Context, db: str | None, app: str | None) -> None:
     """
     if db and app:
         raise InputError("give --db or --app, not both (your Ledger names its own database)")
-    env = Env(db, app)
+    env = Env(db, app, read_db)
     ctx.obj = env
     ctx.call_on_close(env.close)
 
@@ -267,6 +278,7 @@ def full_option(fn: F) -> F:
     return click.option(
         "--full",
         is_flag=True,
-        help="Show everything: by default a long payload, error or note is cut, with a "
-        "marker saying how much was left out.",
+        help="Show everything, unredacted (logged): by default a long payload, error or "
+        "note is cut, with a marker saying how much was left out, and the payload's "
+        "sensitive fields read [redacted].",
     )(fn)

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from denpyo.cli import render
+from denpyo.cli import redacting, render
 from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
 from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
@@ -106,7 +106,9 @@ def list_(
     Example: denpyo list --needs-attention --json | jq '.[].id'
     """
     flt = rows.to_filter(env.ledger)
-    subs = op.list_submissions(env.ledger, flt)
+    listed = op.list_submissions(env.ledger, flt, reading=True)
+    shown = redacting.rule(env, full=full, what=f"{len(listed)} rows listed")
+    subs = [shown.submission(sub) for sub in listed]
     if as_json:
         render.emit_json([op.submission_json(s, full=full) for s in subs])
     else:
@@ -127,7 +129,8 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     Example: denpyo show 42
     Example: denpyo show invoice-email:order:42 --full
     """
-    found = op.history(env.ledger, ref)
+    whole = op.history(env.ledger, ref)
+    found = whole.redacted(redacting.rule(env, full=full, what=op.label(whole.submission)))
     if as_json:
         render.emit_json(found.to_json(full=full))
     else:
@@ -200,7 +203,8 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     "redact",
     multiple=True,
     metavar="FIELD",
-    help="Also show this payload field as [redacted] (repeat for more).",
+    help="Also show this payload field as [redacted], besides the ledger's own and "
+    "$DENPYO_REDACT's (repeat for more).",
 )
 @pass_env
 def dashboard(
@@ -228,7 +232,7 @@ def dashboard(
     """
     import secrets
 
-    from denpyo.web import DEFAULT_REDACT, create_app
+    from denpyo.web import create_app
 
     token = token or os.environ.get("DENPYO_DASHBOARD_TOKEN") or None
     users_file = users_file or os.environ.get("DENPYO_USERS") or None
@@ -245,7 +249,7 @@ def dashboard(
         session_key=_session_key(session_key_file),
         read_only=read_only,
         approval=Approval(bulk_over=bulk_over) if two_person else None,
-        redact=(*DEFAULT_REDACT, *redact),
+        redact=redact,
     )
     import socket
 

@@ -71,8 +71,9 @@ def emit_json(data: Any) -> None:
 def json_text(data: Any, indent: int | None = None) -> str:
     """`data` as JSON, every control character written as an escape: `json` escapes
     those below a space itself, but leaves DEL and the C1 controls (U+0080 to
-    U+009F, which some terminals obey) as they are. The same value either way."""
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    U+009F, which some terminals obey) as they are. The same value either way. What
+    is no JSON value (a placeholder for a payload that cannot be read) is its text."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
     return _JSON_RAW_CONTROL.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
@@ -169,6 +170,24 @@ def short(text: str | None, width: int | None = 60) -> str:
 
 def show_status(report: StatusReport) -> None:
     out.print(Text.assemble("database ", (visible(report.database), "bold")), soft_wrap=True)
+    if report.standby is not None:
+        lag = report.standby_lag
+        behind = "how far behind is unknown" if lag is None else f"{lag:.1f} s behind the primary"
+        out.print(
+            Text.assemble(
+                "read from the standby ", (visible(report.standby), "bold"), f", {behind}"
+            ),
+            soft_wrap=True,
+        )
+    if report.durability is not None:
+        risk = report.durability.risk is not None
+        out.print(
+            Text.assemble(
+                ("durability ", ""),
+                (visible(report.durability.describe()), "bold red" if risk else "green"),
+            ),
+            soft_wrap=True,
+        )
     if report.stopped:
         show_stopped(report.stopped)
     table = Table(title="Submissions by channel and status", title_justify="left")
@@ -467,11 +486,14 @@ def show_history(found: History, *, full: bool = False) -> None:
     for name, value in rows:
         grid.add_row(name, value if isinstance(value, Text) else Text(value))
     out.print(Panel(grid, title=f"submission #{sub.id}", title_align="left", expand=False))
+    if found.forgotten is not None:
+        out.print(Text(visible(found.forgotten.describe())), soft_wrap=True)
     if sub.removed_at is not None:
         kept = f"in the archive at {visible(sub.archived_to)}" if sub.archived_to else "not kept"
         out.print(f"payload and history: {kept}; the key and its outcome stay", markup=False)
         return
-    out.print(Text("payload: " + clip(json_text(sub.payload))), soft_wrap=True)
+    if found.forgotten is None:
+        out.print(Text("payload: " + clip(json_text(sub.payload))), soft_wrap=True)
     table = Table(title="history", title_justify="left")
     for name in ("when", "event", "move", "try", "actor", "detail", "ms"):
         table.add_column(
@@ -617,6 +639,7 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
         "remote_records": report.remote_records,
         "ledger_synced": report.ledger_synced,
         "counts": report.counts(),
+        "adopted": report.adopted,
         "discrepancies": [discrepancy_json(found) for found in report.discrepancies],
     }
 
@@ -651,6 +674,10 @@ def show_audit(report: AuditReport) -> None:
             )
         out.print(table)
     out.print(f"{len(report.discrepancies)} discrepancies", style="bold red")
+    if report.adopted:
+        out.print(
+            f"{report.adopted} adopted: recorded as synced rows of their keys", style="yellow"
+        )
 
 
 def _stamp(when: datetime | None) -> str:

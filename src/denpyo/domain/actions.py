@@ -23,7 +23,9 @@ from typing import Any
 
 class ActionKind(StrEnum):
     """A person's action: on rows (the CLI's `retry` and `resolve`, the dashboard's
-    buttons; `ROW_KINDS`, which domain/rules.py judges) or on a channel."""
+    buttons; `ROW_KINDS`, which domain/rules.py judges), on a channel, or the erasure
+    of payloads (`forget`: no move of a row, so neither a row kind nor a bulk kind;
+    domain/forgetting.py)."""
 
     RETRY = "retry"
     ABANDON = "abandon"
@@ -31,6 +33,7 @@ class ActionKind(StrEnum):
     MARK_SYNCED = "mark_synced"
     PAUSE = "pause"
     RESUME = "resume"
+    FORGET = "forget"
 
 
 ROW_KINDS = (ActionKind.RETRY, ActionKind.ABANDON, ActionKind.RESEND, ActionKind.MARK_SYNCED)
@@ -130,6 +133,11 @@ class ActionRecord:
             found.append("forced: rows in doubt too (their call may have arrived)")
         if "payload" in self.params:
             found.append("with a corrected payload")
+        if self.params.get("where"):
+            found.append(
+                f"the payloads whose {self.params['where']} had the value asked for "
+                "(the value itself is not kept)"
+            )
         return found
 
     @property

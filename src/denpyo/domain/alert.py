@@ -17,7 +17,8 @@ class Alert:
     about the worker itself (`renewal_failing`) has no row.
     """
 
-    reason: str  # "rejected", "exhausted", "in_doubt"; "renewal_failing" (no submission)
+    reason: str  # rejected, exhausted, in_doubt, payload_unreadable;
+    # renewal_failing, durability_at_risk: no row
     message: str
     submission: Submission | None = None
 

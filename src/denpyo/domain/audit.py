@@ -30,10 +30,18 @@ from denpyo.domain.submission import Submission
 
 @dataclass(frozen=True, slots=True)
 class RemoteRecord:
-    """One call the provider accepted, as its own list (or its logs) tells it."""
+    """One call the provider accepted, as its own list (or its logs) tells it.
+
+    `key` and `payload`: the business key and the data the call was made for, when
+    the provider keeps them (metadata sent with the call: Stripe's `metadata`, an
+    e-mail provider's tags). Only with the key can `audit(adopt=True)` record a call
+    the ledger lost (a failover) as the row a later submit of that key finds; the
+    payload, when given, is kept with it."""
 
     idempotency_key: str
     remote_id: str | None = None
+    key: str | None = None
+    payload: Any = None
 
 
 class DiscrepancyKind(StrEnum):
@@ -57,6 +65,8 @@ class Discrepancy:
     remote_id: str | None
     submission: Submission | None
     detail: str
+    adopted: bool = False
+    """The audit recorded the provider's call as a synced row (`submission`)."""
 
 
 @dataclass(slots=True)
@@ -75,6 +85,11 @@ class AuditReport:
     @property
     def clean(self) -> bool:
         return not self.discrepancies
+
+    @property
+    def adopted(self) -> int:
+        """Calls the provider accepted that the ledger had no row of, recorded now."""
+        return sum(1 for found in self.discrepancies if found.adopted)
 
     def counts(self) -> dict[str, int]:
         """The discrepancies found, by kind, every kind named (0 when none): what
@@ -149,4 +164,30 @@ def discrepancy_json(found: Discrepancy) -> dict[str, Any]:
         "status": sub.status.value if sub else None,
         "ledger_remote_id": sub.remote_id if sub else None,
         "detail": found.detail,
+        "adopted": found.adopted,
     }
+
+
+def why_not_adopted(record: RemoteRecord, row_of_key: Submission | None) -> str | None:
+    """Why a call the provider accepted, and the ledger has no row of its idempotency
+    key, cannot be recorded as that key's synced row (None: it can). A row of the
+    same channel and key under another idempotency key means the application
+    submitted the key again after the ledger lost the first row: a second call was
+    (or may be) made, which no adoption can undo; a person looks."""
+    if record.key is None:
+        return "list_remote gave no key for it, so it cannot be adopted"
+    if row_of_key is not None:
+        where = "remembered (removed)" if row_of_key.removed_at else f"row {row_of_key.id}"
+        return (
+            f"not adopted: the ledger has {where} for key {record.key!r} under another "
+            "idempotency key, a second call for the same key"
+        )
+    return None
+
+
+def adopted(found: Discrepancy, row: Submission) -> Discrepancy:
+    """The discrepancy once the audit recorded its call as `row`."""
+    return Discrepancy(
+        found.kind, found.idempotency_key, found.remote_id, row,
+        f"{found.detail}; adopted as row {row.id} (synced)", adopted=True,
+    )  # fmt: skip

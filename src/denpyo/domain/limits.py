@@ -7,8 +7,16 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from denpyo.domain.sealed import SEALED, SealedPayload
 from denpyo.domain.submission import Submission
-from denpyo.errors import InvalidInput, InvalidKey, KeyReused, PayloadNotJSON, PayloadTooLarge
+from denpyo.errors import (
+    ConfigurationError,
+    InvalidInput,
+    InvalidKey,
+    KeyReused,
+    PayloadNotJSON,
+    PayloadTooLarge,
+)
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """Default limit on the encoded JSON payload (1 MiB); `Ledger(max_payload_bytes=...)`."""
@@ -40,7 +48,10 @@ def wire_body(payload: Any) -> bytes:
 def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """Return the payload as compact JSON text that every database can store, or raise
     a specific InvalidInput: nothing unencodable may reach a driver, whose own error
-    would come after a row was half-written or read back wrong."""
+    would come after a row was half-written or read back wrong. A payload that could not
+    be opened here (`SealedPayload`) is no payload to send again: `InvalidInput`."""
+    if isinstance(payload, dict | SealedPayload):
+        _check_not_sealed(payload)
     try:
         text = _ENCODER.encode(payload)
     except RecursionError:
@@ -68,6 +79,15 @@ def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
             "payload holds a NUL character (\\u0000), which PostgreSQL cannot store in JSON"
         )
     return text
+
+
+def _check_not_sealed(payload: dict[Any, Any] | SealedPayload) -> None:
+    """Refuse what the store would take for a sealed payload when it reads it back (the
+    reserved field `denpyo:sealed`), and the stand-in of one that could not be opened."""
+    if isinstance(payload, SealedPayload):
+        raise InvalidInput(f"cannot send this payload again: {payload.why()}")
+    if SEALED in payload:
+        raise PayloadNotJSON(f"the payload field {SEALED!r} is reserved for encrypted payloads")
 
 
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -156,9 +176,14 @@ def check_channel_name(name: object) -> str:
 
 def check_same_call(sub: Submission, payload_json: str) -> None:
     """`KeyReused` unless the row a channel and key already have was recorded with this
-    payload. A removed row's payload is not kept: its key alone says the call was
-    made, and is answered with its outcome."""
-    if sub.removed_at is None:
+    payload. A removed row's payload is not kept, nor a forgotten one's: its key alone
+    says the call was made, and is answered with its outcome."""
+    if sub.removed_at is None and sub.forgotten_at is None:
+        if isinstance(sub.payload, SealedPayload):
+            raise ConfigurationError(
+                f"{sub.channel}:{sub.key} is recorded already, and {sub.payload.why()}: "
+                "cannot tell whether this is the same call; nothing was written"
+            )
         check_same_payload(sub.channel, sub.key, sub.payload, payload_json)
 
 

@@ -183,9 +183,18 @@ class Move:
         )
 
     @classmethod
-    def release(cls, submission_id: int, holder: str, detail: str) -> Move:
+    def release(
+        cls,
+        submission_id: int,
+        holder: str,
+        detail: str,
+        *,
+        retry_in: float = 0,
+        last_error: str | None = None,
+    ) -> Move:
         """Give back a row held for an attempt whose call never started: due again at
-        once, unlocked (held by `holder` until now), nothing counted."""
+        once (or in `retry_in` seconds), unlocked (held by `holder` until now), nothing
+        counted; its last error kept, or `last_error` in its place."""
         return cls(
             submission_id,
             Status.REQUESTING,
@@ -193,8 +202,9 @@ class Move:
             holder,
             holder=holder,
             event="released",
-            retry_in=0,
-            keep_error=True,
+            retry_in=retry_in,
+            keep_error=last_error is None,
+            last_error=last_error,
             detail=detail,
         )
 
@@ -293,6 +303,23 @@ class Move:
             last_error=error,
             resolution=resolution,
             detail=note,
+        )
+
+    @classmethod
+    def adopted(cls, sub: Submission, actor: str, remote_id: str | None, note: str) -> Move:
+        """The audit found at the provider a call the ledger had lost (a failover) and
+        records it, in the transaction that inserted its row: `synced`, its one call
+        counted."""
+        return cls(
+            sub.id,
+            Status.REQUESTING,
+            Status.SYNCED,
+            actor,
+            event="adopted",
+            attempt_delta=1,
+            remote_id=remote_id,
+            detail=note,
+            row=sub,
         )
 
     @classmethod

@@ -42,6 +42,11 @@ class Role(StrEnum):
         """Pause, resume or cancel another person's bulk action."""
         return self is Role.ADMIN
 
+    @property
+    def may_see_full(self) -> bool:
+        """See a row's payload unredacted (each time logged with the person's name)."""
+        return self is Role.ADMIN
+
     def at_most(self, ceiling: Role) -> Role:
         """This role, lowered to `ceiling` (a read-only server: `Role.VIEWER`)."""
         return self if self.rank <= ceiling.rank else ceiling

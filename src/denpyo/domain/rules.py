@@ -140,9 +140,22 @@ def removed(sub: Submission, action: ActionKind) -> Answer | None:
     )
 
 
+def forgotten(sub: Submission, action: ActionKind) -> Answer | None:
+    """A row whose payload a person forgot (`denpyo forget`) is never sent again, nor
+    said to have arrived: only abandoning it remains."""
+    if sub.forgotten_at is None or action is ActionKind.ABANDON:
+        return None
+    return _refused(
+        action,
+        f"{label(sub)}: its payload was forgotten on {sub.forgotten_at:%Y-%m-%d %H:%M} UTC "
+        "(`denpyo forget`; `denpyo show` says by whom and why): it is never sent again, "
+        "a new call needs a new key",
+    )
+
+
 def may_retry(sub: Submission) -> Answer:
     """A `failed` row due now under its key; in doubt (a `requesting` one too), forced."""
-    if gone := removed(sub, ActionKind.RETRY):
+    if gone := forgotten(sub, ActionKind.RETRY) or removed(sub, ActionKind.RETRY):
         return gone
     if sub.resolution is not None:
         return _refused(
@@ -188,6 +201,8 @@ def may_abandon(sub: Submission) -> Answer:
 def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answer:
     """Replace a row not synced and not being sent by a new one, once; forced when
     its call may have arrived (in doubt, or `requesting` after an attempt)."""
+    if gone := forgotten(sub, ActionKind.RESEND):
+        return gone
     if sub.status is Status.SYNCED:
         return _forbidden(
             ActionKind.RESEND,
@@ -213,7 +228,7 @@ def sent_maybe(sub: Submission) -> bool:
 def may_mark_synced(sub: Submission) -> Answer:
     """Record that a person found the call at the provider: from `failed`, or from a
     `requesting` row attempted and not being sent; never from `rejected`."""
-    if gone := removed(sub, ActionKind.MARK_SYNCED):
+    if gone := forgotten(sub, ActionKind.MARK_SYNCED) or removed(sub, ActionKind.MARK_SYNCED):
         return gone
     if sub.status is Status.SYNCED:
         return _forbidden(

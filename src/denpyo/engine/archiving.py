@@ -71,7 +71,8 @@ def archive(
     def write(batch: list[Submission]) -> None:
         nonlocal events, files, size, batches
         ids = [sub.id for sub in batch]
-        written = target.write(batch, store.events_of(ids), batch=f"rows-{min(ids)}-{max(ids)}")
+        at_rest = [store.sealing.at_rest(sub) for sub in batch]  # encrypted as in the table
+        written = target.write(at_rest, store.events_of(ids), batch=f"rows-{min(ids)}-{max(ids)}")
         target.verify(written)
         events, files = events + written.events, files + len(written.files)
         size, batches = size + written.size, batches + 1

@@ -14,8 +14,12 @@ default), and for each step
    widened by `slack` on each side are read, then the channel's `verify` (if it
    has one) is asked about each row still unaccounted for.
 
-Whatever is left is missing at the provider. Nothing is written: an audit only
-reports (domain/audit.py says what each kind of discrepancy means).
+Whatever is left is missing at the provider. Nothing is written (domain/audit.py
+says what each kind of discrepancy means), except with `adopt`: a call the
+provider accepted that the ledger has no row of at all (its row lost with a
+database that failed over before the commit reached the standby) is recorded as
+a synced row, when `list_remote` gives its business key (`RemoteRecord.key`), so
+the application's next submit of that key finds it and sends nothing.
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ from typing import Any
 
 from denpyo.domain.audit import (
     AuditReport,
+    Discrepancy,
     RemoteRecord,
+    adopted,
     compare_ids,
     compare_remote,
     missing_at_provider,
+    why_not_adopted,
 )
+from denpyo.domain.limits import encode_payload
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered
 from denpyo.engine.bridge import LoopThread
@@ -40,7 +48,7 @@ from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Check
 from denpyo.engine.runners import SyncRunner
 from denpyo.errors import ConfigurationError, InvalidInput
-from denpyo.store import Store
+from denpyo.store import NewSubmission, Store
 
 BATCH = 500
 """Records compared per query, and ledger rows per page."""
@@ -68,6 +76,8 @@ class Auditor:
         step: float = 3600.0,
         slack: float = 3600.0,
         progress: Progress | None = None,
+        adopt: bool = False,
+        actor: str = "audit",
     ) -> AuditReport:
         if spec.list_remote is None:
             raise ConfigurationError(
@@ -85,7 +95,7 @@ class Auditor:
         for done, (start, end) in enumerate(steps):
             if progress is not None:
                 progress(done, len(steps))
-            self._step(spec, start, end, timedelta(seconds=slack), report)
+            self._step(spec, start, end, timedelta(seconds=slack), report, adopt and actor)
         if progress is not None:
             progress(len(steps), len(steps))
         return report
@@ -97,6 +107,7 @@ class Auditor:
         end: datetime,
         slack: timedelta,
         report: AuditReport,
+        adopter: str | bool,
     ) -> None:
         seen: dict[str, RemoteRecord] = {}
         synced: dict[str, Submission] = {}  # synced rows of the keys seen, and listed once
@@ -115,6 +126,9 @@ class Auditor:
                     continue  # listed twice by the provider's pager: one record
                 row = rows.get(key)
                 found = compare_remote(record, row, spec.name, earlier)
+                if found is not None and row is None and earlier is None and adopter:
+                    found = self._adopt(spec, record, found, str(adopter))
+                    row = found.submission if found.adopted else None
                 if found is not None:
                     report.discrepancies.append(found)
                 seen.setdefault(key, record)
@@ -161,6 +175,29 @@ class Auditor:
                     continue
                 why = "" if isinstance(verdict, NotDelivered) else f" (verify: {verdict.why})"
             report.discrepancies.append(missing_at_provider(row, why))
+
+    def _adopt(
+        self, spec: ChannelSpec, record: RemoteRecord, found: Discrepancy, actor: str
+    ) -> Discrepancy:
+        """Record the provider's call as its key's synced row, or say why not."""
+        row_of_key = self.store.get_by_key(spec.name, record.key) if record.key else None
+        why = why_not_adopted(record, row_of_key)
+        if why is None:
+            assert record.key is not None
+            new = NewSubmission(
+                spec.name, record.key, record.idempotency_key, encode_payload(record.payload)
+            )
+            note = (
+                "adopted by the audit: the provider accepted this call "
+                f"({record.remote_id or 'no remote id'}) and the ledger had no row of it"
+            )
+            row = self.store.adopt(new, remote_id=record.remote_id, actor=actor, note=note)
+            if row is not None:
+                return adopted(found, row)
+            why = "not adopted: a row of this key was written meanwhile"
+        return Discrepancy(
+            found.kind, found.idempotency_key, found.remote_id, None, f"{found.detail} ({why})"
+        )
 
     def _synced(self, channel: str, start: datetime, end: datetime) -> Iterator[Submission]:
         after: tuple[datetime, int] | None = None

@@ -25,15 +25,19 @@ from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
+from denpyo.engine import tracing
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.gates import Gates
 from denpyo.engine.observers import CallObservers
+from denpyo.engine.tracing import NO_SPAN, RowSpan
+from denpyo.engine.unreadable import give_back_unreadable
 from denpyo.errors import LeaseExpired
 from denpyo.store import NewSubmission, Store
 
@@ -60,18 +64,22 @@ class Apply:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """Perform the provider call; the flow receives a CallResult."""
+    """Perform the provider call; the flow receives a CallResult. `span`: the attempt's,
+    current while the channel's send runs."""
 
     spec: ChannelSpec
     submission: Submission
+    span: RowSpan = NO_SPAN
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """Ask the channel's verify; the flow receives a Verdict (never an exception)."""
+    """Ask the channel's verify; the flow receives a Verdict (never an exception).
+    `span`: the verify's, current while the channel's verify runs."""
 
     spec: ChannelSpec
     submission: Submission
+    span: RowSpan = NO_SPAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +122,15 @@ class Flows:
         actor: str,
         calls: CallObservers | None = None,
         gates: Gates | None = None,
+        *,
+        inline: bool = True,
     ) -> None:
         self.store = store
         self.alerts = alerts
         self.actor = actor
+        # Calls made in the caller's request (`submit`): their spans are children of
+        # the caller's current span; a worker's, of the context the row kept.
+        self.inline = inline
         self.calls = calls or CallObservers()
         self.gates = gates or Gates(store, alerts, actor)
         self._holds = itertools.count(1)
@@ -163,8 +176,8 @@ class Flows:
         retried under its key; an in-doubt row is verified first."""
         if sub.resolution is not None:
             return (yield from self._successor(sub))
-        if sub.status in FINAL or sub.in_flight:
-            return sub
+        if sub.status in FINAL or sub.in_flight or sub.forgotten_at is not None:
+            return sub  # (a forgotten row's payload is gone: it is never sent again)
         if (yield from self._left_to_workers(spec)) is not None:
             return sub
         if sub.in_doubt:
@@ -182,81 +195,104 @@ class Flows:
         return (yield from self.attempt(spec, held))
 
     def attempt(self, spec: ChannelSpec, sub: Submission) -> Flow:
-        """Call the provider for a row this actor holds, and record the outcome."""
-        # A crash during the call leaves the row `requesting` under this lease.
-        result: CallResult = yield Call(spec, sub)
-        if isinstance(result.error, LeaseExpired):
-            return (yield from self._give_back(sub, f"not sent: {result.error}"))
-        outcome = spec.outcome(result.value, result.error)
-        self.calls.called(spec.name, outcome.kind, result.duration_ms)
-        seen = self.gates.seen(spec, outcome)
-        if seen.news:  # the provider asked the channel to wait, or is down, or is up again
-            yield StoreOp(self.gates.tell, (spec.name, seen))
-        # The call started: its settle counts it, as the row's next attempt, unless
-        # the provider is down (then it is the provider's failure, not the row's).
-        attempt = sub.attempts + 1 if seen.counted else max(sub.attempts, 1)
-        decided = decide_attempt(attempt, outcome, spec.policy)
-        settle = Settle.of(sub, self.actor, decided, result.duration_ms)
-        after = yield from self._apply(settle if seen.counted else settle.uncounted())
-        if after is None:
-            log.warning(
-                "lease lost on %s:%s (id %s): another process took the row while it was "
-                "being sent; its outcome (%s) is in this log only",
-                visible(sub.channel), visible(sub.key), sub.id, outcome.kind.value,
-            )  # fmt: skip
-            return (yield from self._reread(sub))
-        self._alert(decided.alert, after)
-        return after
+        """Call the provider for a row this actor holds, and record the outcome. Its
+        span (engine/tracing.py) is told the outcome, and ends however the flow ends."""
+        if isinstance(sub.payload, SealedPayload):  # no key here opens it: never sent
+            return (yield from give_back_unreadable(self, sub))
+        span = tracing.attempt_span(spec.name, sub, inline=self.inline)
+        try:
+            # A crash during the call leaves the row `requesting` under this lease.
+            result: CallResult = yield Call(spec, sub, span)
+            if isinstance(result.error, LeaseExpired):
+                span.not_sent(str(result.error))
+                return (yield from self._give_back(sub, f"not sent: {result.error}"))
+            outcome = spec.outcome(result.value, result.error)
+            self.calls.called(spec.name, outcome.kind, result.duration_ms)
+            seen = self.gates.seen(spec, outcome)
+            if seen.news:  # the provider asked the channel to wait, or is down, or is up again
+                yield StoreOp(self.gates.tell, (spec.name, seen))
+            # The call started: its settle counts it, as the row's next attempt, unless
+            # the provider is down (then it is the provider's failure, not the row's).
+            attempt = sub.attempts + 1 if seen.counted else max(sub.attempts, 1)
+            decided = decide_attempt(attempt, outcome, spec.policy)
+            settle = Settle.of(sub, self.actor, decided, result.duration_ms)
+            after = yield from self._apply(settle if seen.counted else settle.uncounted())
+            span.attempted(attempt, decided, after, result.error)
+            if after is None:
+                with span.current():  # the line carries the attempt's trace
+                    log.warning(
+                        "lease lost on %s:%s (id %s): another process took the row while it "
+                        "was being sent; its outcome (%s) is in this log only",
+                        visible(sub.channel), visible(sub.key), sub.id, outcome.kind.value,
+                    )  # fmt: skip
+                return (yield from self._reread(sub))
+            self._alert(decided.alert, after, span)
+            return after
+        except Exception as exc:
+            span.failed(exc)
+            raise
+        finally:
+            span.end()
 
     def reconcile(self, spec: ChannelSpec, sub: Submission) -> Flow:
         """Decide a row this actor holds for verification: synced, resent, or held (one
-        history line and one alert per state, however often it is asked)."""
-        verdict: Verdict | None = None
-        if spec.verify is not None:
-            verdict = yield Check(spec, sub)
-            if isinstance(verdict, Delivered | NotDelivered):  # the provider answers again
-                seen = self.gates.answered(spec, type(verdict).__name__)
-                if seen.news:
-                    yield StoreOp(self.gates.tell, (spec.name, seen))
-        events, now = yield StoreOp(self.store.history, (sub.id,))
-        history = DoubtHistory.of(sub, events, now)
-        window_closed = (
-            verdict is None
-            and spec.idempotent
-            and spec.idempotency_window is not None
-            and not resend_in_window(
-                history.first_attempt_at, now, spec.idempotency_window, spec.lease
+        history line and one alert per state, however often it is asked). Its span is
+        told the verdict and the decision, and ends however the flow ends."""
+        asks = spec.verify is not None
+        span = tracing.verify_span(spec.name, sub, inline=self.inline, asks=asks)
+        try:
+            verdict: Verdict | None = None
+            if spec.verify is not None:
+                verdict = yield Check(spec, sub, span)
+                if isinstance(verdict, Delivered | NotDelivered):  # the provider answers again
+                    seen = self.gates.answered(spec, type(verdict).__name__)
+                    if seen.news:
+                        yield StoreOp(self.gates.tell, (spec.name, seen))
+            events, now = yield StoreOp(self.store.history, (sub.id,))
+            history = DoubtHistory.of(sub, events, now)
+            window_closed = (
+                verdict is None
+                and spec.idempotent
+                and spec.idempotency_window is not None
+                and not resend_in_window(
+                    history.first_attempt_at, now, spec.idempotency_window, spec.lease
+                )
             )
-        )
-        decision = decide_in_doubt(
-            history.tries,
-            verdict,
-            spec.policy,
-            window_closed=window_closed,
-            held_for=history.held_for,
-        )
-        if decision.next is Next.RESEND:
-            # Never arrived (or the provider dedups): the same key goes out again.
-            held = yield from self._apply(
-                self._start(spec, sub, decision.note, holder=sub.locked_by)
+            decision = decide_in_doubt(
+                history.tries,
+                verdict,
+                spec.policy,
+                window_closed=window_closed,
+                held_for=history.held_for,
             )
-            if held is None:
+            span.verified(verdict, decision)
+            if decision.next is Next.RESEND:
+                # Never arrived (or the provider dedups): the same key goes out again.
+                held = yield from self._apply(
+                    self._start(spec, sub, decision.note, holder=sub.locked_by)
+                )
+                if held is None:
+                    return (yield from self._reread(sub))
+                return (yield from self.attempt(spec, held))
+            if decision.next is Next.MARK_SYNCED:
+                move = Move.verified_delivered(sub, self.actor, decision.remote_id, decision.note)
+            elif decision.next is Next.GIVE_UP:
+                kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
+                move = Move.verified_given_up(sub, self.actor, kind, decision.note)
+            else:  # RECHECK later, or ASK_PERSON; the row stays in doubt
+                move = Move.still_in_doubt(
+                    sub, self.actor, decision.retry_in, decision.note, again=decision.again
+                )
+            after = yield from self._apply(move)
+            if after is None:
                 return (yield from self._reread(sub))
-            return (yield from self.attempt(spec, held))
-        if decision.next is Next.MARK_SYNCED:
-            move = Move.verified_delivered(sub, self.actor, decision.remote_id, decision.note)
-        elif decision.next is Next.GIVE_UP:
-            kind = ErrorKind.TRANSIENT if verdict is not None else ErrorKind.AMBIGUOUS
-            move = Move.verified_given_up(sub, self.actor, kind, decision.note)
-        else:  # RECHECK later, or ASK_PERSON; the row stays in doubt
-            move = Move.still_in_doubt(
-                sub, self.actor, decision.retry_in, decision.note, again=decision.again
-            )
-        after = yield from self._apply(move)
-        if after is None:
-            return (yield from self._reread(sub))
-        self._alert(decision.alert, after)
-        return after
+            self._alert(decision.alert, after, span)
+            return after
+        except Exception as exc:
+            span.failed(exc)
+            raise
+        finally:
+            span.end()
 
     def _left_to_workers(self, spec: ChannelSpec) -> Generator[Effect, Any, str | None]:
         """Why an inline submit leaves the call to the workers (None: it makes it):
@@ -315,6 +351,8 @@ class Flows:
         current: Submission | None = yield StoreOp(self.store.get, (sub.id,))
         return current if current is not None else sub
 
-    def _alert(self, alert: Alert | None, sub: Submission) -> None:
+    def _alert(self, alert: Alert | None, sub: Submission, span: RowSpan = NO_SPAN) -> None:
+        """Tell an alert, with the row's span current: its log line carries the trace."""
         if alert is not None:
-            self.alerts.tell(alert.about(sub))
+            with span.current():
+                self.alerts.tell(alert.about(sub))

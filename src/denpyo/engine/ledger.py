@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date, datetime, timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from denpyo.domain.actions import Approval
 from denpyo.domain.audit import AuditReport
@@ -23,6 +23,8 @@ from denpyo.domain.limits import (
     check_same_call,
     encode_payload,
 )
+from denpyo.domain.redaction import ENV_VARIABLE as REDACT_VARIABLE
+from denpyo.domain.redaction import Redaction
 from denpyo.domain.report import ReportRow, check_period, fold
 from denpyo.domain.retention import Retention
 from denpyo.domain.settings import (
@@ -34,7 +36,7 @@ from denpyo.domain.settings import (
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.engine import archiving
+from denpyo.engine import archiving, tracing
 from denpyo.engine.alerts import AlertHandler, Alerts
 from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.audit import Auditor, Progress
@@ -44,6 +46,8 @@ from denpyo.engine.flows import Flows
 from denpyo.engine.gates import Gates
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.observers import CallHandler, CallObservers
+from denpyo.engine.payload_keys import KeyRotation, rotate_payloads
+from denpyo.engine.payload_keys import Progress as RotationProgress
 from denpyo.engine.runners import AsyncRunner, SyncRunner
 from denpyo.engine.worker import Worker, WorkReport
 from denpyo.errors import (
@@ -58,9 +62,13 @@ from denpyo.errors import (
     Transient,
     UnknownChannel,
 )
-from denpyo.store import NewSubmission, Store, open_store
+from denpyo.store import NewSubmission, Store, open_store, shown_url
 from denpyo.store.base import AsyncStore
 from denpyo.store.dialects import DIALECTS
+from denpyo.store.sealing import PayloadKeys, Sealing, payload_codec
+
+if TYPE_CHECKING:
+    from denpyo.engine.operator import ForgetResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -92,6 +100,25 @@ class Ledger:
     payload accepted, a whole number of bytes >= 1. `approval`: a two-person rule
     (`Approval()`: marking synced, forced actions on rows in doubt, and bulk actions
     over 100 rows wait for a second person); None (the default): none.
+    `redact`: payload fields hidden wherever a row is shown (the command line, the
+    dashboard, alerts, logs), added to `DEFAULT_REDACT`; a `Redaction`
+    (`Redaction.only("card_number")`) replaces the defaults. The names of
+    `DENPYO_REDACT` (comma-separated) are added either way. The channel always gets
+    the whole payload.
+    `payload_key`: payloads encrypted at rest (AES-256-GCM, bound to the row's channel
+    and key; docs/guide/personal-data.md): a key (32 random bytes, as `bytes` or as
+    URL-safe base64 text, `new_payload_key()`), a list of keys (the first encrypts,
+    all decrypt: put a new key first, keep the old ones until `rotate_payload_key`
+    has re-encrypted their rows), a function of no arguments returning the key or
+    keys (a key service: called once, here), or a `PayloadCodec` of one's own. None
+    (the default): the keys of `DENPYO_PAYLOAD_KEYS` (comma-separated, newest
+    first) if it is set, else payloads in clear. A key that is not one is a
+    `ConfigurationError` that never shows it.
+
+    `read_url`: a standby (a streaming replica) for the reads of the people on call,
+    which leave the primary to the workers: `status`, `list`, `show`, `report`, an
+    audit that does not adopt, and the dashboard's pages (`reader`; `read_from`).
+    Every write, and every read a write depends on, goes to `url`.
 
     After `close()` the ledger is done: any use that needs the database or its
     threads raises `ConfigurationError` instead of quietly reopening them.
@@ -106,7 +133,11 @@ class Ledger:
         name: str | None = None,
         keys_kept_for: float | None = None,
         approval: Approval | None = None,
+        redact: Redaction | Iterable[str] = (),
+        payload_key: PayloadKeys | None = None,
+        read_url: str | None = None,
     ) -> None:
+        self.redaction = Redaction.of(redact, env=os.environ.get(REDACT_VARIABLE))
         if approval is not None and not isinstance(approval, Approval):
             raise InvalidInput(f"approval must be an Approval or None, not {approval!r}")
         self.approval = approval
@@ -120,10 +151,17 @@ class Ledger:
             )
         self.keys_kept_for = keys_kept_for
         self.url = database_url(url)
+        sealing = Sealing(payload_codec(payload_key))
         self.store: Store = open_store(self.url)
+        self.store.sealing = sealing
+        self.reader: Store = self.store
+        """Where the people on call read (`read_url`), else the store itself."""
+        self.reader_url = self.url
+        if read_url is not None:
+            self.read_from(read_url)
         self.max_payload_bytes = max_payload_bytes
         self.channels: dict[str, ChannelSpec] = {}
-        self.alerts = Alerts()
+        self.alerts = Alerts(self.redaction)
         if on_alert is not None:
             self.alerts.add(on_alert)
         self.calls = CallObservers()
@@ -340,18 +378,22 @@ class Ledger:
         roll back, as after any error inside a transaction.
         Returns how many rows were new."""
         return self.store.record_many(
-            self._prepared_many(channel, items),
+            self._prepared_many(channel, items, tracing.row_context()),
             actor=self.flows.actor,
             check=_same_call,
             conn=_dbapi_connection(conn),
         )
 
     def _prepared_many(
-        self, channel: str, items: Iterable[tuple[str, Any] | tuple[str, Any, str | None]]
+        self,
+        channel: str,
+        items: Iterable[tuple[str, Any] | tuple[str, Any, str | None]],
+        trace: tuple[str | None, str | None],
     ) -> Iterator[NewSubmission]:
         """Each item checked as it is written (as `_prepare` checks one); a key twice
         in one call is refused. What every item shares is worked out once: the
-        channel."""
+        channel, and the trace context (`trace`, taken by the caller: this generator
+        may run in another thread)."""
         self._spec(channel)
         limit = self.max_payload_bytes
         seen: set[str] = set()
@@ -364,7 +406,9 @@ class Ledger:
             if key in seen:
                 raise InvalidInput(f"{channel}:{key} appears twice in one enqueue_many")
             seen.add(key)
-            yield NewSubmission(channel, key, new_idempotency_key(), payload_json, ordering_key)
+            yield NewSubmission(
+                channel, key, new_idempotency_key(), payload_json, ordering_key, None, *trace
+            )
 
     async def aenqueue(
         self,
@@ -381,7 +425,7 @@ class Ledger:
         a worker sends it. Without, in the ledger's own transaction."""
         if conn is None:
             return await self.async_runner().in_db(
-                self.enqueue, channel, key, payload, ordering_key=ordering_key
+                tracing.carried(self.enqueue), channel, key, payload, ordering_key=ordering_key
             )
         _, new = self._prepare(channel, key, payload, ordering_key)
         sub, created = await self.store.arecord(new, actor=self.flows.actor, conn=conn)
@@ -398,9 +442,13 @@ class Ledger:
     ) -> int:
         """`enqueue_many` for asyncio applications; `conn` as in `aenqueue`."""
         if conn is None:
-            return await self.async_runner().in_db(self.enqueue_many, channel, items)
+            enqueue_many = tracing.carried(self.enqueue_many)  # the row keeps this trace
+            return await self.async_runner().in_db(enqueue_many, channel, items)
         return await self.store.arecord_many(
-            self._prepared_many(channel, items), actor=self.flows.actor, check=_same_call, conn=conn
+            self._prepared_many(channel, items, tracing.row_context()),
+            actor=self.flows.actor,
+            check=_same_call,
+            conn=conn,
         )
 
     # -- read -----------------------------------------------------------------------
@@ -494,19 +542,25 @@ class Ledger:
         step: float = 3600.0,
         slack: float = 3600.0,
         progress: Progress | None = None,
+        adopt: bool = False,
     ) -> AuditReport:
         """Compare the ledger with the provider's own records (the channel's
         `list_remote`) over [since, until) (timezone-aware; default: the last 24 hours
-        by the database clock), `step` seconds at a time; writes nothing. A synced row
-        the provider did not list in its step is looked for `slack` seconds either
-        side, then verified, before it is called missing (engine/audit.py)."""
+        by the database clock), `step` seconds at a time. A synced row the provider did
+        not list in its step is looked for `slack` seconds either side, then verified,
+        before it is called missing (engine/audit.py). Writes nothing, except with
+        `adopt`: a call the provider accepted that the ledger has no row of (lost in a
+        database failover) is recorded as a synced row of the key `list_remote` gives
+        (`RemoteRecord.key`), so that a later submit of that key sends nothing."""
         spec = self._spec(channel)
         if until is None:
             until = self.store.now()
         if since is None:
             since = until - timedelta(days=1)
-        auditor = Auditor(self.store, self.bridge, self._sync)
-        return auditor.run(spec, since, until, step=step, slack=slack, progress=progress)
+        auditor = Auditor(self.store if adopt else self.reader, self.bridge, self._sync)
+        return auditor.run(
+            spec, since, until, step=step, slack=slack, progress=progress, adopt=adopt
+        )
 
     def prune(
         self,
@@ -562,6 +616,55 @@ class Ledger:
             self.store, target, retention, batch_size=batch_size, progress=progress
         )
 
+    def rotate_payload_key(
+        self,
+        *,
+        batch_size: int = 500,
+        channel: str | None = None,
+        progress: RotationProgress | None = None,
+    ) -> KeyRotation:
+        """Re-encrypt with the first configured key every live payload sealed with
+        another key, and every payload still in clear (so turning encryption on and
+        running this encrypts the rows written before); forgotten rows are skipped, and
+        rows no configured key opens are listed, never touched. In batches of
+        `batch_size` rows (of `channel`, or all), one transaction each, compare-and-set:
+        a run stopped half-way is run again and goes on. Workers may run meanwhile.
+        `progress(report)` after each batch. Archived Parquet files are not rewritten:
+        keep the old keys configured to read them. `ConfigurationError` when no key is
+        configured."""
+        _check_batch_size(batch_size)
+        if channel is not None:
+            check_channel_name(channel)
+        return rotate_payloads(
+            self.store, batch_size=batch_size, channel=channel, progress=progress
+        )
+
+    def forget(
+        self,
+        ref: str | None = None,
+        *,
+        where: str | None = None,
+        channel: str | None = None,
+        note: str,
+        by: str | None = None,
+        dry_run: bool = False,
+    ) -> ForgetResult:
+        """Erase personal data and keep the slip: the payloads of a call's rows (`ref`,
+        `"CHANNEL:KEY"`, with the rows it replaced and its resends), or of every row
+        whose payload has the string `VALUE` at `FIELD` (`where="FIELD=VALUE"`, a
+        dotted path for a nested field; in `channel`, else every channel), live and
+        archived. Each payload becomes JSON null, its last error goes, and the texts
+        about its row that quote it (resolution, history, action log) have those
+        values replaced by `[forgotten]`; status, attempts, times, ids and remote id
+        stay, so the key is never sent again and the counts do not change. `note`
+        (required) and `by` go into each row's history and the action log (never
+        the value searched for). A row still open refuses the whole forget
+        (`InvalidInput`, nothing written): abandon it first. `dry_run`: what would
+        be forgotten, nothing written. Archived rows need the `archive` extra."""
+        from denpyo.engine.operator import forget
+
+        return forget(self, ref, where=where, channel=channel, note=note, by=by, dry_run=dry_run)
+
     def report(
         self,
         *,
@@ -580,7 +683,7 @@ class Ledger:
             last = max(self.store.now().date(), first) + timedelta(days=1)
         elif (last := until) <= first:
             raise InvalidInput(f"the report's since ({first}) must come before until ({last})")
-        return fold(self.store.report_counts(first, last, channel), by)
+        return fold(self.reader.report_counts(first, last, channel), by)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -594,6 +697,26 @@ class Ledger:
             self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
         return AsyncRunner(self.store, self._db, self._calls, ops)
 
+    def read_from(self, read_url: str) -> None:
+        """Read for the people on call from `read_url`, a standby of the database
+        (`Ledger(read_url=...)`; the command line's `--read-db`)."""
+        reader = open_store(database_url(read_url))
+        if reader.dialect != self.store.dialect:
+            reader.close()
+            raise InvalidDatabaseURL(
+                f"read_url {shown_url(read_url)!r} is not a {self.store.dialect} database, "
+                f"as the ledger's is"
+            )
+        reader.sealing = self.store.sealing
+        if self.reader is not self.store:
+            self.reader.close()
+        self.reader, self.reader_url = reader, read_url
+
+    def replica_lag(self) -> float | None:
+        """Seconds the reads of `read_url` are behind the primary (None: no read_url,
+        or it cannot say)."""
+        return None if self.reader is self.store else self.reader.replica_lag()
+
     def close(self) -> None:
         """Release connections, threads and channel resources, for good: a closed
         ledger refuses further use (`ConfigurationError`). Closing twice is harmless."""
@@ -606,6 +729,8 @@ class Ledger:
             if pool is not None:
                 pool.shutdown(wait=True)
         self._db = self._calls = None
+        if self.reader is not self.store:
+            self.reader.close()
         self.store.close()
 
     async def aclose_channels(self) -> None:
@@ -654,6 +779,7 @@ class Ledger:
         check_key(key)
         if ordering_key is not None:
             check_key(ordering_key, "ordering_key")
+        traceparent, tracestate = tracing.row_context()  # the row keeps the caller's trace
         return spec, NewSubmission(
             channel=channel,
             key=key,
@@ -661,6 +787,8 @@ class Ledger:
             payload_json=encode_payload(payload, self.max_payload_bytes),
             ordering_key=ordering_key,
             supersedes=supersedes,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
 
     def _check_supersedes(self, channel: str, supersedes: int, conn: Any) -> None:
@@ -679,25 +807,28 @@ class Ledger:
             )
 
     def _checked(self, new: NewSubmission, sub: Submission) -> Submission:
-        """Turn the row a submit ended with into a return or the matching error."""
+        """Turn the row a submit ended with into a return or the matching error. The
+        error's text, which ends up in logs, has the row's hidden values scrubbed
+        (`redact`); its `.submission` is the row as it is."""
         if sub.status is Status.SYNCED or sub.in_flight or sub.key != new.key:
             return sub  # (another key: the resend a person made of this one)
+        shown = self.redaction.submission(sub)
         if sub.resolution is not None:
             raise SubmissionResolved(
-                f"{sub.channel}:{sub.key} was resolved by a person ({sub.resolution}); "
+                f"{sub.channel}:{sub.key} was resolved by a person ({shown.resolution}); "
                 "it is never sent again: submit a new key to send anew",
                 sub,
             )
         if sub.status is Status.REJECTED:
-            raise SubmissionRejected(f"{sub.channel}:{sub.key} rejected: {sub.last_error}", sub)
+            raise SubmissionRejected(f"{sub.channel}:{sub.key} rejected: {shown.last_error}", sub)
         if sub.in_doubt:
             raise SubmissionInDoubt(
                 f"{sub.channel}:{sub.key} is in doubt (the call may have arrived): "
-                f"{sub.last_error or 'lease expired'}",
+                f"{shown.last_error or 'lease expired'}",
                 sub,
             )
         if sub.status is Status.FAILED:
-            raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {sub.last_error}", sub)
+            raise SubmissionFailed(f"{sub.channel}:{sub.key} failed: {shown.last_error}", sub)
         return sub  # `requesting`, not yet attempted: a worker will send it
 
 

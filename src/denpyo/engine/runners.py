@@ -19,6 +19,7 @@ from denpyo.domain.verdict import Unknown, Verdict
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, checked_verdict
 from denpyo.engine.flows import Apply, Call, CallResult, Check, Done, Effect, StoreOp, step
+from denpyo.engine.tracing import RowSpan
 from denpyo.store import Store
 from denpyo.store.base import AsyncStore, InThreads
 
@@ -36,11 +37,26 @@ def _begin(sub: Submission) -> None:
         sub.lease.begin()
 
 
-async def _send_on_loop(spec: ChannelSpec, sub: Submission) -> Any:
+async def _send_on_loop(spec: ChannelSpec, sub: Submission, span: RowSpan) -> Any:
     """An async channel of a sync submit, on the private loop: it begins only once
     the loop runs it, which may be late (the loop is busy), so the lease is checked there."""
     _begin(sub)
-    return await spec.send(sub)  # type: ignore[misc]
+    with span.current():
+        return await spec.send(sub)  # type: ignore[misc]
+
+
+async def _verify_on_loop(spec: ChannelSpec, sub: Submission, span: RowSpan) -> Any:
+    """An async verify of a sync flow, on the private loop, its span current there."""
+    assert spec.verify is not None
+    with span.current():
+        return await spec.verify(sub)  # type: ignore[misc]
+
+
+def _in_span(span: RowSpan, fn: Callable[[Submission], T], sub: Submission) -> T:
+    """A sync channel's send or verify with the row's span current (in the thread
+    that runs it: a pool thread does not inherit the caller's context)."""
+    with span.current():
+        return fn(sub)
 
 
 class SyncRunner:
@@ -68,23 +84,23 @@ class SyncRunner:
             return effect.fn(*effect.args, **effect.kwargs)
         if isinstance(effect, Apply):
             return self.store.move(effect.changes)
-        spec, sub = effect.spec, effect.submission
+        spec, sub, span = effect.spec, effect.submission, effect.span
         started = time.perf_counter()
         if isinstance(effect, Call):
             try:
                 if spec.send_is_async:
-                    value: Any = self.bridge.run(_send_on_loop(spec, sub))
+                    value: Any = self.bridge.run(_send_on_loop(spec, sub, span))
                 else:
                     _begin(sub)
-                    value = spec.send(sub)
+                    value = _in_span(span, spec.send, sub)
             except Exception as exc:
                 return CallResult(error=exc, duration_ms=_elapsed_ms(started))
             return CallResult(value=value, duration_ms=_elapsed_ms(started))
         assert isinstance(effect, Check) and spec.verify is not None
         try:
             if spec.verify_is_async:
-                return checked_verdict(self.bridge.run(spec.verify(sub)))  # type: ignore[arg-type]
-            return checked_verdict(spec.verify(sub))
+                return checked_verdict(self.bridge.run(_verify_on_loop(spec, sub, span)))
+            return checked_verdict(_in_span(span, spec.verify, sub))
         except Exception as exc:
             return Unknown(f"verify raised {describe(exc)}")
 
@@ -135,11 +151,11 @@ class AsyncRunner:
         return await self.ops.move(changes)
 
     @staticmethod
-    def _sync_call(spec: ChannelSpec, sub: Submission) -> Any:
+    def _sync_call(spec: ChannelSpec, sub: Submission, span: RowSpan) -> Any:
         """A sync channel in a pool thread: it begins only once a thread runs it, which
         may be late (the pool is busy), so the lease is checked there."""
         _begin(sub)
-        return spec.send(sub)
+        return _in_span(span, spec.send, sub)
 
     async def perform(self, effect: Effect) -> Any:
         if isinstance(effect, StoreOp):
@@ -152,16 +168,17 @@ class AsyncRunner:
         """Perform a call or a verify: the provider's side of the flow. Never raises
         (but for cancellation): a failed call is a `CallResult` with its error, a
         failed verify an `Unknown` verdict."""
-        spec, sub = effect.spec, effect.submission
+        spec, sub, span = effect.spec, effect.submission, effect.span
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         if isinstance(effect, Call):
             try:
                 if spec.send_is_async:
                     _begin(sub)
-                    value: Any = await spec.send(sub)  # type: ignore[misc]
+                    with span.current():  # attached and detached in this task
+                        value: Any = await spec.send(sub)  # type: ignore[misc]
                 else:
-                    value = await loop.run_in_executor(self.calls, self._sync_call, spec, sub)
+                    value = await loop.run_in_executor(self.calls, self._sync_call, spec, sub, span)
             except Exception as exc:
                 return CallResult(error=exc, duration_ms=_elapsed_ms(started))
             return CallResult(value=value, duration_ms=_elapsed_ms(started))
@@ -169,9 +186,12 @@ class AsyncRunner:
         verdict: Verdict
         try:
             if spec.verify_is_async:
-                verdict = checked_verdict(await spec.verify(sub))  # type: ignore[misc]
+                with span.current():
+                    verdict = checked_verdict(await spec.verify(sub))  # type: ignore[misc]
             else:
-                verdict = checked_verdict(await loop.run_in_executor(self.calls, spec.verify, sub))
+                verdict = checked_verdict(
+                    await loop.run_in_executor(self.calls, _in_span, span, spec.verify, sub)
+                )
         except Exception as exc:
             verdict = Unknown(f"verify raised {describe(exc)}")
         return verdict

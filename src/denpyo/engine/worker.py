@@ -54,6 +54,7 @@ from denpyo.domain.settings import (
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
+from denpyo.engine import tracing
 from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
@@ -177,6 +178,7 @@ class Worker:
             actor or ledger.new_actor("worker"),
             ledger.calls,
             ledger.gates,
+            inline=False,  # a row's spans join the trace it was written in
         )
         self.runner = ledger.async_runner()
         # One commit at a time: the settles that arrive meanwhile make the next batch
@@ -234,6 +236,7 @@ class Worker:
         lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
         await self._tell_holdings()
+        await self._check_durability()
         with contextlib.suppress(Exception):  # read again at the first poll if it failed
             await self.runner.in_db(self.gates.refresh)  # no call of a paused channel
         doubt_checked = float("-inf")
@@ -467,18 +470,33 @@ class Worker:
                 max(held.ends_in[1], 0.0),
             )  # fmt: skip
 
+    async def _check_durability(self) -> None:
+        """Say, as the worker starts, when a commit acknowledged to it could still be
+        lost with the database server (an asynchronous standby, synchronous_commit
+        off): a failover could then forget a slip whose call was made. A warning and
+        a `durability_at_risk` alert; the worker runs on (`denpyo status` says it too)."""
+        try:
+            durability = await self.runner.in_db(self.ledger.store.durability)
+        except Exception as exc:  # only a message: the claims will say more if it lasts
+            log.warning("cannot read the database's replication settings: %s", exc)
+            return
+        if durability is not None and durability.risk is not None:
+            self.ledger.alerts.raise_alert("durability_at_risk", durability.risk, None)
+
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         holder = self.flows.new_holder()
         since = time.monotonic()  # before the database starts the leases
-        if spec.fleet_concurrency is not None and not in_doubt:
-            rows = await self.runner.in_db(
-                self.ledger.store.claim_within, spec.name, holder=holder, limit=limit,
-                lease=spec.lease, fleet_concurrency=spec.fleet_concurrency,
-            )  # fmt: skip
-        else:
-            rows = await self.runner.claim(
-                spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt
-            )
+        with tracing.claim_span(spec.name, limit=limit, in_doubt=in_doubt) as span:
+            if spec.fleet_concurrency is not None and not in_doubt:
+                rows = await self.runner.in_db(
+                    self.ledger.store.claim_within, spec.name, holder=holder, limit=limit,
+                    lease=spec.lease, fleet_concurrency=spec.fleet_concurrency,
+                )  # fmt: skip
+            else:
+                rows = await self.runner.claim(
+                    spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt
+                )
+            span.rows(len(rows))
         held = []
         for sub in rows:
             lease = Lease(spec.lease, since)
@@ -604,7 +622,8 @@ class Worker:
             self._step(run, value, None)
 
     async def _commit(self, changes: Sequence[Change]) -> list[Submission | None]:
-        return await self.runner.move(changes)
+        with tracing.settle_span(len(changes)):
+            return await self.runner.move(changes)
 
     def _committed(
         self,

@@ -79,6 +79,20 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+def _check_hosts(netloc: str, dialect: Dialect, shown: str) -> None:
+    """Each host's port is a number. PostgreSQL takes several hosts, comma-separated
+    (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): libpq
+    tries them in turn, which is how a client follows a failover to a standby."""
+    hosts = netloc.rpartition("@")[2].split(",")
+    if len(hosts) > 1 and dialect.name != "postgresql":
+        raise InvalidDatabaseURL(f"{shown!r}: several hosts are for PostgreSQL only")
+    for host in hosts:
+        try:
+            urlsplit(f"//{host}").port  # noqa: B018 - raises on a malformed port
+        except ValueError as exc:
+            raise InvalidDatabaseURL(f"malformed port in {shown!r}") from exc
+
+
 def open_store(url: str) -> Store:
     """Open (lazily connect) the store a URL names."""
     dialect = _dialect(url)
@@ -89,10 +103,7 @@ def open_store(url: str) -> Store:
         except ValueError as exc:
             reason = masked(str(exc), url)
             raise InvalidDatabaseURL(f"malformed URL {shown!r}: {reason}") from exc
-        try:
-            parts.port  # noqa: B018 - raises on a malformed port
-        except ValueError as exc:
-            raise InvalidDatabaseURL(f"malformed port in {shown!r}") from exc
+        _check_hosts(parts.netloc, dialect, shown)
         if not parts.path.strip("/"):
             raise InvalidDatabaseURL(f"{shown!r} names no database (…/dbname)")
     return dialect.store_class().from_url(url)

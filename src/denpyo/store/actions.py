@@ -95,6 +95,9 @@ class ActionLog(ConnectionModes, Rows, Params):
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
     ) -> Submission | None: ...
 
+    @abstractmethod
+    def forgotten_in(self, tx: Tx, ids: Sequence[int]) -> set[int]: ...
+
     # -- making an action ---------------------------------------------------------------
 
     def add_action(
@@ -255,23 +258,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             try:
                 with self.transaction() as tx:
                     results = self._steps(tx, rows)
-                    tx.execute_many(
-                        "action_row_outcome",
-                        [
-                            {"action_id": action_id, "submission_id": sid, "outcome": o.value,
-                             "reason": reason}
-                            for sid, o, reason in results
-                        ],
-                    )  # fmt: skip
-                    done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
-                    progress = {
-                        "id": action_id,
-                        "holder": holder,
-                        "lease": seconds(lease),
-                        "done": done,
-                        "skipped": len(results) - done,
-                    }
-                    if not tx.execute("action_progress", progress):
+                    if not self.batch_done_in(tx, action_id, holder, lease, results):
                         raise _LostAction
                     return results
             except _LostAction:
@@ -282,14 +269,46 @@ class ActionLog(ConnectionModes, Rows, Params):
                     for sid, step, why in rows
                 ]
 
+    def batch_done_in(
+        self,
+        tx: Tx,
+        action_id: int,
+        holder: str,
+        lease: float,
+        results: Sequence[tuple[int, RowOutcome, str | None]],
+    ) -> bool:
+        """What happened to each row of a batch, and the action's counts, in the caller's
+        transaction, under its holder's lease: False when the holder no longer holds the
+        action (the caller rolls the batch back)."""
+        tx.execute_many(
+            "action_row_outcome",
+            [
+                {"action_id": action_id, "submission_id": sid, "outcome": o.value,
+                 "reason": reason}
+                for sid, o, reason in results
+            ],
+        )  # fmt: skip
+        done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
+        progress = {
+            "id": action_id,
+            "holder": holder,
+            "lease": seconds(lease),
+            "done": done,
+            "skipped": len(results) - done,
+        }
+        return bool(tx.execute("action_progress", progress))
+
     def _steps(self, tx: Tx, plan: Iterable[Planned]) -> list[tuple[int, RowOutcome, str | None]]:
         """Apply a batch's steps in the caller's transaction: the moves together, each
         resend with its move; a row that moved meanwhile is skipped."""
         results: dict[int, tuple[RowOutcome, str | None]] = {}
         moves: list[tuple[int, Change]] = []
         order: list[int] = []
+        abandons: set[int] = set()
         for sid, step, reason in plan:
             order.append(sid)
+            if step is not None and _abandons(step):
+                abandons.add(sid)
             if step is None:
                 results[sid] = (RowOutcome.SKIPPED, reason or NO_ROW)
             elif isinstance(step, Resend):
@@ -308,6 +327,11 @@ class ActionLog(ConnectionModes, Rows, Params):
             after = self.move_in(tx, [change for _, change in moves])
             for (sid, _), moved in zip(moves, after, strict=True):
                 results[sid] = (RowOutcome.DONE, None) if moved else (RowOutcome.SKIPPED, MOVED)
+        # A row whose payload a person forgot while this batch was decided takes no
+        # retry, resend nor mark synced (domain/rules.py): the batch rolls back.
+        done = [sid for sid in order if results[sid][0] is RowOutcome.DONE]
+        if forgotten := self.forgotten_in(tx, [sid for sid in done if sid not in abandons]):
+            raise _Moved(min(forgotten))
         return [(sid, *results[sid]) for sid in order]
 
     # -- people deciding ----------------------------------------------------------------
@@ -388,6 +412,11 @@ class ActionLog(ConnectionModes, Rows, Params):
             updated_at=updated,
             finished_at=when("finished_at"),
         )
+
+
+def _abandons(step: Step) -> bool:
+    """An abandon, the one action a forgotten row still takes."""
+    return isinstance(step, Move) and step.event == "abandon"
 
 
 class _Moved(Exception):

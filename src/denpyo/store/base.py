@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionState, RowOutcome
 from denpyo.domain.channel_state import ChannelEvent, ChannelState
+from denpyo.domain.durability import Durability
 from denpyo.domain.filters import Filter
+from denpyo.domain.forgetting import Scrubber, Where
 from denpyo.domain.holders import Holding
 from denpyo.domain.moves import Change
 from denpyo.domain.retention import Retention
@@ -48,6 +50,8 @@ from denpyo.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from denpyo.store.actions import NewAction, Planned
+    from denpyo.store.payload_keys import Reseal, StoredPayload
+    from denpyo.store.sealing import Sealing
 
 Row = Mapping[str, Any]
 
@@ -153,6 +157,16 @@ class Store(ABC):
     def now(self) -> datetime:
         """The database clock, which every lease and due time is measured against."""
 
+    def replica_lag(self) -> float | None:
+        """Seconds this database's data is behind its primary, when it is a standby
+        (`Ledger(read_url=...)`); None: it is no standby, or cannot say."""
+        return None
+
+    def durability(self) -> Durability | None:
+        """What the server says about its commits surviving its loss (PostgreSQL's:
+        its standbys and synchronous settings); None: nothing denpyo can read."""
+        return None
+
     # -- writes --------------------------------------------------------------------------
 
     @abstractmethod
@@ -196,6 +210,14 @@ class Store(ABC):
         conn: Any,
     ) -> int:
         """`record_many` inside an application's open asyncio transaction on `conn`."""
+
+    @abstractmethod
+    def adopt(
+        self, new: NewSubmission, *, remote_id: str | None, actor: str, note: str
+    ) -> Submission | None:
+        """Record a call the provider accepted that the ledger has no row of, as a
+        synced row with an `adopted` event, in one transaction (None: the channel and
+        key have a row, or a remembered key, already; nothing written)."""
 
     @abstractmethod
     def record_resend_of_removed(
@@ -450,6 +472,52 @@ class Store(ABC):
         """`claim_ready`, leaving at most `fleet_concurrency` rows of the channel held by
         the whole fleet."""
 
+    # -- forgetting payloads (store/forgetting.py) --------------------------------------
+
+    @abstractmethod
+    def forget_matches(
+        self, where: Where, *, channel: str | None, after: int, limit: int
+    ) -> list[Submission]:
+        """One page, in id order after `after`, of the live rows whose clear payload has
+        `where`'s string at its path (of `channel`, or every channel)."""
+
+    @abstractmethod
+    def forget_sealed(self, *, channel: str | None, after: int, limit: int) -> list[Submission]:
+        """One page, in id order after `after`, of the live rows whose payload is
+        encrypted, read as every row is (for `forget` to match them one by one)."""
+
+    @abstractmethod
+    def forget_archives(self, channel: str | None = None) -> list[str]:
+        """Where removed rows (of `channel`) were archived."""
+
+    @abstractmethod
+    def forget_rows(
+        self,
+        ids: Sequence[int],
+        *,
+        scrub: Scrubber,
+        actor: str,
+        note: str,
+        action_id: int,
+        holder: str,
+        lease: float,
+    ) -> list[tuple[int, RowOutcome, str | None]] | None:
+        """Forget a batch of live rows, closed ones only, in one transaction: payload
+        null, last error gone, texts quoting the payload scrubbed, a `forgotten` event
+        each, counted by the forget's entry `action_id` under `holder`'s lease (None:
+        nothing written, the holder lost it)."""
+
+    @abstractmethod
+    def forget_kept(
+        self, ids: Sequence[int], *, scrub: Scrubber, action_id: int, holder: str, lease: float
+    ) -> list[tuple[int, RowOutcome, str | None]] | None:
+        """Mark a batch of removed rows' memories forgotten (texts scrubbed), as
+        `forget_rows`."""
+
+    @abstractmethod
+    def forget_action_of(self, submission_id: int) -> ActionRecord | None:
+        """The latest forget that erased the row's payload."""
+
     # -- the action log (store/actions.py) ----------------------------------------------
 
     @abstractmethod
@@ -531,6 +599,27 @@ class Store(ABC):
     @abstractmethod
     def expire_actions(self) -> int:
         """Requests nobody decided in time become expired; how many."""
+
+    # -- payload keys (store/sealing.py, store/payload_keys.py) ---------------------------
+
+    sealing: Sealing
+    """How payloads are kept: in clear, or sealed with the ledger's keys (the ledger sets
+    it; a store opened alone keeps them in clear, and reads a sealed one as a
+    `SealedPayload`)."""
+
+    @abstractmethod
+    def payload_batch(
+        self, after: int, limit: int, channel: str | None = None
+    ) -> list[StoredPayload]:
+        """Up to `limit` rows after id `after` (of `channel`, or all), in id order, whose
+        payload is kept (not forgotten), each with its payload as stored."""
+
+    @abstractmethod
+    def reseal(self, changes: Sequence[Reseal]) -> tuple[list[int], list[int]]:
+        """Write each row's new payload where its payload is still the one read
+        (compare-and-set), in one transaction; nothing else of the row changes. A row
+        another transaction holds locked at this instant is skipped, never waited for.
+        Returns (the ids written, the ids skipped as locked or gone)."""
 
     # -- connections ---------------------------------------------------------------------
 

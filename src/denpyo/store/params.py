@@ -16,6 +16,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Change, Move, Settle, event_attempt
 from denpyo.domain.status import Status
 from denpyo.store.base import NewSubmission
+from denpyo.store.sealing import Sealing
 
 
 class Params:
@@ -35,16 +36,23 @@ class Params:
         return value.astimezone(UTC)
 
 
-def insert_params(new: NewSubmission, actor: str, lease: float | None) -> dict[str, Any]:
+def insert_params(
+    new: NewSubmission, actor: str, lease: float | None, sealing: Sealing
+) -> dict[str, Any]:
+    """The parameters of the statement that inserts one row. Its payload goes in as
+    `sealing.stored` makes it (sealed where the ledger has keys: store/sealing.py), as
+    it does in PostgreSQL's many-row inserts."""
     return {
         "channel": new.channel,
         "key": new.key,
         "idempotency_key": new.idempotency_key,
-        "payload": new.payload_json,
+        "payload": sealing.stored(new),
         "ordering_key": new.ordering_key,
         "supersedes": new.supersedes,
         "locked_by": actor if lease else None,
         "lease": seconds(lease),
+        "traceparent": new.traceparent,
+        "tracestate": new.tracestate,
     }
 
 

@@ -44,7 +44,7 @@ class PortableSqlStore(SqlStore):
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
     ) -> Submission | None:
-        params = insert_params(new, actor, lease)
+        params = insert_params(new, actor, lease, self.sealing)
         row = tx.insert("submission_insert", params)
         if row is None:
             return None

@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from denpyo.domain.durability import Durability
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.retention import Retention
 from denpyo.domain.submission import Submission
@@ -43,6 +44,7 @@ from denpyo.store.params import (
 )
 from denpyo.store.queries import load_migrations, load_queries
 from denpyo.store.removal import retention_params
+from denpyo.store.sealing import Sealing
 from denpyo.store.sql_store import SqlStore
 
 log = logging.getLogger("denpyo.store")
@@ -99,19 +101,27 @@ class PostgresTx(Tx):
         store: PostgresStore,
         cursor: psycopg.Cursor[dict[str, Any]],
         reconnect: Callable[[], psycopg.Cursor[dict[str, Any]]] | None = None,
+        *,
+        repeatable: bool = False,
     ) -> None:
         self.queries = store.queries
         self.cursor = cursor
         self.reconnect = reconnect  # for the first statement only
+        self.repeatable = repeatable
 
     def _run(self, query: str, params: Mapping[str, Any] | None) -> None:
         reconnect, self.reconnect = self.reconnect, None
         try:
             self.cursor.execute(self.queries[query], params)
-        except pg_errors.AdminShutdown:
+        except psycopg.OperationalError as exc:
             # The server ended this idle session (a restart) before our statement
             # could run: nothing was executed, so it goes once more on a new session.
-            if reconnect is None:
+            # A session that died with its server (a crash, a failover) fails the same
+            # way, but a write cannot know whether it ran: only a statement that may run
+            # twice goes again (a read, a fold of the counts).
+            shut = isinstance(exc, pg_errors.AdminShutdown)
+            dropped = self.repeatable and self.cursor.connection.broken
+            if reconnect is None or not (shut or dropped):
                 raise
             self.cursor = reconnect()
             self.cursor.execute(self.queries[query], params)
@@ -151,7 +161,8 @@ class PostgresStore(SqlStore):
             "submission_settle_many", "submission_settle_one",
             "submission_counts_compact", "submission_copy", "submission_record_copied",
             "submission_get_recorded_before", "key_get_recorded_before", "snapshot_holder",
-            "submission_remove", "layout_get", "partman_available",
+            "submission_remove", "layout_get", "partman_available", "session_durable",
+            "durability_get", "replica_lag",
         }
     )  # fmt: skip
     LAYOUT_QUERIES: ClassVar[frozenset[str]] = frozenset(
@@ -199,6 +210,7 @@ class PostgresStore(SqlStore):
                     # BEGIN and COMMIT are ours (see transaction): autocommit otherwise.
                     kwargs={"row_factory": dict_row, "autocommit": True},
                     connection_class=psycopg.Connection[dict[str, Any]],
+                    configure=self._durable_session,
                     open=False,
                 )
                 self._pool.open(wait=True, timeout=15)
@@ -221,6 +233,27 @@ class PostgresStore(SqlStore):
     def _use_layout(self, partitioned: bool) -> None:
         self.partitioned = partitioned
         self.queries = load_queries(self.dialect, "partitioned" if partitioned else None)
+
+    def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
+        """Each new connection's commits wait for the disk and the synchronous standbys
+        (`session_durable`): the slip must be durable before its call leaves."""
+        conn.execute(self.queries["session_durable"])
+
+    def replica_lag(self) -> float | None:
+        with self.reading() as tx:
+            row = tx.fetch_one("replica_lag")
+        return None if row is None or row["lag"] is None else float(row["lag"])
+
+    def durability(self) -> Durability:
+        with self.reading() as tx:
+            row = tx.fetch_one("durability_get")
+        assert row is not None
+        return Durability(
+            standbys=int(row["standbys"]),
+            synchronous_names=row["synchronous_names"],
+            synchronous_commit=row["synchronous_commit"],
+            sync_standbys=None if row["sync_standbys"] is None else int(row["sync_standbys"]),
+        )
 
     def _first_connection(self) -> None:
         """One connection before the pool's: a server that refuses (no such database,
@@ -269,7 +302,7 @@ class PostgresStore(SqlStore):
         return self.transaction(conn) if conn is not None else self._autocommit()
 
     def reading(self) -> AbstractContextManager[Tx]:
-        return self._autocommit()
+        return _Autocommit(self, repeatable=True)
 
     def _autocommit(self) -> AbstractContextManager[Tx]:
         """Each statement is its own transaction: for work done in one statement
@@ -311,7 +344,8 @@ class PostgresStore(SqlStore):
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
     ) -> Submission | None:
-        params = {**insert_params(new, actor, lease), "actor": actor, "detail": detail}
+        params = insert_params(new, actor, lease, self.sealing)
+        params.update(actor=actor, detail=detail)
         row = tx.fetch_one("submission_record", params)
         return None if row is None else self.to_submission(row)
 
@@ -326,7 +360,9 @@ class PostgresStore(SqlStore):
                 int(row["created"])
                 for chunk in _chunks(news, RECORD_CHUNK)
                 if (
-                    row := tx.fetch_one("submission_record_many", _record_many_params(chunk, actor))
+                    row := tx.fetch_one(
+                        "submission_record_many", _record_many_params(chunk, actor, self.sealing)
+                    )
                 )
             )
         conn = tx.cursor.connection
@@ -347,7 +383,7 @@ class PostgresStore(SqlStore):
         with ERRORS.wrapped(), conn.pipeline():
             for chunk in _chunks(news, RECORD_CHUNK):
                 cursor = conn.cursor(row_factory=dict_row)
-                cursor.execute(query, _record_many_params(chunk, actor))
+                cursor.execute(query, _record_many_params(chunk, actor, self.sealing))
                 cursors.append(cursor)
         created = 0
         for cursor in cursors:
@@ -378,8 +414,9 @@ class PostgresStore(SqlStore):
                     for new in news:
                         written.append(new)
                         copy.write_row(
-                            (new.channel, new.key, new.idempotency_key, new.payload_json,
-                             new.ordering_key, "requesting", 0, "now")
+                            (new.channel, new.key, new.idempotency_key, self.sealing.stored(new),
+                             new.ordering_key, "requesting", 0, "now", new.traceparent,
+                             new.tracestate)
                         )  # fmt: skip
             except pg_errors.UniqueViolation:
                 _forget(cursor)
@@ -657,7 +694,7 @@ class PostgresStore(SqlStore):
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
         row per channel, status and kind, so that reading them stays cheap."""
-        with self._autocommit() as tx:
+        with _Autocommit(self, repeatable=True) as tx:
             tx.execute("submission_counts_compact")
 
     def claim_ready(
@@ -754,9 +791,13 @@ class PostgresAsync(AsyncStore):
                 max_size=max_connections,
                 kwargs={"row_factory": dict_row, "autocommit": True},
                 connection_class=psycopg.AsyncConnection[dict[str, Any]],
+                configure=self._durable_session,
                 open=False,
             )
         )
+
+    async def _durable_session(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(self.store.queries["session_durable"])
 
     async def open(self) -> None:
         """The pool, waiting up to 15 s for its first connection (a worker started
@@ -866,14 +907,18 @@ def _forget(cursor: psycopg.Cursor[Any]) -> None:
     cursor.execute("RELEASE SAVEPOINT denpyo_record_many")
 
 
-def _record_many_params(news: Sequence[NewSubmission], actor: str) -> dict[str, Any]:
+def _record_many_params(
+    news: Sequence[NewSubmission], actor: str, sealing: Sealing
+) -> dict[str, Any]:
     return {
         "actor": actor,
         "channel": [new.channel for new in news],
         "key": [new.key for new in news],
         "idempotency_key": [new.idempotency_key for new in news],
-        "payload": [new.payload_json for new in news],
+        "payload": [sealing.stored(new) for new in news],
         "ordering_key": [new.ordering_key for new in news],
+        "traceparent": [new.traceparent for new in news],
+        "tracestate": [new.tracestate for new in news],
     }
 
 
@@ -967,11 +1012,12 @@ class _Autocommit:
     not a generator: an inline submit opens two, where a generator's machinery
     costs a good part of what the pool does."""
 
-    __slots__ = ("conn", "store")
+    __slots__ = ("conn", "repeatable", "store")
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, repeatable: bool = False) -> None:
         self.store = store
         self.conn = store._checkout()
+        self.repeatable = repeatable
 
     def reconnect(self) -> psycopg.Cursor[dict[str, Any]]:
         """A new session for a first statement the server refused unrun (a restart)."""
@@ -981,7 +1027,9 @@ class _Autocommit:
 
     def __enter__(self) -> Tx:
         try:
-            return PostgresTx(self.store, self.conn.cursor(), self.reconnect)
+            return PostgresTx(
+                self.store, self.conn.cursor(), self.reconnect, repeatable=self.repeatable
+            )
         except psycopg.Error as exc:  # no `with` body ran: __exit__ will not return it
             self.store.pool.putconn(self.conn)
             raise ERRORS.translated(exc) from exc

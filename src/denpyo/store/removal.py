@@ -131,7 +131,7 @@ class Removal(ConnectionModes, Rows, Params):
             parse_time(row["created_at"]), parse_time(row["removed_at"]),
             parse_time(row["synced_at"]), row["resolution"], row["supersedes"], False,
             None, parse_time(row["removed_at"]), row["archived_to"],
-            row["superseded_by"],
+            row["superseded_by"], None, None, parse_time(row.get("forgotten_at")),
         )  # fmt: skip
 
 

@@ -16,13 +16,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from denpyo.domain.moves import Settle
+from denpyo.domain.sealed import SEALED
 from denpyo.domain.status import ERROR_KINDS, STATUSES, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.store.base import NewSubmission, Row
+from denpyo.store.sealing import CLEAR, Sealing
 
 
 class Rows:
     """A SQL store's rows as denpyo's objects."""
+
+    sealing: Sealing = CLEAR
+    """How payloads are kept (store/sealing.py): the ledger sets its own."""
 
     def parse_time(self, value: Any) -> datetime | None:
         """Turn a driver's timestamp into an aware UTC datetime."""
@@ -31,8 +36,13 @@ class Rows:
         parsed = datetime.fromisoformat(str(value))
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
-    def parse_payload(self, value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str | bytes) else value
+    def parse_payload(self, value: Any, channel: str, key: str) -> Any:
+        """The payload column as read (JSON text, or what the driver parsed), opened
+        where it is sealed: the one place a stored payload becomes the payload."""
+        payload = json.loads(value) if isinstance(value, str | bytes) else value
+        if type(payload) is dict and SEALED in payload:
+            return self.sealing.open(payload, channel, key)
+        return payload
 
     def to_submission(self, row: Row, known: Submission | None = None) -> Submission:
         """A row as read. With `known`, the same row as read before a move: what a
@@ -42,7 +52,8 @@ class Rows:
             sub_id, channel, key, idempotency_key = (
                 int(row["id"]), row["channel"], row["key"], row["idempotency_key"]
             )  # fmt: skip
-            payload, ordering_key = self.parse_payload(row["payload"]), row["ordering_key"]
+            payload = self.parse_payload(row["payload"], channel, key)
+            ordering_key = row["ordering_key"]
             created_at, supersedes = self.parse_time(row["created_at"]), row["supersedes"]
             traceparent, tracestate = row.get("traceparent"), row.get("tracestate")
         else:
@@ -68,7 +79,7 @@ class Rows:
         statement computed (its id and times) comes back in `row`, the rest was sent."""
         return Submission(
             int(row["id"]), new.channel, new.key, new.idempotency_key,
-            self.parse_payload(new.payload_json), Status.REQUESTING, 0,
+            self.parse_payload(new.payload_json, new.channel, new.key), Status.REQUESTING, 0,
             self.parse_time(row["next_attempt_at"]), params["locked_by"],
             self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
             self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,

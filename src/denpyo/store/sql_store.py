@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from denpyo.domain.actions import RowOutcome
 from denpyo.domain.filters import Filter
 from denpyo.domain.holders import Holding
-from denpyo.domain.moves import Change
+from denpyo.domain.moves import Change, Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, StoreUnavailable
@@ -31,14 +31,16 @@ from denpyo.store.actions import ActionLog, NewAction
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
 from denpyo.store.controls import ChannelControls
+from denpyo.store.forgetting import Forgetting
 from denpyo.store.params import filter_params, seconds
+from denpyo.store.payload_keys import PayloadKeys
 from denpyo.store.queries import load_migrations
 from denpyo.store.removal import Removal
 
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
+class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControls, PayloadKeys):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
@@ -138,6 +140,19 @@ class SqlStore(CallerConnections, Removal, ActionLog, ChannelControls):
                 assert existing is not None, "a conflicting row must exist"
                 return existing, False
             return sub, True
+
+    def adopt(
+        self, new: NewSubmission, *, remote_id: str | None, actor: str, note: str
+    ) -> Submission | None:
+        """Record a call the provider accepted and the ledger lost (`audit(adopt=True)`):
+        inserted and moved to `synced` in one transaction, so no worker ever sees it
+        due. None when the channel and key have a row, or a remembered key, already."""
+        with self.transaction() as tx:
+            sub = self.record_in(tx, new, actor=actor, lease=None, detail=note)
+            if sub is None:
+                return None
+            (moved,) = self.move_in(tx, [Move.adopted(sub, actor, remote_id, note)])
+            return moved
 
     def record_many(
         self,

@@ -4,12 +4,12 @@ app (Starlette, Jinja2, htmx; no front-end build) to serve with `denpyo
 dashboard` or mount inside your own Starlette or FastAPI app."""
 
 from denpyo.domain.people import Role
+from denpyo.domain.redaction import DEFAULT_REDACT, REDACTED
 from denpyo.extras import missing
 
 try:
     from denpyo.web.app import create_app
     from denpyo.web.auth import Access
-    from denpyo.web.present import DEFAULT_REDACT, REDACTED
 except ImportError as exc:  # the extra is not installed
     raise missing("dashboard", "denpyo.web", exc) from exc
 

@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 
 from denpyo.domain.actions import ActionKind, RowOutcome
 from denpyo.domain.limits import decode_payload, encode_payload
+from denpyo.domain.sealed import SealedPayload
 from denpyo.engine import operator as op
 from denpyo.errors import DenpyoError, SubmissionNotFound
 from denpyo.web import present
@@ -121,7 +122,9 @@ class Actions(Shell):
             # The ledger's own checks (depth, size, text) before anything walks it.
             encode_payload(parsed, self.ledger.max_payload_bytes)
             original = await self.call(op.find, self.ledger, sid)
-            payload = present.restore(parsed, original.payload, self.redact)
+            payload = self.redaction.restore(parsed, original.payload)
+            if isinstance(original.payload, SealedPayload) and parsed == original.payload:
+                payload = op.SAME_PAYLOAD  # left as shown: the row's own, refused with why
         force = fields.get("force_in_doubt") == "yes"
         note = fields.get("note") or ""
         done = await self.act(

@@ -9,7 +9,7 @@ piece of logic.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,9 +26,11 @@ from denpyo.domain.people import Role, parse_role
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import ConfigurationError, DenpyoError, InvalidInput
+from denpyo.store.base import Page
 from denpyo.web import present
 from denpyo.web.action_pages import ActionPages
 from denpyo.web.actions import Actions, done_text
@@ -192,7 +194,7 @@ class Dashboard(ActionPages, Actions):
     async def overview_context(self) -> dict[str, Any]:
         report = await self.status()
         await self.call(self._fold)
-        rows = await self.call(self.ledger.store.outcomes_per_minute, 24)
+        rows = await self.call(self.ledger.reader.outcomes_per_minute, 24)
         return {
             "report": report,
             "channel_rows": present.channel_rows(report.channel_states),
@@ -239,6 +241,7 @@ class Dashboard(ActionPages, Actions):
             before = optional_id(q.get("before"), "before")
             flt = await self.filter(q, channel)
             page = await self.call(op.page, self.ledger, flt, before)
+        page = self.scrubbed(page)  # the list shows each row's last error
         older = None
         if page.older is not None:
             older = {k: v for k, v in filters.items() if v}
@@ -250,12 +253,17 @@ class Dashboard(ActionPages, Actions):
             page=page,
             filters=filters,
             older=older,
-            channels=await self.call(self.ledger.store.channels),
+            channels=await self.call(self.ledger.reader.channels),
             statuses=list(Status),
             first=not (q.get("before") or q.get("after")),
             newest={k: v for k, v in filters.items() if v},
             bulk_filter={} if search else {k: v for k, v in filters.items() if v and k != "q"},
         )
+
+    def scrubbed(self, page: Page) -> Page:
+        """A list's rows as a person sees them: their errors and notes scrubbed of the
+        rows' hidden values (a list shows no payload)."""
+        return Page([self.redaction.submission(sub) for sub in page.rows], page.older)
 
     async def filter(self, q: QueryParams, channel: str | None) -> Filter:
         """The list's filter from the query; a time Python cannot shift, or one
@@ -289,28 +297,40 @@ class Dashboard(ActionPages, Actions):
         return flt
 
     async def submission(self, request: Request, access: Access, **context: Any) -> Response:
+        """A row, its payload redacted; `?full=1` shows it whole to an admin (each time
+        logged with their name), and is refused to anyone else."""
+        full = request.query_params.get("full") == "1"
+        if full and not access.can_see_full:
+            raise Refused(403, "only an admin may see a row's full payload")
         found: op.History = await self.call(op.history, self.ledger, request.path_params["id"])
-        sub = found.submission
+        if full:
+            log.info(
+                "dashboard: full payload of #%d (%s:%s) shown to %s",
+                found.submission.id, visible(found.submission.channel),
+                visible(found.submission.key), visible(access.name),
+            )  # fmt: skip
+        shown = found if full else found.redacted(self.redaction)
+        sub = shown.submission
         chain_back: list[Submission] = []
         previous = sub.supersedes
         while previous is not None and len(chain_back) < 20:
-            older = await self.call(self.ledger.store.get, previous)
+            older = await self.call(self.ledger.reader.get, previous)
             if older is None:
                 break
             chain_back.append(older)
             previous = older.supersedes
-        shown = present.redact(sub.payload, self.redact)
         return await self.render(
             request,
             access,
             "submission.html",
             status=context.pop("status", 200),
-            h=found,
+            h=shown,
             sub=sub,
             actions=allowed_actions(sub, superseded_by=found.superseded_by),
-            payload="" if sub.removed_at else present.pretty(shown),
+            payload="" if sub.removed_at else present.pretty(sub.payload),
             chain_back=chain_back[::-1],
-            redacted=shown != sub.payload,
+            redacted=shown != found,
+            full=full,
             done=done_text(request.query_params.get("done"), sub.supersedes),
             **context,
         )
@@ -337,8 +357,8 @@ class Dashboard(ActionPages, Actions):
 
     async def queue(self, request: Request) -> dict[str, Any]:
         before = optional_id(request.query_params.get("before"), "before")
-        page = await self.call(op.attention, self.ledger, before)
-        counts = await self.call(self.ledger.store.count_attention)
+        page = self.scrubbed(await self.call(op.attention, self.ledger, before))
+        counts = await self.call(self.ledger.reader.count_attention)
         return {"page": page, "counts": counts, "first": before is None}
 
     async def metrics_text(self, request: Request, access: Access) -> Response:
@@ -360,7 +380,7 @@ def create_app(
     read_only: bool = False,
     session_key: bytes | None = None,
     approval: Approval | None = None,
-    redact: Sequence[str] = present.DEFAULT_REDACT,
+    redact: Iterable[str] = (),
     refresh: float = 5.0,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve with uvicorn or mount in your own app.
@@ -386,9 +406,11 @@ def create_app(
     without it a random one is made at start. `approval`: a two-person rule for the
     actions taken here (`Approval()`: marking synced, forced actions on rows in
     doubt, and bulk actions over 100 rows wait for a second person with the
-    `approver` role); without it, the ledger's. `redact`: payload fields shown as
-    "[redacted]" (at any depth, any case). `refresh`: seconds between the
-    overview's and the queue's refreshes.
+    `approver` role); without it, the ledger's. `redact`: more payload fields shown
+    as "[redacted]", added to the ledger's rule (`Ledger(redact=...)`: the defaults,
+    or the ledger's own `Redaction`, and $DENPYO_REDACT). An admin may see a row
+    whole (`?full=1`, logged). `refresh`: seconds between the overview's and the
+    queue's refreshes.
     """
     if token is None and users is None and trusted_header is None and auth is None:
         raise ConfigurationError(
@@ -424,7 +446,13 @@ def create_app(
             "trusted proxy's header or an auth hook): with one shared token anyone may "
             "type any name"
         )
-    dashboard = Dashboard(ledger, gate, redact, refresh)
+    if isinstance(redact, str):
+        raise ConfigurationError(f"redact is a list of field names, not the string {redact!r}")
+    try:
+        redaction = ledger.redaction.adding(redact)
+    except InvalidInput as exc:
+        raise ConfigurationError(f"redact: {exc}") from None
+    dashboard = Dashboard(ledger, gate, redaction, refresh)
     dashboard.approval = approval
     app = DashboardApp(routes=dashboard.routes(), exception_handlers=dashboard.exception_handlers())
     app.state.dashboard = dashboard

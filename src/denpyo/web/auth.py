@@ -94,6 +94,11 @@ class Access:
         """Pause, resume or cancel another person's bulk action."""
         return self.role.may_manage
 
+    @property
+    def can_see_full(self) -> bool:
+        """See a row's payload unredacted (`?full=1`), each time logged."""
+        return self.role.may_see_full
+
     def at_most(self, ceiling: Role) -> Access:
         """The same person with their role lowered to `ceiling` (a read-only server)."""
         role = self.role.at_most(ceiling)

@@ -1,4 +1,4 @@
-"""What the pages show, prepared in Python: redacted payloads, ages, the chart.
+"""What the pages show, prepared in Python: payloads, ages, the chart.
 
 Nothing here writes HTML by hand except the chart's SVG, whose every value is a
 number the code computed; text from the ledger goes through Jinja's escaping.
@@ -17,55 +17,11 @@ from markupsafe import Markup
 from denpyo.domain.channel_state import ChannelState, Mode
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 
-REDACTED = "[redacted]"
-"""What the dashboard shows in place of a redacted payload field."""
-DEFAULT_REDACT = (
-    "password",
-    "secret",
-    "token",
-    "api_key",
-    "card_number",
-    "cvv",
-    "iban",
-)
-"""Payload fields hidden by default, at any depth, whatever their case."""
-
-
-def redact(value: Any, names: frozenset[str]) -> Any:
-    """`value` with every field named in `names` (lower case) replaced by REDACTED."""
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if str(key).lower() in names else redact(item, names)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(item, names) for item in value]
-    return value
-
-
-def restore(edited: Any, original: Any, names: frozenset[str]) -> Any:
-    """A payload a person edited from the redacted view, with each field still showing
-    REDACTED given back its original value (where the original has that field)."""
-    if isinstance(edited, dict):
-        source = original if isinstance(original, dict) else {}
-        result = {}
-        for key, item in edited.items():
-            if str(key).lower() in names and item == REDACTED and key in source:
-                result[key] = source[key]
-            else:
-                result[key] = restore(item, source.get(key), names)
-        return result
-    if isinstance(edited, list):
-        source_list = original if isinstance(original, list) else []
-        return [
-            restore(item, source_list[i] if i < len(source_list) else None, names)
-            for i, item in enumerate(edited)
-        ]
-    return edited
-
 
 def pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    """A payload as the row's page shows it; one that is no JSON value (a placeholder
+    for a payload that cannot be read) as its text."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def age(seconds: float | None) -> str:

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, 
 
 from denpyo.domain.actions import Approval
 from denpyo.domain.limits import MAX_ID
+from denpyo.domain.redaction import Redaction
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import (
@@ -117,12 +118,12 @@ class Shell:
         self,
         ledger: Ledger,
         gate: Gate,
-        redact: Sequence[str],
+        redaction: Redaction,
         refresh: float,
     ) -> None:
         self.ledger = ledger
         self.gate = gate
-        self.redact = frozenset(name.lower() for name in redact)
+        self.redaction = redaction
         self.refresh = refresh
         folder = resources.files("denpyo.web")
         self.templates = Jinja2Templates(directory=str(folder / "templates"))
@@ -205,6 +206,7 @@ class Shell:
             {
                 "access": access,
                 "read_only": self.gate.read_only,
+                "standby": await self.standby(),
                 "csrf_token": csrf,
                 "refresh": self.refresh,
                 "link": lambda route, **params: request.url_for(route, **params).path,
@@ -222,6 +224,17 @@ class Shell:
                 secure=request.url.scheme == "https",
             )
         return response
+
+    async def standby(self) -> str | None:
+        """What the pages say when they read from a standby (`read_url`): how far
+        behind the primary it is. None: they read the primary."""
+        if self.ledger.reader is self.ledger.store:
+            return None
+        try:
+            lag = await self.call(self.ledger.replica_lag)
+        except DenpyoError:
+            lag = None
+        return "standby, lag unknown" if lag is None else f"standby, {lag:.1f} s behind"
 
     async def error(
         self,

@@ -182,10 +182,15 @@ def test_an_upgrade_counts_the_rows_already_there(
     try:
         monkeypatch.setattr(sql_store, "load_migrations", lambda dialect: every[:7])
         assert store.migrate() == list(range(1, 8))
-        # This denpyo's inserts ask schema 10's denpyo_keys: lend it for the rows below.
+        # This denpyo's inserts ask schema 10's denpyo_keys and write schema 13's trace
+        # columns: lend them for the rows below.
         keys = next(script for version, script in every if version == 10)
         with cast(SqlStore, store).transaction() as tx:
             tx.script(keys)
+            tx.script(
+                "ALTER TABLE denpyo_submissions ADD COLUMN traceparent TEXT;\n"
+                "ALTER TABLE denpyo_submissions ADD COLUMN tracestate TEXT;"
+            )
         for name, outcome in {"s": SYNCED, "r": REJECTED, "x": EXHAUSTED, "a": AMBIGUOUS}.items():
             for i in range(2):
                 settled(store, f"{name}{i}", outcome, "c" if i else "d")
@@ -195,6 +200,10 @@ def test_an_upgrade_counts_the_rows_already_there(
         store.record(new("waiting"), actor="t")
         with cast(SqlStore, store).transaction() as tx:
             tx.script("DROP TABLE denpyo_keys;\nDROP TABLE denpyo_removed_counts;")
+            tx.script(
+                "ALTER TABLE denpyo_submissions DROP COLUMN traceparent;\n"
+                "ALTER TABLE denpyo_submissions DROP COLUMN tracestate;"
+            )
         monkeypatch.undo()
         assert store.migrate() == [version for version, _ in every[7:]]
         assert_counts_match_the_table(store, asker(backend, empty_url))

@@ -35,6 +35,9 @@ lease) is never touched; a row a person resolved is not retried.
 - **mark synced** (remote id and note required): ``failed`` or an attempted,
   not in-flight ``requesting`` row → ``synced`` with the provider's id. From
   ``rejected`` there is no such move: `TransitionNotAllowed`.
+- **forget** (note required; `_forget.py`): the payloads of a call's rows, or of
+  every row whose payload names a person, erased, live and archived; no status
+  moves, and a forgotten row takes no retry, resend nor mark synced again.
 """
 
 from denpyo.domain.rules import label
@@ -78,6 +81,7 @@ from denpyo.engine.operator._channels import (
     pause,
     resume,
 )
+from denpyo.engine.operator._forget import ForgetResult, forget
 from denpyo.engine.operator._read import (
     PREVIEW_CHARS,
     History,
@@ -90,6 +94,7 @@ from denpyo.engine.operator._read import (
     clip_value,
     event_json,
     find,
+    forgotten,
     history,
     list_submissions,
     make_filter,
@@ -116,6 +121,7 @@ __all__ = [
     "SAME_PAYLOAD",
     "ChannelView",
     "DryRun",
+    "ForgetResult",
     "History",
     "Progress",
     "ReconcileSummary",
@@ -145,6 +151,8 @@ __all__ = [
     "decide",
     "event_json",
     "find",
+    "forget",
+    "forgotten",
     "history",
     "label",
     "list_submissions",

@@ -17,6 +17,7 @@ from denpyo.domain.actions import ActionKind, ActionRecord, Approval, Scope
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
+from denpyo.domain.redaction import Redaction
 from denpyo.domain.rules import Permit, label, sent_maybe
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
@@ -55,6 +56,14 @@ class RetryResult:
     skipped: list[tuple[Submission, str]] = field(default_factory=list)
     requested: Requested | None = None
     """Set when a two-person rule made the retry a request: nothing was retried."""
+
+    def redacted(self, redaction: Redaction) -> RetryResult:
+        """The rows as a person sees them by default (`Redaction.submission`)."""
+        return replace(
+            self,
+            retried=[redaction.submission(sub) for sub in self.retried],
+            skipped=[(redaction.submission(sub), why) for sub, why in self.skipped],
+        )
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
@@ -211,6 +220,11 @@ class Resolution:
     def moved(self) -> bool:
         return self.from_status is not None and self.from_status is not self.submission.status
 
+    def redacted(self, redaction: Redaction) -> Resolution:
+        """The rows as a person sees them by default (`Redaction.submission`)."""
+        created = None if self.created is None else redaction.submission(self.created)
+        return replace(self, submission=redaction.submission(self.submission), created=created)
+
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
             "action": self.action,
@@ -301,7 +315,7 @@ def resolve_resend(
     note = check_note(note)
     sub = find(ledger, ref)
     rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force_in_doubt)
-    body = _payload_of(sub) if payload is SAME_PAYLOAD else payload
+    body = _payload_of(ledger, sub) if payload is SAME_PAYLOAD else payload
     new = NewSubmission(
         channel=sub.channel,
         key=_free_resend_key(ledger, sub),
@@ -309,6 +323,9 @@ def resolve_resend(
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
         supersedes=None if sub.removed_at else sub.id,
+        # The resend joins the trace of the request that wrote the row it replaces.
+        traceparent=sub.traceparent,
+        tracestate=sub.tracestate,
     )
     actor = operator_actor(by)
     detail = f"resend of {label(sub)} by {actor}: {note}"
@@ -346,15 +363,15 @@ def resolve_resend(
     return Resolution("resend", old, resent, from_status=sub.status)
 
 
-def _payload_of(sub: Submission) -> Any:
+def _payload_of(ledger: Ledger, sub: Submission) -> Any:
     """The payload to resend unchanged: the row's own; an archived row's, read back
-    from the archive; a pruned row's is not kept."""
+    from the archive (and opened with the ledger's keys); a pruned row's is not kept."""
     if sub.removed_at is None:
         return sub.payload
     if sub.archived_to is not None:
         from denpyo.archive import Archive
 
-        return Archive(sub.archived_to).payload_of(sub)
+        return Archive(sub.archived_to).payload_of(sub, ledger.store.sealing)
     raise InvalidInput(
         f"{label(sub)} was pruned: its payload is not kept; give the payload to resend "
         "(resolve --resend --payload JSON)"

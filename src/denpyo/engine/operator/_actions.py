@@ -201,6 +201,9 @@ def _resend(
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
         supersedes=sub.id,
+        # The resend joins the trace of the request that wrote the row it replaces.
+        traceparent=sub.traceparent,
+        tracestate=sub.tracestate,
     )
 
     def replaced(created: Submission) -> Move:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from denpyo.domain.actions import person_of
 from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
+from denpyo.domain.durability import Durability
 from denpyo.domain.filters import Filter, parse_when
+from denpyo.domain.forgetting import Forgotten
 from denpyo.domain.holders import Holding, actor_of, by_actor
 from denpyo.domain.limits import (
     MAX_ID,
@@ -20,12 +24,13 @@ from denpyo.domain.limits import (
     check_search_text,
 )
 from denpyo.domain.policy import window_closes_at
+from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.engine.holders import holder_gone
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store import shown_url
-from denpyo.store.base import Page
+from denpyo.store.base import Page, Store
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -57,6 +62,9 @@ class StatusReport:
     channel known (registered, with rows, or with a state), with what the fleet
     shares about it (None: never paused, held or down, so running);
     `channel_history`: the latest changes of the one channel asked for (else empty).
+    `durability`: what the primary says about its commits surviving its loss (None:
+    nothing to say, SQLite and MariaDB); `standby_lag`: seconds the counts are behind
+    the primary when read from a standby (`read_url`; None: read from the primary).
     """
 
     channels: dict[str, dict[Status, int]]
@@ -72,6 +80,9 @@ class StatusReport:
     holdings: list[Holding] = dataclasses.field(default_factory=list)
     channel_states: dict[str, ChannelState | None] = dataclasses.field(default_factory=dict)
     channel_history: list[ChannelEvent] = dataclasses.field(default_factory=list)
+    durability: Durability | None = None
+    standby: str | None = None
+    standby_lag: float | None = None
 
     @property
     def stopped(self) -> list[ChannelState]:
@@ -116,7 +127,12 @@ class StatusReport:
                 for name, state in sorted(self.channel_states.items())
             },
             "channel_history": [channel_event_json(event) for event in self.channel_history],
-        }
+            "durability": None if self.durability is None else {
+                "line": self.durability.describe(), "at_risk": self.durability.risk,
+            },
+            "standby": self.standby,
+            "standby_lag_seconds": self.standby_lag,
+        }  # fmt: skip
 
 
 def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
@@ -171,19 +187,22 @@ def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
     if channel is not None:
         check_channel(channel)
     channels: dict[str, dict[Status, int]] = {}
-    for name, st, n in ledger.store.count_by_status(channel):
+    for name, st, n in ledger.reader.count_by_status(channel):
         channels.setdefault(name, dict.fromkeys(Status, 0))[st] = n
-    counts = ledger.store.count_attention(channel)
+    counts = ledger.reader.count_attention(channel)
     holdings = [
         dataclasses.replace(held, gone=holder_gone(held.holder))
-        for held in by_actor(ledger.store.holdings(channel))
+        for held in by_actor(ledger.reader.holdings(channel))
     ]
     return StatusReport(
         channels=channels,
         database=shown_url(ledger.url),
         holdings=holdings,
         channel_states=_channel_states(ledger, channels, channel),
-        channel_history=[] if channel is None else ledger.store.channel_history(channel, 10),
+        channel_history=[] if channel is None else ledger.reader.channel_history(channel, 10),
+        durability=ledger.store.durability(),
+        standby=None if ledger.reader is ledger.store else shown_url(ledger.reader_url),
+        standby_lag=ledger.replica_lag(),
         **counts,
     )
 
@@ -193,7 +212,7 @@ def _channel_states(
 ) -> dict[str, ChannelState | None]:
     """Every channel known (registered, with rows, or with a state), or only `channel`,
     with its state (None: it never had one, so it runs)."""
-    states = {state.channel: state for state in ledger.store.channel_states()}
+    states = {state.channel: state for state in ledger.reader.channel_states()}
     if channel is not None:
         return {channel: states.get(channel)}
     names = {*ledger.channels, *counted, *states}
@@ -215,14 +234,15 @@ def make_filter(
     )
 
 
-def list_submissions(ledger: Ledger, flt: Filter) -> list[Submission]:
-    """Submissions matching `flt`, newest first, at most `flt.limit`."""
-    return ledger.store.list_submissions(flt)
+def list_submissions(ledger: Ledger, flt: Filter, *, reading: bool = False) -> list[Submission]:
+    """Submissions matching `flt`, newest first, at most `flt.limit` (`reading`: from
+    the ledger's `reader`, for a person to look at; else from the primary)."""
+    return (ledger.reader if reading else ledger.store).list_submissions(flt)
 
 
 def page(ledger: Ledger, flt: Filter, before: int | None = None) -> Page:
     """One page of `flt`'s rows, newest first, below id `before` (see `Store.list_page`)."""
-    return ledger.store.list_page(flt, before=before)
+    return ledger.reader.list_page(flt, before=before)
 
 
 def search(ledger: Ledger, channel: str, prefix: str, after: str | None = None) -> Page:
@@ -235,52 +255,55 @@ def search(ledger: Ledger, channel: str, prefix: str, after: str | None = None) 
     check_search_text(prefix, "the search")
     if after is not None:
         check_search_text(after, "the key to search after")
-    return ledger.store.search_keys(channel, prefix, after=after)
+    return ledger.reader.search_keys(channel, prefix, after=after)
 
 
 def attention(ledger: Ledger, before: int | None = None, limit: int = 50) -> Page:
     """The needs-a-person queue, newest first: in doubt, exhausted, unresolved rejections."""
-    return ledger.store.attention_page(before=before, limit=limit)
+    return ledger.reader.attention_page(before=before, limit=limit)
 
 
-def find(ledger: Ledger, ref: str | int) -> Submission:
+def find(ledger: Ledger, ref: str | int, *, reading: bool = False) -> Submission:
     """A submission by id (``123`` or ``#123``) or by ``CHANNEL:KEY``.
 
     Channels and keys may both contain ``:``; each split is tried, leftmost first.
+    From the primary, for an action to act on (`reading`: from the ledger's
+    `reader`, a standby, for a person to look at).
     """
+    store = ledger.reader if reading else ledger.store
     text = check_search_text(str(ref).strip(), "the submission to find")
     digits = text[1:] if text.startswith("#") else text
     if digits.isdigit():
         number = int(digits) if len(digits) <= len(str(MAX_ID)) else 0
-        found = ledger.store.get(number) if check_id(number) else None
+        found = store.get(number) if check_id(number) else None
         if found is None:
             raise SubmissionNotFound(f"no submission with id {digits}")
         return found
     if ":" not in text:
         raise InvalidInput(
             f"{text!r} is neither an id (123) nor CHANNEL:KEY (invoice-email:order:42)"
-            f"{_key_elsewhere(ledger, text)}"
+            f"{_key_elsewhere(store, text)}"
         )
     start = 0
     while (at := text.find(":", start)) != -1:
         channel, key = text[:at], text[at + 1 :]
         if channel and key:
-            found = ledger.store.get_by_key(channel, key)
+            found = store.get_by_key(channel, key)
             if found is not None:
                 return found
         start = at + 1
     channel, _, key = text.partition(":")
     raise SubmissionNotFound(
         f"no submission {text!r}: a row is found by CHANNEL:KEY (read here as channel "
-        f"{channel!r}, key {key!r}) or by its id{_key_elsewhere(ledger, text)}"
+        f"{channel!r}, key {key!r}) or by its id{_key_elsewhere(store, text)}"
     )
 
 
-def _key_elsewhere(ledger: Ledger, key: str) -> str:
+def _key_elsewhere(store: Store, key: str) -> str:
     """What a person who typed a key without its channel meant: the rows of that key
     in each channel, else the channels there are."""
-    channels = ledger.store.channels()
-    meant = [f"{name}:{key}" for name in channels if ledger.store.get_by_key(name, key)]
+    channels = store.channels()
+    meant = [f"{name}:{key}" for name in channels if store.get_by_key(name, key)]
     if meant:
         return f"; did you mean {' or '.join(meant[:3])}?"
     return f"; channels with rows: {', '.join(channels[:10]) or 'none'}"
@@ -301,6 +324,18 @@ class History:
     superseded_by: Submission | None
     now: datetime
     window_closes_at: datetime | None = None
+    forgotten: Forgotten | None = None
+    """Who forgot the row's payload, when and why (None: it was not)."""
+
+    def redacted(self, redaction: Redaction) -> History:
+        """The history as a person sees it by default: the row through `redaction`, and
+        its events' details scrubbed of the row's hidden values."""
+        payload = self.submission.payload
+        return dataclasses.replace(
+            self,
+            submission=redaction.submission(self.submission),
+            events=[redaction.event(event, payload) for event in self.events],
+        )
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         return {
@@ -309,25 +344,47 @@ class History:
             "superseded_by": self.superseded_by.id if self.superseded_by else None,
             "now": iso(self.now),
             "idempotency_window_closes_at": iso(self.window_closes_at),
+            "forgotten": None
+            if self.forgotten is None
+            else {
+                "at": iso(self.forgotten.at),
+                "by": self.forgotten.by,
+                "note": self.forgotten.note,
+            },
         }
 
 
 def history(ledger: Ledger, ref: str | int) -> History:
     """`find(ref)` with its events, the resend that replaced it, and when the
     provider's idempotency window for it closes."""
-    sub = find(ledger, ref)
-    events = ledger.store.events(sub.id)
+    sub = find(ledger, ref, reading=True)
+    events = ledger.reader.events(sub.id)
     spec = ledger.channels.get(sub.channel)
     attempts = [event.at for event in events if event.kind == "attempt"]
     return History(
         submission=sub,
         events=events,
-        superseded_by=ledger.store.find_superseding(sub.id),
-        now=ledger.store.now(),
+        superseded_by=ledger.reader.find_superseding(sub.id),
+        now=ledger.reader.now(),
         window_closes_at=window_closes_at(
             min(attempts, default=None), spec.idempotency_window if spec else None
         ),
+        forgotten=forgotten(ledger, sub, events),
     )
+
+
+def forgotten(ledger: Ledger, sub: Submission, events: Sequence[Event]) -> Forgotten | None:
+    """Who forgot a row's payload, when and why: its `forgotten` event, or, for a
+    removed row (no history left), the forget's entry in the action log."""
+    if sub.forgotten_at is None:
+        return None
+    for event in reversed(events):
+        if event.kind == "forgotten":
+            return Forgotten(event.at, person_of(event.actor), event.detail)
+    record = ledger.reader.forget_action_of(sub.id)
+    if record is None:
+        return Forgotten(sub.forgotten_at)
+    return Forgotten(sub.forgotten_at, record.person, record.note)
 
 
 def check_channel(channel: str) -> None:
@@ -358,7 +415,7 @@ def clip_value(value: Any, limit: int = PREVIEW_CHARS) -> tuple[Any, bool]:
     string cut to a quarter of that (so that one does not hide its neighbours), arrays
     and objects cut after the items that fit, each cut marked. Returns the value and
     whether anything was cut."""
-    if len(json.dumps(value, ensure_ascii=False)) <= limit:
+    if len(json.dumps(value, ensure_ascii=False, default=str)) <= limit:
         return value, False
     return _Clipper(limit).clip(value), True
 
@@ -390,7 +447,7 @@ class _Clipper:
                 self.room -= len(name) + 4
                 fields[name] = self.clip(item)
             return fields
-        self.room -= len(json.dumps(value))
+        self.room -= len(json.dumps(value, default=str))
         return value
 
 
@@ -424,6 +481,7 @@ def submission_json(sub: Submission, *, full: bool = True) -> dict[str, Any]:
         "removed_at": iso(sub.removed_at),
         "archived_to": sub.archived_to,
         "superseded_by_id": sub.superseded_by,
+        "forgotten_at": iso(sub.forgotten_at),
     }
 
 

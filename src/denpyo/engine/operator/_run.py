@@ -104,15 +104,17 @@ def audit(
     since: str | None = None,
     until: str | None = None,
     progress: Progress | None = None,
+    adopt: bool = False,
 ) -> AuditReport:
     """The ledger against the provider's own records for a window a person typed
     (``24h``, ``2024-05-01``; relative to the database clock): by default the 24 hours
-    before `until`, which defaults to now. `progress(steps_done, steps)`."""
+    before `until`, which defaults to now. `progress(steps_done, steps)`; `adopt`:
+    record the calls the ledger lost (`Ledger.audit`)."""
     require_channels(ledger, "audit")
     now = ledger.store.now()
     end = now if until is None else parse_when(until, now)
     start = end - timedelta(days=1) if since is None else parse_when(since, now)
-    return ledger.audit(channel, since=start, until=end, progress=progress)
+    return ledger.audit(channel, since=start, until=end, progress=progress, adopt=adopt)
 
 
 def serve(

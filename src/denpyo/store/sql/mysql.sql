@@ -76,15 +76,17 @@ SELECT UTC_TIMESTAMP(6) AS now;
 -- NOT EXISTS does. The removal deletes a row only once every transaction that began
 -- before its key was committed has ended (MysqlStore.remove_in): whatever view of
 -- denpyo_keys this statement reads, either it sees the key or the row is still there.
+-- traceparent, tracestate: the W3C trace context the row was written in (NULL: none).
 INSERT INTO denpyo_submissions (
     channel, `key`, idempotency_key, payload, status, attempts, ordering_key, supersedes,
-    locked_by, locked_until, next_attempt_at
+    locked_by, locked_until, next_attempt_at, traceparent, tracestate
 )
 SELECT
     %(channel)s, %(key)s, %(idempotency_key)s, %(payload)s, 'requesting', 0,
     %(ordering_key)s, %(supersedes)s, %(locked_by)s,
     UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
-    UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND
+    UTC_TIMESTAMP(6) + INTERVAL ROUND(COALESCE(%(lease)s, 0) * 1000000) MICROSECOND,
+    %(traceparent)s, %(tracestate)s
 FROM DUAL
 WHERE NOT EXISTS (SELECT 1 FROM denpyo_keys WHERE channel = %(channel)s AND `key` = %(key)s)
 RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
@@ -407,9 +409,9 @@ ORDER BY created_at
 LIMIT %(limit)s
 RETURNING submission_id;
 
--- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already, or its payload forgotten)
 UPDATE denpyo_keys SET resolution = %(resolution)s, superseded_by = %(new_id)s
-WHERE submission_id = %(id)s AND superseded_by IS NULL;
+WHERE submission_id = %(id)s AND superseded_by IS NULL AND forgotten_at IS NULL;
 
 -- key_get: a removed row's key and outcome, by channel and business key
 SELECT * FROM denpyo_keys WHERE channel = %(channel)s AND `key` = %(key)s;
@@ -745,3 +747,106 @@ UPDATE denpyo_actions
 SET total = %(total)s, done = %(done)s, skipped = %(skipped)s, state = 'done',
     finished_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s;
+
+-- Forgetting (`denpyo forget`, store/forgetting.py): a person erases the payloads of
+-- closed rows and every text quoting them; the slip (status, attempts, times, ids,
+-- remote id, the history of moves) stays. A person's rare errand: the searches read
+-- the table by primary key, a page at a time, and no index is kept for them.
+
+-- forget_match_page: one page of live rows after id :after, in id order, whose payload has the string :value at :json_path (a JSON path built from checked names, each quoted), of one channel or all; compared in the payload's binary collation, byte for byte
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > %(after)s AND (%(channel)s IS NULL OR channel = %(channel)s)
+  AND JSON_TYPE(JSON_EXTRACT(payload, %(json_path)s)) = 'STRING'
+  AND JSON_UNQUOTE(JSON_EXTRACT(payload, %(json_path)s)) = %(value)s
+ORDER BY id
+LIMIT %(limit)s;
+
+-- forget_sealed_page: one page of live rows after id :after, in id order, whose payload is encrypted (its one key `denpyo:sealed`, at :sealed_path), of one channel or all: read as every row is, and matched one by one
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > %(after)s AND (%(channel)s IS NULL OR channel = %(channel)s)
+  AND JSON_CONTAINS_PATH(payload, 'one', %(sealed_path)s) = 1
+ORDER BY id
+LIMIT %(limit)s;
+
+-- forget_lock: lock a batch's rows and read them as they are now
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE id IN %(ids)s
+FOR UPDATE;
+
+-- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution scrubbed; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
+UPDATE denpyo_submissions
+SET payload = 'null', last_error = NULL, resolution = %(resolution)s,
+    forgotten_at = UTC_TIMESTAMP(6)
+WHERE id = %(id)s AND forgotten_at IS NULL
+  AND status <> 'requesting' AND next_attempt_at IS NULL
+  AND (locked_until IS NULL OR locked_until <= UTC_TIMESTAMP(6));
+
+-- forget_event_add: the `forgotten` line of a row's history: who, and the person's note (no move: its status on both sides)
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
+VALUES (%(submission_id)s, 'forgotten', %(status)s, %(status)s, %(attempt)s, %(actor)s,
+        %(detail)s);
+
+-- forget_event_details: the details of a batch's histories, to be scrubbed
+SELECT id, submission_id, detail FROM denpyo_events
+WHERE submission_id IN %(ids)s AND detail IS NOT NULL;
+
+-- forget_event_scrub: one event's detail, scrubbed
+UPDATE denpyo_events SET detail = %(detail)s
+WHERE submission_id = %(submission_id)s AND id = %(id)s;
+
+-- forget_action_texts: the texts of the actions on a batch's rows but the forget's own (:action_id); the action rows are read whole (no index on the row)
+SELECT id, note, decision_note, params, plan FROM denpyo_actions
+WHERE id <> %(action_id)s
+  AND id IN (SELECT action_id FROM denpyo_action_rows WHERE submission_id IN %(ids)s);
+
+-- forget_action_scrub: one action's texts, scrubbed
+UPDATE denpyo_actions
+SET note = %(note)s, decision_note = %(decision_note)s, params = %(params)s, plan = %(plan)s
+WHERE id = %(id)s;
+
+-- forget_action_reasons: why actions skipped a batch's rows, to be scrubbed
+SELECT action_id, submission_id, reason FROM denpyo_action_rows
+WHERE submission_id IN %(ids)s AND reason IS NOT NULL;
+
+-- forget_action_reason_scrub: why an action skipped one row, scrubbed
+UPDATE denpyo_action_rows SET reason = %(reason)s
+WHERE action_id = %(action_id)s AND submission_id = %(submission_id)s;
+
+-- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution scrubbed; nothing when it was forgotten already
+UPDATE denpyo_keys SET forgotten_at = UTC_TIMESTAMP(6), resolution = %(resolution)s
+WHERE submission_id = %(id)s AND removed_at IS NOT NULL AND forgotten_at IS NULL;
+
+-- forget_archives: where removed rows were archived, of one channel or all: the archives a search by a payload's field reads
+SELECT DISTINCT archived_to FROM denpyo_keys
+WHERE archived_to IS NOT NULL AND (%(channel)s IS NULL OR channel = %(channel)s)
+ORDER BY archived_to;
+
+-- forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
+SELECT a.* FROM denpyo_actions a
+JOIN denpyo_action_rows r ON r.action_id = a.id
+WHERE r.submission_id = %(id)s AND a.kind = 'forget' AND r.outcome = 'done'
+ORDER BY a.id DESC
+LIMIT 1;
+
+-- forget_among: which of a batch's rows are forgotten: a person's action that raced a forget rolls back
+SELECT id FROM denpyo_submissions WHERE id IN %(ids)s AND forgotten_at IS NOT NULL;
+
+-- Payload keys (store/payload_keys.py): `rotate-key` re-encrypts every payload with the
+-- current key, a batch at a time; only the payload column changes.
+
+-- payload_batch: the next rows after an id, in id order (of one channel, or all), whose payload is kept (not forgotten), with the payload as stored
+SELECT id, channel, `key`, payload FROM denpyo_submissions
+WHERE id > %(after)s AND (%(channel)s IS NULL OR channel = %(channel)s) AND forgotten_at IS NULL
+ORDER BY id
+LIMIT %(limit)s;
+
+-- payload_lock: which of a batch's rows this transaction may rewrite; a row another transaction has locked (a claim or a settle in flight) is skipped, never waited for
+SELECT id FROM denpyo_submissions WHERE id IN %(ids)s ORDER BY id FOR UPDATE SKIP LOCKED;
+
+-- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set: MariaDB keeps JSON as the text written)
+UPDATE denpyo_submissions SET payload = %(new)s WHERE id = %(id)s AND payload = %(old)s;

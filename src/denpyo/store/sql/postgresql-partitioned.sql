@@ -17,13 +17,14 @@ WITH known AS (
 ), new AS (
     INSERT INTO denpyo_submissions (
         id, channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
-        locked_by, locked_until, next_attempt_at
+        locked_by, locked_until, next_attempt_at, traceparent, tracestate
     )
     SELECT submission_id, %(channel)s::text, %(key)s::text, %(idempotency_key)s::text,
         %(payload)s::jsonb, 'requesting', 0, %(ordering_key)s::text,
         %(supersedes)s::bigint, %(locked_by)s::text,
         now() + make_interval(secs => %(lease)s::float8),
-        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
+        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0)),
+        %(traceparent)s::text, %(tracestate)s::text
     FROM known
     RETURNING *
 ), events AS (
@@ -42,8 +43,9 @@ SELECT new.*, false AS in_doubt, (SELECT COUNT(*) FROM woken) AS woken FROM new;
 WITH input AS (
     SELECT * FROM unnest(
         %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
-        %(ordering_key)b::text[]
-    ) WITH ORDINALITY AS i(channel, key, idempotency_key, payload, ordering_key, n)
+        %(ordering_key)b::text[], %(traceparent)b::text[], %(tracestate)b::text[]
+    ) WITH ORDINALITY AS i(
+        channel, key, idempotency_key, payload, ordering_key, traceparent, tracestate, n)
 ), known AS (
     INSERT INTO denpyo_keys
         (channel, key, idempotency_key, submission_id, status, attempts, created_at)
@@ -55,10 +57,10 @@ WITH input AS (
 ), new AS (
     INSERT INTO denpyo_submissions (
         id, channel, key, idempotency_key, payload, status, attempts, ordering_key,
-        next_attempt_at
+        next_attempt_at, traceparent, tracestate
     )
     SELECT k.submission_id, i.channel, i.key, i.idempotency_key, i.payload::jsonb,
-        'requesting', 0, i.ordering_key, now()
+        'requesting', 0, i.ordering_key, now(), i.traceparent, i.tracestate
     FROM known k JOIN input i ON i.idempotency_key = k.idempotency_key
     RETURNING id, channel
 ), events AS (

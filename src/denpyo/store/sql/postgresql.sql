@@ -70,6 +70,27 @@ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_partman') 
 -- clock_now: the database clock
 SELECT now() AS now;
 
+-- session_durable: run once on each connection of denpyo's: its commits wait until they are on disk, and on the synchronous standbys the server names, before a call may leave (a server or role set to 'off' or 'local' is raised to 'on' for denpyo's sessions only; stronger settings are kept)
+SELECT set_config('synchronous_commit', 'on', false) AS synchronous_commit
+ WHERE current_setting('synchronous_commit') IN ('off', 'local');
+
+-- replica_lag: on a standby (a read_url), how far its data is behind the primary: 0 when it has replayed all it received, else the age of the last transaction it replayed; NULL on a primary
+SELECT CASE
+    WHEN NOT pg_is_in_recovery() THEN NULL
+    WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0.0
+    ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8
+END AS lag;
+
+-- durability_get: what the server says about its commits (domain/durability.py): the physical standbys streaming from it (a walsender serving no database; a logical one, such as a change-data-capture consumer, serves one), how many are in sync (NULL unless this role may read the replication details: pg_read_all_stats), its synchronous_standby_names, and the synchronous_commit this session commits under
+SELECT
+    (SELECT count(*) FROM pg_stat_activity
+      WHERE backend_type = 'walsender' AND datname IS NULL) AS standbys,
+    CASE WHEN pg_has_role('pg_read_all_stats', 'USAGE')
+         THEN (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))
+    END AS sync_standbys,
+    current_setting('synchronous_standby_names') AS synchronous_names,
+    current_setting('synchronous_commit') AS synchronous_commit;
+
 -- submission_get: one submission by id
 SELECT *,
     {{in_doubt}} AS in_doubt
@@ -325,9 +346,9 @@ DELETE FROM denpyo_keys WHERE (channel, key) IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING submission_id;
 
--- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already, or its payload forgotten)
 UPDATE denpyo_keys SET resolution = %(resolution)s, superseded_by = %(new_id)s
-WHERE submission_id = %(id)s AND superseded_by IS NULL;
+WHERE submission_id = %(id)s AND superseded_by IS NULL AND forgotten_at IS NULL;
 
 -- key_get: a removed row's key and outcome, by channel and business key
 SELECT * FROM denpyo_keys
@@ -377,15 +398,17 @@ ORDER BY day, channel, status, error_kind;
 -- NOT EXISTS does, on this statement's snapshot. The removal deletes a row only once no
 -- snapshot taken before its key was committed is left (PostgresStore.remove_in): either
 -- this snapshot sees the key, or the row is still there for ON CONFLICT to meet.
+-- traceparent, tracestate: the W3C trace context the row was written in (NULL: none).
 WITH new AS (
     INSERT INTO denpyo_submissions (
         channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
-        locked_by, locked_until, next_attempt_at
+        locked_by, locked_until, next_attempt_at, traceparent, tracestate
     )
     SELECT %(channel)s::text, %(key)s::text, %(idempotency_key)s::text, %(payload)s::jsonb,
         'requesting', 0, %(ordering_key)s::text, %(supersedes)s::bigint,
         %(locked_by)s::text, now() + make_interval(secs => %(lease)s::float8),
-        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0))
+        now() + make_interval(secs => COALESCE(%(lease)s::float8, 0)),
+        %(traceparent)s::text, %(tracestate)s::text
     WHERE NOT EXISTS (
         SELECT 1 FROM denpyo_keys WHERE channel = %(channel)s::text AND key = %(key)s::text)
     ON CONFLICT (channel, key) DO NOTHING
@@ -621,12 +644,16 @@ SELECT id, next_attempt_at, remote_id, updated_at, synced_at, resolution, in_dou
 WITH input AS (
     SELECT * FROM unnest(
         %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
-        %(ordering_key)b::text[]
-    ) WITH ORDINALITY AS i(channel, key, idempotency_key, payload, ordering_key, n)
+        %(ordering_key)b::text[], %(traceparent)b::text[], %(tracestate)b::text[]
+    ) WITH ORDINALITY AS i(
+        channel, key, idempotency_key, payload, ordering_key, traceparent, tracestate, n)
 ), new AS (
-    INSERT INTO denpyo_submissions
-        (channel, key, idempotency_key, payload, status, attempts, ordering_key, next_attempt_at)
-    SELECT channel, key, idempotency_key, payload::jsonb, 'requesting', 0, ordering_key, now()
+    INSERT INTO denpyo_submissions (
+        channel, key, idempotency_key, payload, status, attempts, ordering_key, next_attempt_at,
+        traceparent, tracestate
+    )
+    SELECT channel, key, idempotency_key, payload::jsonb, 'requesting', 0, ordering_key, now(),
+        traceparent, tracestate
     FROM input
     WHERE NOT EXISTS (
         SELECT 1 FROM denpyo_keys k WHERE k.channel = input.channel AND k.key = input.key)
@@ -641,9 +668,10 @@ WITH input AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 
--- submission_copy: rows for the workers, streamed in (text format; each row ends 'requesting', 0, 'now': `now` is the transaction's start, as now())
+-- submission_copy: rows for the workers, streamed in (text format; each row has 'requesting', 0, 'now': `now` is the transaction's start, as now(); then its trace context)
 COPY denpyo_submissions (
-    channel, key, idempotency_key, payload, ordering_key, status, attempts, next_attempt_at
+    channel, key, idempotency_key, payload, ordering_key, status, attempts, next_attempt_at,
+    traceparent, tracestate
 ) FROM STDIN;
 
 -- submission_record_copied: the created events of the rows one COPY wrote, from the row of :first to the row of :last, and wake the workers; nothing written, and `remembered` true, when a copied key is remembered (denpyo_keys: its row was removed), for the copy to be undone
@@ -972,3 +1000,115 @@ UPDATE denpyo_actions
 SET total = %(total)s::bigint, done = %(done)s::bigint, skipped = %(skipped)s::bigint,
     state = 'done', finished_at = now(), updated_at = now()
 WHERE id = %(id)s::bigint;
+
+-- Forgetting (`denpyo forget`, store/forgetting.py): a person erases the payloads of
+-- closed rows and every text quoting them; the slip (status, attempts, times, ids,
+-- remote id, the history of moves) stays. A person's rare errand: the searches read
+-- the table by primary key, a page at a time, and no index is kept for them. The
+-- same statements serve the partitioned layout.
+
+-- forget_match_page: one page of live rows after id :after, in id order, whose payload has the string :value at :path (the field's names, an array), of one channel or all
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > %(after)s::bigint AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+  AND jsonb_typeof(payload #> %(path)s::text[]) = 'string'
+  AND payload #>> %(path)s::text[] = %(value)s::text
+ORDER BY id
+LIMIT %(limit)s;
+
+-- forget_sealed_page: one page of live rows after id :after, in id order, whose payload is encrypted (its one key `denpyo:sealed`), of one channel or all: read as every row is, and matched one by one
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > %(after)s::bigint AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+  AND payload ? 'denpyo:sealed'
+ORDER BY id
+LIMIT %(limit)s;
+
+-- forget_lock: lock a batch's rows and read them as they are now
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE id = ANY(%(ids)s::bigint[])
+FOR UPDATE;
+
+-- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution scrubbed; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
+UPDATE denpyo_submissions
+SET payload = 'null'::jsonb, last_error = NULL, resolution = %(resolution)s::text,
+    forgotten_at = now()
+WHERE id = %(id)s::bigint AND forgotten_at IS NULL
+  AND status <> 'requesting' AND next_attempt_at IS NULL
+  AND (locked_until IS NULL OR locked_until <= now());
+
+-- forget_event_add: the `forgotten` line of a row's history: who, and the person's note (no move: its status on both sides)
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
+VALUES (%(submission_id)s::bigint, 'forgotten', %(status)s::text, %(status)s::text,
+        %(attempt)s::int, %(actor)s::text, %(detail)s::text);
+
+-- forget_event_details: the details of a batch's histories, to be scrubbed
+SELECT id, submission_id, detail FROM denpyo_events
+WHERE submission_id = ANY(%(ids)s::bigint[]) AND detail IS NOT NULL;
+
+-- forget_event_scrub: one event's detail, scrubbed
+UPDATE denpyo_events SET detail = %(detail)s::text
+WHERE submission_id = %(submission_id)s::bigint AND id = %(id)s::bigint;
+
+-- forget_action_texts: the texts of the actions on a batch's rows but the forget's own (:action_id); the action rows are read whole (no index on the row)
+SELECT id, note, decision_note, params, plan FROM denpyo_actions
+WHERE id <> %(action_id)s::bigint
+  AND id IN (SELECT action_id FROM denpyo_action_rows
+             WHERE submission_id = ANY(%(ids)s::bigint[]));
+
+-- forget_action_scrub: one action's texts, scrubbed
+UPDATE denpyo_actions
+SET note = %(note)s::text, decision_note = %(decision_note)s::text,
+    params = %(params)s::text, plan = %(plan)s::text
+WHERE id = %(id)s::bigint;
+
+-- forget_action_reasons: why actions skipped a batch's rows, to be scrubbed
+SELECT action_id, submission_id, reason FROM denpyo_action_rows
+WHERE submission_id = ANY(%(ids)s::bigint[]) AND reason IS NOT NULL;
+
+-- forget_action_reason_scrub: why an action skipped one row, scrubbed
+UPDATE denpyo_action_rows SET reason = %(reason)s::text
+WHERE action_id = %(action_id)s::bigint AND submission_id = %(submission_id)s::bigint;
+
+-- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution scrubbed; nothing when it was forgotten already (or, in the partitioned layout, the row is live)
+UPDATE denpyo_keys SET forgotten_at = now(), resolution = %(resolution)s::text
+WHERE submission_id = %(id)s::bigint AND removed_at IS NOT NULL AND forgotten_at IS NULL;
+
+-- forget_archives: where removed rows were archived, of one channel or all: the archives a search by a payload's field reads
+SELECT DISTINCT archived_to FROM denpyo_keys
+WHERE archived_to IS NOT NULL AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+ORDER BY archived_to;
+
+-- forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
+SELECT a.* FROM denpyo_actions a
+JOIN denpyo_action_rows r ON r.action_id = a.id
+WHERE r.submission_id = %(id)s::bigint AND a.kind = 'forget' AND r.outcome = 'done'
+ORDER BY a.id DESC
+LIMIT 1;
+
+-- forget_among: which of a batch's rows are forgotten: a person's action that raced a forget rolls back
+SELECT id FROM denpyo_submissions
+WHERE id = ANY(%(ids)s::bigint[]) AND forgotten_at IS NOT NULL;
+
+-- Payload keys (store/payload_keys.py): `rotate-key` re-encrypts every payload with the
+-- current key, a batch at a time; only the payload column changes.
+
+-- payload_batch: the next rows after an id, in id order (of one channel, or all), whose payload is kept (not forgotten), with the payload as stored, as text
+SELECT id, channel, key, payload::text AS payload FROM denpyo_submissions
+WHERE id > %(after)s::bigint AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+  AND forgotten_at IS NULL
+ORDER BY id
+LIMIT %(limit)s;
+
+-- payload_lock: which of a batch's rows this transaction may rewrite; a row another transaction has locked (a claim or a settle in flight) is skipped, never waited for
+SELECT id FROM denpyo_submissions
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set; jsonb compares by value)
+UPDATE denpyo_submissions SET payload = %(new)s::jsonb
+WHERE id = %(id)s::bigint AND payload = %(old)s::jsonb;

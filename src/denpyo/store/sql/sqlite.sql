@@ -67,15 +67,17 @@ SELECT file FROM pragma_database_list WHERE name = 'main';
 SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
 
 -- submission_insert: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists, or existed and is remembered (denpyo_keys)
+-- traceparent, tracestate: the W3C trace context the row was written in (NULL: none).
 INSERT INTO denpyo_submissions (
     channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
-    locked_by, locked_until, next_attempt_at
+    locked_by, locked_until, next_attempt_at, traceparent, tracestate
 ) SELECT
     :channel, :key, :idempotency_key, :payload, 'requesting', 0, :ordering_key,
     :supersedes, :locked_by,
     CASE WHEN :lease IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END,
-    strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || COALESCE(:lease, 0) || ' seconds')
+    strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || COALESCE(:lease, 0) || ' seconds'),
+    :traceparent, :tracestate
 WHERE NOT EXISTS (SELECT 1 FROM denpyo_keys WHERE channel = :channel AND key = :key)
 ON CONFLICT (channel, key) DO NOTHING
 RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
@@ -354,9 +356,9 @@ DELETE FROM denpyo_keys WHERE (channel, key) IN (
     LIMIT :limit)
 RETURNING submission_id;
 
--- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already)
+-- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already, or its payload forgotten)
 UPDATE denpyo_keys SET resolution = :resolution, superseded_by = :new_id
-WHERE submission_id = :id AND superseded_by IS NULL;
+WHERE submission_id = :id AND superseded_by IS NULL AND forgotten_at IS NULL;
 
 -- key_get: a removed row's key and outcome, by channel and business key
 SELECT * FROM denpyo_keys WHERE channel = :channel AND key = :key;
@@ -670,3 +672,106 @@ SET total = :total, done = :done, skipped = :skipped, state = 'done',
     finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id;
+
+-- Forgetting (`denpyo forget`, store/forgetting.py): a person erases the payloads of
+-- closed rows and every text quoting them; the slip (status, attempts, times, ids,
+-- remote id, the history of moves) stays. A person's rare errand: the searches read
+-- the table by primary key, a page at a time, and no index is kept for them.
+
+-- forget_match_page: one page of live rows after id :after, in id order, whose payload has the string :value at :json_path (a JSON path built from checked names, each quoted), of one channel or all
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > :after AND (:channel IS NULL OR channel = :channel)
+  AND json_type(payload, :json_path) = 'text'
+  AND json_extract(payload, :json_path) = :value
+ORDER BY id
+LIMIT :limit;
+
+-- forget_sealed_page: one page of live rows after id :after, in id order, whose payload is encrypted (its one key `denpyo:sealed`, at :sealed_path), of one channel or all: read as every row is, and matched one by one
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions
+WHERE id > :after AND (:channel IS NULL OR channel = :channel)
+  AND json_type(payload, :sealed_path) IS NOT NULL
+ORDER BY id
+LIMIT :limit;
+
+-- forget_lock: a batch's rows as they are now (ids: a JSON array; BEGIN IMMEDIATE holds the write lock)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution scrubbed; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
+UPDATE denpyo_submissions
+SET payload = 'null', last_error = NULL, resolution = :resolution,
+    forgotten_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE id = :id AND forgotten_at IS NULL
+  AND status <> 'requesting' AND next_attempt_at IS NULL
+  AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- forget_event_add: the `forgotten` line of a row's history: who, and the person's note (no move: its status on both sides)
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
+VALUES (:submission_id, 'forgotten', :status, :status, :attempt, :actor, :detail);
+
+-- forget_event_details: the details of a batch's histories (ids: a JSON array), to be scrubbed
+SELECT id, submission_id, detail FROM denpyo_events
+WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND detail IS NOT NULL;
+
+-- forget_event_scrub: one event's detail, scrubbed
+UPDATE denpyo_events SET detail = :detail WHERE submission_id = :submission_id AND id = :id;
+
+-- forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows are read whole (no index on the row)
+SELECT id, note, decision_note, params, plan FROM denpyo_actions
+WHERE id <> :action_id
+  AND id IN (SELECT action_id FROM denpyo_action_rows
+             WHERE submission_id IN (SELECT value FROM json_each(:ids)));
+
+-- forget_action_scrub: one action's texts, scrubbed
+UPDATE denpyo_actions
+SET note = :note, decision_note = :decision_note, params = :params, plan = :plan
+WHERE id = :id;
+
+-- forget_action_reasons: why actions skipped a batch's rows (ids: a JSON array), to be scrubbed
+SELECT action_id, submission_id, reason FROM denpyo_action_rows
+WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND reason IS NOT NULL;
+
+-- forget_action_reason_scrub: why an action skipped one row, scrubbed
+UPDATE denpyo_action_rows SET reason = :reason
+WHERE action_id = :action_id AND submission_id = :submission_id;
+
+-- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution scrubbed; nothing when it was forgotten already
+UPDATE denpyo_keys
+SET forgotten_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), resolution = :resolution
+WHERE submission_id = :id AND removed_at IS NOT NULL AND forgotten_at IS NULL;
+
+-- forget_archives: where removed rows were archived, of one channel or all: the archives a search by a payload's field reads
+SELECT DISTINCT archived_to FROM denpyo_keys
+WHERE archived_to IS NOT NULL AND (:channel IS NULL OR channel = :channel)
+ORDER BY archived_to;
+
+-- forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
+SELECT a.* FROM denpyo_actions a
+JOIN denpyo_action_rows r ON r.action_id = a.id
+WHERE r.submission_id = :id AND a.kind = 'forget' AND r.outcome = 'done'
+ORDER BY a.id DESC
+LIMIT 1;
+
+-- forget_among: which of a batch's rows (ids: a JSON array) are forgotten: a person's action that raced a forget rolls back
+SELECT id FROM denpyo_submissions
+WHERE id IN (SELECT value FROM json_each(:ids)) AND forgotten_at IS NOT NULL;
+
+-- Payload keys (store/payload_keys.py): `rotate-key` re-encrypts every payload with the
+-- current key, a batch at a time; only the payload column changes.
+
+-- payload_batch: the next rows after an id, in id order (of one channel, or all), whose payload is kept (not forgotten), with the payload as stored
+SELECT id, channel, key, payload FROM denpyo_submissions
+WHERE id > :after AND (:channel IS NULL OR channel = :channel) AND forgotten_at IS NULL
+ORDER BY id
+LIMIT :limit;
+
+-- payload_lock: which of a batch's rows (ids: a JSON array) this transaction may rewrite: all that are still there (BEGIN IMMEDIATE holds the write lock already)
+SELECT id FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set)
+UPDATE denpyo_submissions SET payload = :new WHERE id = :id AND payload = :old;

@@ -1,0 +1,187 @@
+"""Forgetting a person (`denpyo forget`): what is erased, what is kept. Pure, no I/O.
+
+A row's payload is the personal data (an address, a phone number, an amount); the
+slip (status, attempts, times, ids, idempotency key, remote id, the history of its
+moves) is what keeps a call from being made twice and the counts honest. Forgetting
+erases the first and keeps the second: the payload becomes JSON null, the last
+error goes, and every text denpyo keeps about the row that quotes a value of the
+payload has that value replaced by `FORGOTTEN`.
+
+"Quotes a value": contains a string of the payload (any string leaf, at any depth)
+of `MIN_QUOTED` characters or more, or the value a person searched the payloads by
+(`Where`). Shorter strings ("no", "EU") are not looked for: they would scrub words
+out of every note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from denpyo.domain.rules import label
+from denpyo.domain.sealed import SEALED, SealedPayload
+from denpyo.domain.status import Status
+from denpyo.domain.submission import Submission
+from denpyo.errors import InvalidInput
+
+FORGOTTEN = "[forgotten]"
+"""What replaces a quoted value of a forgotten payload."""
+MIN_QUOTED = 3
+"""The shortest string of a payload looked for in the texts about its row."""
+SEALED_PATH = f'$."{SEALED}"'
+"""The one field of an encrypted payload as stored (domain/sealed.py), as SQLite's and
+MariaDB's JSON functions read it (a parameter): SQL cannot look inside such a payload,
+so its rows are read (decrypted) and matched here."""
+
+MAX_PATH = 8
+"""The deepest field `--where` may name (`customer.address.email`: 3)."""
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""One name of a `--where` path. Only these characters: the path is written into the
+JSON path SQLite and MariaDB read (`$."customer"."email"`), so it can hold no quote."""
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """`FIELD=VALUE`: the payloads whose string at `path` (a dotted path through
+    objects) is exactly `value`, compared as text, byte for byte."""
+
+    path: tuple[str, ...]
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> Where:
+        """`to=a@example.com`, `customer.email=a@example.com`; InvalidInput otherwise."""
+        field, sep, value = text.partition("=")
+        if not sep:
+            raise InvalidInput(
+                "--where takes FIELD=VALUE (to=a@example.com, customer.email=a@example.com)"
+            )
+        path = tuple(field.strip().split("."))
+        if len(path) > MAX_PATH or not all(_SEGMENT.fullmatch(name) for name in path):
+            raise InvalidInput(
+                f"--where: {field.strip()!r} is not a field: names of letters, digits, '_' "
+                f"or '-', joined by '.' for a nested field (at most {MAX_PATH} deep)"
+            )
+        if not value:
+            raise InvalidInput(f"--where {field.strip()}=: give the value to look for")
+        if "\x00" in value:
+            raise InvalidInput("--where: the value holds a NUL character, which no payload holds")
+        return cls(path, value)
+
+    @property
+    def field(self) -> str:
+        """The field as a person wrote it: `customer.email`."""
+        return ".".join(self.path)
+
+    @property
+    def json_path(self) -> str:
+        """The path as SQLite's and MariaDB's JSON functions read it, each name quoted
+        (`$."customer"."email"`): built from checked names only, and passed as a
+        parameter, never spliced into the SQL."""
+        return "$" + "".join(f'."{name}"' for name in self.path)
+
+    def matches(self, payload: Any) -> bool:
+        """Whether `payload` has this string at this path (what the SQL match says)."""
+        found = payload
+        for name in self.path:
+            if not isinstance(found, dict) or name not in found:
+                return False
+            found = found[name]
+        return isinstance(found, str) and found == self.value
+
+
+def strings_of(payload: Any) -> Iterator[str]:
+    """Every string leaf of a payload, at any depth (object keys are names, not data;
+    a payload that could not be opened, `SealedPayload`, holds none of the row's)."""
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, SealedPayload):
+            continue
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+
+
+class Scrubber:
+    """Replaces every quoted value (`quoted`) in a text by `FORGOTTEN`, the longest
+    first where two overlap, as written or as JSON escapes it (`\u00e9`, `\"`): one
+    pass of one pattern per text. A text scrubbed already stays as it is."""
+
+    def __init__(self, payloads: Iterable[Any], also: Iterable[str] = ()) -> None:
+        found = {text for payload in payloads for text in strings_of(payload)}
+        found = {text for text in found if len(text) >= MIN_QUOTED}
+        found.update(text for text in also if text)
+        self.quoted = frozenset(found)
+        escaped = {json.dumps(text)[1:-1] for text in found}  # \u00e9, \", \n
+        escaped |= {json.dumps(text, ensure_ascii=False)[1:-1] for text in found}
+        ordered = sorted(found | escaped, key=lambda text: (-len(text), text))
+        # The marker first: text scrubbed already is left as it is.
+        alternatives = [re.escape(FORGOTTEN), *map(re.escape, ordered)]
+        self._pattern = re.compile("|".join(alternatives)) if ordered else None
+
+    def __call__(self, text: str) -> str:
+        """`text` with each quoted value, as written or as JSON escapes it, replaced."""
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(FORGOTTEN, text)
+
+    def text(self, text: str | None) -> str | None:
+        """A nullable text, scrubbed."""
+        return None if text is None else self(text)
+
+    def value(self, value: Any) -> Any:
+        """A JSON value with each of its strings (names too) scrubbed: the parameters
+        and dry run an action log entry keeps."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {self(name): self.value(item) for name, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value
+
+
+def is_open(sub: Submission, now: datetime) -> bool:
+    """Not settled for good: `requesting`, due for a next attempt or a verify, or held
+    by a sender (a lease that has not run out by the database clock `now`). Such a row
+    may still be sent: its payload cannot be forgotten."""
+    return (
+        sub.status is Status.REQUESTING
+        or sub.next_attempt_at is not None
+        or (sub.locked_until is not None and sub.locked_until > now)
+    )
+
+
+def open_refusal(sub: Submission, now: datetime) -> str:
+    """Why an open row stops a `forget`, and what the person does first."""
+    if sub.locked_until is not None and sub.locked_until > now:
+        return f"{label(sub)} is being sent right now: wait for it to settle"
+    what = "requesting" if sub.status is Status.REQUESTING else "due for a next attempt"
+    return (
+        f"{label(sub)} is still open ({sub.status.value}, {what}): abandon it first: "
+        f'denpyo resolve {sub.id} --abandon --note "…"'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """Who forgot a row's payload, when and why, as a page says it."""
+
+    at: datetime
+    by: str | None = None
+    note: str | None = None
+
+    def describe(self) -> str:
+        """`payload forgotten on 2026-03-01 14:02 UTC by alice: GDPR request #88`."""
+        line = f"payload forgotten on {self.at:%Y-%m-%d %H:%M} UTC"
+        if self.by:
+            line += f" by {self.by}"
+        return f"{line}: {self.note}" if self.note else line

@@ -1,0 +1,240 @@
+"""Forgetting payloads (`denpyo forget`, domain/forgetting.py): the store's side.
+
+A batch of rows is forgotten in one transaction: the rows are locked, each one
+still closed has its payload set to JSON null, its last error cleared and its
+resolution scrubbed (a compare-and-set: a row open again meanwhile is skipped),
+and a `forgotten` event; the details of their events, and the texts of the action
+log about them (notes, decisions, parameters, dry runs, skip reasons), are
+scrubbed of the payloads' values; and the forget's own entry counts the batch,
+under its holder's lease (as a bulk action's batch: store/actions.py). Nothing
+here moves a status, so the running counts and the report stay as they were.
+
+A removed row has no payload left in the table: its memory (denpyo_keys) is marked
+forgotten, its resolution scrubbed, and the action log with it; its archive files
+are the archive's business (denpyo/archive).
+
+The searches by a payload's field read the whole table (by primary key, a page at
+a time) and the texts of the action log are found through `denpyo_action_rows`,
+which has no index on the row: a forget is a person's rare errand, and no index
+is kept for it on the tables every call writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from denpyo.domain.actions import ActionRecord, RowOutcome
+from denpyo.domain.forgetting import SEALED_PATH, Scrubber, Where
+from denpyo.domain.submission import Submission
+from denpyo.store.base import Row, Tx
+from denpyo.store.connections import ConnectionModes
+from denpyo.store.params import Params
+from denpyo.store.rows import Rows
+
+NO_ROW = "no longer in the ledger"
+OPEN_AGAIN = "open again meanwhile (retried, or being sent): look again"
+FORGOTTEN_ALREADY = "forgotten already"
+
+Outcomes = list[tuple[int, RowOutcome, str | None]]
+
+
+class Forgetting(ConnectionModes, Rows, Params):
+    """The searches and the writes of `forget`."""
+
+    QUERIES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "forget_match_page", "forget_sealed_page", "forget_lock", "forget_payload",
+            "forget_event_add", "forget_event_details", "forget_event_scrub",
+            "forget_action_texts", "forget_action_scrub", "forget_action_reasons",
+            "forget_action_reason_scrub", "forget_key", "forget_archives", "forget_action_of",
+            "forget_among",
+        }
+    )  # fmt: skip
+
+    if TYPE_CHECKING:  # the store's, from store/removal.py and store/actions.py
+
+        def kept_by_id(self, tx: Tx, submission_id: int) -> Submission | None: ...
+
+        def _action(self, row: Row) -> ActionRecord: ...
+
+        def batch_done_in(
+            self,
+            tx: Tx,
+            action_id: int,
+            holder: str,
+            lease: float,
+            results: Sequence[tuple[int, RowOutcome, str | None]],
+        ) -> bool: ...
+
+    # -- finding the rows -------------------------------------------------------------------
+
+    def forget_matches(
+        self, where: Where, *, channel: str | None, after: int, limit: int
+    ) -> list[Submission]:
+        """One page, in id order after `after`, of the live rows whose clear payload has
+        `where`'s string at its path (an encrypted payload is not looked into here)."""
+        params = {
+            "path": self.text_list(where.path),
+            "json_path": where.json_path,
+            "value": where.value,
+            "channel": channel,
+            "after": after,
+            "limit": limit,
+        }
+        with self.reading() as tx:
+            rows = tx.fetch_all("forget_match_page", params)
+        return [self.to_submission(row) for row in rows]
+
+    def forget_sealed(self, *, channel: str | None, after: int, limit: int) -> list[Submission]:
+        """One page, in id order after `after`, of the live rows whose payload is
+        encrypted, read as every row is read (their payloads decrypted, where the
+        ledger has the key), for `forget` to match them one by one."""
+        params = {"channel": channel, "after": after, "limit": limit, "sealed_path": SEALED_PATH}
+        with self.reading() as tx:
+            rows = tx.fetch_all("forget_sealed_page", params)
+        return [self.to_submission(row) for row in rows]
+
+    def forget_archives(self, channel: str | None = None) -> list[str]:
+        """Where removed rows (of `channel`) were archived: the archives a search by a
+        payload's field reads."""
+        with self.reading() as tx:
+            rows = tx.fetch_all("forget_archives", {"channel": channel})
+        return [str(row["archived_to"]) for row in rows]
+
+    def forget_action_of(self, submission_id: int) -> ActionRecord | None:
+        """The forget that erased a row's payload (the latest), for a removed row, whose
+        history is gone: who, when and why."""
+        with self.reading() as tx:
+            row = tx.fetch_one("forget_action_of", {"id": submission_id})
+        return self._action(row) if row else None
+
+    def forgotten_in(self, tx: Tx, ids: Sequence[int]) -> set[int]:
+        """Which of these rows are forgotten, read in the caller's transaction (after its
+        moves: a person's action that raced a forget sees it here)."""
+        if not ids:
+            return set()
+        rows = tx.fetch_all("forget_among", {"ids": self.id_list(ids)})
+        return {int(row["id"]) for row in rows}
+
+    # -- forgetting -------------------------------------------------------------------------
+
+    def forget_rows(
+        self,
+        ids: Sequence[int],
+        *,
+        scrub: Scrubber,
+        actor: str,
+        note: str,
+        action_id: int,
+        holder: str,
+        lease: float,
+    ) -> Outcomes | None:
+        """Forget a batch of live rows in one transaction (module docstring), each with a
+        `forgotten` event by `actor` with `note`; what happened to each. None (nothing
+        written) when the forget's entry is no longer held by `holder`."""
+        try:
+            with self.transaction() as tx:
+                rows = tx.fetch_all("forget_lock", {"ids": self.id_list(ids)})
+                found = {sub.id: sub for sub in map(self.to_submission, rows)}
+                results = [self._forget_one(tx, sid, found.get(sid), scrub, actor, note)
+                           for sid in ids]  # fmt: skip
+                done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
+                self._scrub_events(tx, done, scrub)
+                self._scrub_action_log(tx, done, scrub, action_id)
+                self._counted(tx, action_id, holder, lease, results)
+                return results
+        except _Lost:
+            return None
+
+    def _forget_one(
+        self, tx: Tx, sid: int, sub: Submission | None, scrub: Scrubber, actor: str, note: str
+    ) -> tuple[int, RowOutcome, str | None]:
+        """One locked row: its payload erased (a compare-and-set on its being closed),
+        with its `forgotten` event; or why it is skipped."""
+        if sub is None:
+            return sid, RowOutcome.SKIPPED, NO_ROW
+        if sub.forgotten_at is not None:
+            return sid, RowOutcome.SKIPPED, FORGOTTEN_ALREADY
+        if not tx.execute("forget_payload", {"id": sid, "resolution": scrub.text(sub.resolution)}):
+            return sid, RowOutcome.SKIPPED, OPEN_AGAIN
+        event = {"submission_id": sid, "status": sub.status.value, "attempt": sub.attempts}
+        tx.execute("forget_event_add", {**event, "actor": actor, "detail": note})
+        return sid, RowOutcome.DONE, None
+
+    def forget_kept(
+        self, ids: Sequence[int], *, scrub: Scrubber, action_id: int, holder: str, lease: float
+    ) -> Outcomes | None:
+        """Mark a batch of removed rows' memories forgotten (their resolutions and the
+        action log's texts about them scrubbed) in one transaction, once their archive
+        files no longer hold their payloads; None as `forget_rows`."""
+        try:
+            with self.transaction() as tx:
+                results: Outcomes = []
+                for sid in ids:
+                    kept = self.kept_by_id(tx, sid)
+                    resolution = None if kept is None else scrub.text(kept.resolution)
+                    if kept is None:
+                        results.append((sid, RowOutcome.SKIPPED, NO_ROW))
+                    elif tx.execute("forget_key", {"id": sid, "resolution": resolution}):
+                        results.append((sid, RowOutcome.DONE, None))
+                    else:
+                        results.append((sid, RowOutcome.SKIPPED, FORGOTTEN_ALREADY))
+                done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
+                self._scrub_action_log(tx, done, scrub, action_id)
+                self._counted(tx, action_id, holder, lease, results)
+                return results
+        except _Lost:
+            return None
+
+    def _scrub_events(self, tx: Tx, ids: Sequence[int], scrub: Scrubber) -> None:
+        """The rows' event details, each written back only where it quoted a value."""
+        if not ids:
+            return
+        for row in tx.fetch_all("forget_event_details", {"ids": self.id_list(ids)}):
+            detail = scrub(row["detail"])
+            if detail != row["detail"]:
+                params = {"id": row["id"], "submission_id": row["submission_id"]}
+                tx.execute("forget_event_scrub", {**params, "detail": detail})
+
+    def _scrub_action_log(
+        self, tx: Tx, ids: Sequence[int], scrub: Scrubber, action_id: int
+    ) -> None:
+        """The action log's texts about the rows: every other action's note, decision
+        note, parameters (a resend's corrected payload) and dry run, and why an action
+        skipped one of them."""
+        if not ids:
+            return
+        params = {"ids": self.id_list(ids), "action_id": action_id}
+        for row in tx.fetch_all("forget_action_texts", params):
+            given = json.loads(row["params"] or "{}")
+            plan = None if row["plan"] is None else json.loads(row["plan"])
+            note, decision = scrub(row["note"]), scrub.text(row["decision_note"])
+            kept, planned = scrub.value(given), scrub.value(plan)
+            if (note, decision, kept, planned) != (row["note"], row["decision_note"], given, plan):
+                texts = {"note": note, "decision_note": decision, "params": _json(kept)}
+                texts["plan"] = None if planned is None else _json(planned)
+                tx.execute("forget_action_scrub", {**texts, "id": row["id"]})
+        for row in tx.fetch_all("forget_action_reasons", {"ids": self.id_list(ids)}):
+            reason = scrub(row["reason"])
+            if reason != row["reason"]:
+                key = {"action_id": row["action_id"], "submission_id": row["submission_id"]}
+                tx.execute("forget_action_reason_scrub", {**key, "reason": reason})
+
+    def _counted(
+        self, tx: Tx, action_id: int, holder: str, lease: float, results: Outcomes
+    ) -> None:
+        """What happened to each row, and the forget's counts, under its holder's lease;
+        `_Lost` when the holder lost it (the caller's transaction rolls back)."""
+        if not self.batch_done_in(tx, action_id, holder, lease, results):
+            raise _Lost
+
+
+class _Lost(Exception):
+    """The forget's entry is no longer held by its holder: the batch rolls back."""
+
+
+def _json(value: Any) -> str:
+    """JSON text as the action log keeps its parameters and dry runs."""
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,94 @@
+"""What forgetting matches and what it scrubs (domain/forgetting.py), without a database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from denpyo.domain.forgetting import FORGOTTEN, Forgotten, Scrubber, Where, is_open
+from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.submission import Submission
+from denpyo.errors import InvalidInput
+
+NOW = datetime(2026, 3, 1, 14, 2, tzinfo=UTC)
+
+
+def test_a_where_names_a_string_at_a_path() -> None:
+    where = Where.parse("customer.email=ann@example.com=x")
+    assert (where.path, where.value, where.field) == (
+        ("customer", "email"),
+        "ann@example.com=x",
+        "customer.email",
+    )
+    assert where.json_path == '$."customer"."email"'
+    assert where.matches({"customer": {"email": "ann@example.com=x"}})
+    for payload in (
+        {"customer": {"email": "ANN@example.com=x"}},
+        {"customer": {"email": ["ann@example.com=x"]}},
+        {"customer": "ann@example.com=x"},
+        {"email": "ann@example.com=x"},
+        None,
+        ["ann@example.com=x"],
+    ):
+        assert not where.matches(payload), payload
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("to", "FIELD=VALUE"),
+        ("=a", "is not a field"),
+        ("a..b=c", "is not a field"),
+        ('a"b=c', "is not a field"),
+        ("a b=c", "is not a field"),
+        (".".join("abcdefghi") + "=x", "is not a field"),
+        ("to=", "give the value"),
+        ("to=a\x00b", "NUL"),
+    ],
+)
+def test_a_malformed_where_is_refused(text: str, words: str) -> None:
+    with pytest.raises(InvalidInput, match=words):
+        Where.parse(text)
+
+
+def test_a_scrubber_replaces_every_quoted_string_once() -> None:
+    scrub = Scrubber(
+        [{"to": "ann@example.com", "name": "Ann", "lines": [{"street": "Rue de l'Été 3"}]}],
+        also=["ann@example.com"],
+    )
+    assert scrub.quoted == {"ann@example.com", "Ann", "Rue de l'Été 3"}
+    text = "503 for ann@example.com (Ann) at Rue de l'Été 3"
+    assert scrub(text) == f"503 for {FORGOTTEN} ({FORGOTTEN}) at {FORGOTTEN}"
+    assert scrub('{"street": "Rue de l\'\\u00c9t\\u00e9 3"}') == f'{{"street": "{FORGOTTEN}"}}'
+    assert scrub(scrub(text)) == scrub(text), "scrubbed text stays as it is"
+    assert scrub("An apple") == "An apple", "shorter than 3 characters: not looked for"
+    assert scrub.value({"payload": {"to": "ann@example.com", "n": 3}}) == {
+        "payload": {"to": FORGOTTEN, "n": 3}
+    }
+    assert Scrubber([None]).text("nothing to do") == "nothing to do"
+
+
+def row(**fields: object) -> Submission:
+    base: dict[str, object] = {
+        "id": 1, "channel": "mail", "key": "k", "idempotency_key": "i", "payload": None,
+        "status": Status.SYNCED,
+    }  # fmt: skip
+    return Submission(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_an_open_row_is_one_that_may_still_be_sent() -> None:
+    later = NOW + timedelta(seconds=30)
+    assert not is_open(row(), NOW)
+    assert not is_open(row(status=Status.FAILED, error_kind=ErrorKind.TRANSIENT), NOW)
+    assert not is_open(row(status=Status.FAILED, locked_until=NOW - timedelta(seconds=1)), NOW)
+    assert is_open(row(status=Status.REQUESTING), NOW)
+    assert is_open(row(status=Status.FAILED, next_attempt_at=later), NOW)
+    assert is_open(row(status=Status.FAILED, locked_until=later), NOW)
+
+
+def test_who_forgot_it_in_one_line() -> None:
+    assert Forgotten(NOW, "alice", "erasure #881").describe() == (
+        "payload forgotten on 2026-03-01 14:02 UTC by alice: erasure #881"
+    )
+    assert Forgotten(NOW).describe() == "payload forgotten on 2026-03-01 14:02 UTC"
