@@ -400,6 +400,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     record_params: dict[str, Any] = {
         "channel": "inline", "ordering_key": None, "supersedes": None,
         "locked_by": "floor/1", "lease": 60.0, "actor": "floor/1", "detail": None,
+        "traceparent": None, "tracestate": None,
     }  # fmt: skip
     if db_url.startswith("sqlite"):
         import sqlite3

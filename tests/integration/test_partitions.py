@@ -32,7 +32,9 @@ DAY_NS = 86_400 * 10**9
 @pytest.fixture
 def url(postgres_empty_url: str) -> str:
     with denpyo.Ledger(postgres_empty_url) as ledger:
-        assert ledger.migrate(partitions="daily") == list(range(1, 13))
+        assert ledger.migrate(partitions="daily") == list(
+            range(1, ledger.store.latest_version() + 1)
+        )
     return postgres_empty_url
 
 
@@ -215,8 +217,8 @@ def test_the_cli_makes_the_monthly_layout(postgres_empty_url: str) -> None:
         main, ["--db", postgres_empty_url, "migrate", "--partitions", "monthly", "--json"]
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["version"] == 12
     with denpyo.Ledger(postgres_empty_url) as ledger:
+        assert json.loads(result.output)["version"] == ledger.store.latest_version()
         parts = ledger.store.partitions()
         assert all(28 <= (p.to_at - p.from_at).days <= 31 for p in parts)
 

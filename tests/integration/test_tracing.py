@@ -238,6 +238,26 @@ def test_a_rejected_attempt_is_an_error_and_its_alert_line_carries_the_trace(
     assert alert.__dict__["span_id"] == f"{context_of(attempt).span_id:016x}"
 
 
+def test_a_hidden_value_an_error_quotes_is_not_on_the_span(
+    ledger: denpyo.Ledger, traces: Traces
+) -> None:
+    """The redaction rule holds on the way to the collector too: the error's text on
+    the span has the payload's hidden values replaced."""
+
+    @ledger.channel("email")
+    def send(sub: Submission) -> str:
+        raise denpyo.Rejected(f"card {sub.payload['card_number']} declined")
+
+    ledger.enqueue("email", "order:9", {"card_number": "4242-4242-4242-4242"})
+    ledger.work(until_idle=True)
+    attempt = traces.one("denpyo.attempt email")
+    [event] = attempt.events
+    assert event.attributes is not None
+    assert event.attributes["exception.type"] == "Rejected"
+    assert event.attributes["exception.message"] == "card [redacted] declined"
+    assert "4242" not in (attempt.status.description or "")
+
+
 def test_an_inline_submit_is_a_child_of_the_callers_span(
     ledger: denpyo.Ledger, traces: Traces, sql: Sql
 ) -> None:

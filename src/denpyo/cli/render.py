@@ -179,15 +179,6 @@ def show_status(report: StatusReport) -> None:
             ),
             soft_wrap=True,
         )
-    if report.durability is not None:
-        risk = report.durability.risk is not None
-        out.print(
-            Text.assemble(
-                ("durability ", ""),
-                (visible(report.durability.describe()), "bold red" if risk else "green"),
-            ),
-            soft_wrap=True,
-        )
     if report.stopped:
         show_stopped(report.stopped)
     table = Table(title="Submissions by channel and status", title_justify="left")
@@ -226,6 +217,15 @@ def show_status(report: StatusReport) -> None:
             ", then in doubt and verified" if held.gone else "",
         )
         out.print(line, soft_wrap=True)
+    if report.durability is not None:
+        risk = report.durability.risk is not None
+        out.print(
+            Text.assemble(
+                ("durability ", ""),
+                (visible(report.durability.describe()), "bold red" if risk else "green"),
+            ),
+            soft_wrap=True,
+        )
     if report.channel_history:
         [name] = report.channel_states
         show_channel_history(name, report.channel_history, report.now)

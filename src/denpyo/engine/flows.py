@@ -217,7 +217,9 @@ class Flows:
             decided = decide_attempt(attempt, outcome, spec.policy)
             settle = Settle.of(sub, self.actor, decided, result.duration_ms)
             after = yield from self._apply(settle if seen.counted else settle.uncounted())
-            span.attempted(attempt, decided, after, result.error)
+            span.attempted(
+                attempt, decided, after, result.error, self.alerts.redaction, sub.payload
+            )
             if after is None:
                 with span.current():  # the line carries the attempt's trace
                     log.warning(

@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from denpyo.domain.policy import AttemptDecision, DoubtDecision, Next
+from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
@@ -171,9 +172,13 @@ class RowSpan:
         decided: AttemptDecision,
         after: Submission | None,
         error: BaseException | None,
+        redaction: Redaction,
+        payload: Any,
     ) -> None:
         """The attempt's outcome: `decided`, settled as `after` (None: the lease was
-        lost meanwhile); `error`: what the channel raised."""
+        lost meanwhile); `error`: what the channel raised. Its text goes to the span
+        through `redaction` (a provider's error may quote the payload's hidden
+        values), with the exception's type but not its traceback."""
 
     def not_sent(self, why: str) -> None:
         """The call never started (its lease ran out first): the row was given back."""
@@ -249,6 +254,8 @@ class _LiveSpan(RowSpan):
         decided: AttemptDecision,
         after: Submission | None,
         error: BaseException | None,
+        redaction: Redaction,
+        payload: Any,
     ) -> None:
         span = self.span
         if not span.is_recording():
@@ -270,9 +277,17 @@ class _LiveSpan(RowSpan):
         if after is None:
             span.set_attribute("denpyo.lease_lost", True)
         if error is not None:
-            span.record_exception(error)
+            span.add_event(
+                "exception",
+                {
+                    "exception.type": type(error).__qualname__,
+                    "exception.message": redaction.scrub_text(str(error), payload),
+                },
+            )
         if decided.status is not Status.SYNCED:
-            span.set_status(trace.StatusCode.ERROR, decided.last_error)
+            span.set_status(
+                trace.StatusCode.ERROR, redaction.scrub_text(decided.last_error, payload)
+            )
 
     def not_sent(self, why: str) -> None:
         if self.span.is_recording():
