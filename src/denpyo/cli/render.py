@@ -27,6 +27,7 @@ from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.holders import actor_of, lease_left
 from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import RowActions, allowed_actions
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
@@ -492,7 +493,9 @@ def show_history(found: History, *, full: bool = False) -> None:
         kept = f"in the archive at {visible(sub.archived_to)}" if sub.archived_to else "not kept"
         out.print(f"payload and history: {kept}; the key and its outcome stay", markup=False)
         return
-    if found.forgotten is None:
+    if isinstance(sub.payload, SealedPayload):  # its text, not a JSON string
+        out.print(Text("payload: " + visible(sub.payload)), soft_wrap=True, style="yellow")
+    elif found.forgotten is None:
         out.print(Text("payload: " + clip(json_text(sub.payload))), soft_wrap=True)
     table = Table(title="history", title_justify="left")
     for name in ("when", "event", "move", "try", "actor", "detail", "ms"):

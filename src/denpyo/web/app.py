@@ -24,6 +24,7 @@ from denpyo.domain.actions import Approval
 from denpyo.domain.filters import Filter, parse_statuses
 from denpyo.domain.people import Role, parse_role
 from denpyo.domain.rules import allowed_actions
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
@@ -328,6 +329,7 @@ class Dashboard(ActionPages, Actions):
             sub=sub,
             actions=allowed_actions(sub, superseded_by=found.superseded_by),
             payload="" if sub.removed_at else present.pretty(sub.payload),
+            sealed=isinstance(sub.payload, SealedPayload),
             chain_back=chain_back[::-1],
             redacted=shown != found,
             full=full,
