@@ -29,7 +29,7 @@ def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None
     assert own & plain == {
         "submission_record", "submission_record_many", "submission_get_existing",
         "submission_get_by_key", "submission_get_recorded_before", "key_get_recorded_before",
-        "submission_remove", "key_forget", "event_list_many",
+        "submission_remove", "key_expire", "event_list_many",
     }  # fmt: skip
     merged = load_queries("postgresql", "partitioned")
     assert set(merged) == plain | own

@@ -576,7 +576,7 @@ class Ledger:
         person resolved); `older_than` for every state not given. Rows still open, in
         doubt, or waiting for a person are never removed. Their keys stay known (a key
         submitted again calls nothing and returns its outcome) and their counts stay in
-        `report`; keys older than `keys_kept_for` are forgotten. In batches of
+        `report`; keys older than `keys_kept_for` expire (are let go). In batches of
         `batch_size`, so that no transaction holds locks for long. Returns how many
         rows went."""
         retention = Retention.of(
@@ -585,7 +585,7 @@ class Ledger:
         _check_batch_size(batch_size)
         total = sum(archiving.remove(self.store, retention, batch_size))
         if self.keys_kept_for is not None:
-            while self.store.forget_keys(self.keys_kept_for, batch_size) >= batch_size:
+            while self.store.expire_keys(self.keys_kept_for, batch_size) >= batch_size:
                 pass
         return total
 

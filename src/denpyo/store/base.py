@@ -293,8 +293,8 @@ class Store(ABC):
         """The histories of many rows (a batch the archive writes), oldest first."""
 
     @abstractmethod
-    def forget_keys(self, older_than: float, limit: int = 1000) -> int:
-        """Forget one batch of remembered keys whose rows were created more than
+    def expire_keys(self, older_than: float, limit: int = 1000) -> int:
+        """Let go of one batch of remembered keys whose rows were created more than
         `older_than` seconds ago (`keys_kept_for`); returns how many."""
 
     @abstractmethod

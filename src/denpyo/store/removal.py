@@ -32,12 +32,12 @@ from denpyo.store.rows import Rows
 
 
 class Removal(ConnectionModes, Rows, Params):
-    """`removable`, `remove`, `forget_keys` and `report_counts`, and the reads of a
+    """`removable`, `remove`, `expire_keys` and `report_counts`, and the reads of a
     removed row's memory that the store's reads fall back on."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_removable", "key_remember", "key_forget", "key_get",
+            "submission_removable", "key_remember", "key_expire", "key_get",
             "key_get_by_id", "key_find_superseding", "key_get_by_idempotency_keys",
             "key_resent", "report_counts", "event_list_many",
         }
@@ -69,9 +69,9 @@ class Removal(ConnectionModes, Rows, Params):
         """Remember the keys of the rows `params["ids"]` that retention still lets go,
         add them to the removed counts, delete their history and them; how many went."""
 
-    def forget_keys(self, older_than: float, limit: int = 1000) -> int:
+    def expire_keys(self, older_than: float, limit: int = 1000) -> int:
         with self.transaction() as tx:
-            rows = tx.fetch_all("key_forget", {"older_than": seconds(older_than), "limit": limit})
+            rows = tx.fetch_all("key_expire", {"older_than": seconds(older_than), "limit": limit})
         return len(rows)
 
     def report_counts(

@@ -402,7 +402,7 @@ DELETE FROM denpyo_submissions
 WHERE id IN %(ids)s AND {{removable}}
 RETURNING id;
 
--- key_forget: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
+-- key_expire: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
 DELETE FROM denpyo_keys
 WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(older_than)s * 1000000) MICROSECOND
 ORDER BY created_at

@@ -135,7 +135,7 @@ WITH gone AS (
 )
 SELECT COUNT(*) AS removed FROM gone;
 
--- key_forget: one batch of removed rows' keys created before the cutoff, oldest first (keys_kept_for); a live row's key is never forgotten
+-- key_expire: one batch of removed rows' keys created before the cutoff, oldest first (keys_kept_for); a live row's key never expires
 DELETE FROM denpyo_keys WHERE (channel, key) IN (
     SELECT channel, key FROM denpyo_keys
     WHERE submission_id < denpyo_id_at(now() - make_interval(secs => %(older_than)s::float8))

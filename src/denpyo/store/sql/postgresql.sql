@@ -337,7 +337,7 @@ WITH gone AS (
 )
 SELECT COUNT(*) AS removed FROM gone;
 
--- key_forget: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
+-- key_expire: one batch of remembered keys whose rows were created before the cutoff, oldest first (keys_kept_for)
 DELETE FROM denpyo_keys WHERE (channel, key) IN (
     SELECT channel, key FROM denpyo_keys
     WHERE created_at < now() - make_interval(secs => %(older_than)s::float8)

@@ -349,7 +349,7 @@ DELETE FROM denpyo_submissions
 WHERE id IN (SELECT value FROM json_each(:ids)) AND {{removable}}
 RETURNING id;
 
--- key_forget: one batch of remembered keys whose rows were created before the cutoff (keys_kept_for)
+-- key_expire: one batch of remembered keys whose rows were created before the cutoff (keys_kept_for)
 DELETE FROM denpyo_keys WHERE (channel, key) IN (
     SELECT channel, key FROM denpyo_keys
     WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than || ' seconds')
