@@ -25,7 +25,7 @@ from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
-from denpyo.domain.sealed import SealedPayload
+from denpyo.domain.sealed import UNREADABLE_RETRY_IN, SealedPayload
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Submission
@@ -37,7 +37,6 @@ from denpyo.engine.channel import ChannelSpec
 from denpyo.engine.gates import Gates
 from denpyo.engine.observers import CallObservers
 from denpyo.engine.tracing import NO_SPAN, RowSpan
-from denpyo.engine.unreadable import give_back_unreadable
 from denpyo.errors import LeaseExpired
 from denpyo.store import NewSubmission, Store
 
@@ -198,7 +197,7 @@ class Flows:
         """Call the provider for a row this actor holds, and record the outcome. Its
         span (engine/tracing.py) is told the outcome, and ends however the flow ends."""
         if isinstance(sub.payload, SealedPayload):  # no key here opens it: never sent
-            return (yield from give_back_unreadable(self, sub))
+            return (yield from self._give_back_unreadable(sub))
         span = tracing.attempt_span(spec.name, sub, inline=self.inline)
         try:
             # A crash during the call leaves the row `requesting` under this lease.
@@ -318,6 +317,39 @@ class Flows:
         and the row is theirs."""
         released = yield from self._apply(Move.release(sub.id, sub.locked_by or "", detail))
         return released or (yield from self._reread(sub))
+
+    def _give_back_unreadable(self, sub: Submission) -> Flow:
+        """A held row whose payload no key here opens (a `SealedPayload`) is never sent:
+        given back unsent, its attempt not counted, due again in `UNREADABLE_RETRY_IN`
+        seconds (not at once: a backlog of such rows would spin), its last error saying
+        why. The first time the row is found so (its last error said something else),
+        one `payload_unreadable` alert, logged as a WARNING; each later look, an INFO
+        line. A key configured again sends the row at its next look."""
+        payload = sub.payload
+        assert isinstance(payload, SealedPayload)
+        why = f"not sent: {payload.why()}"
+        first = sub.last_error != why
+        move = Move.release(
+            sub.id, sub.locked_by or "", why, retry_in=UNREADABLE_RETRY_IN, last_error=why
+        )
+        after = yield from self._apply(move)
+        if after is None:  # another sender took the row meanwhile: it is theirs
+            return (yield from self._reread(sub))
+        minutes = round(UNREADABLE_RETRY_IN / 60)
+        if first:
+            self.alerts.tell(
+                Alert(
+                    "payload_unreadable",
+                    f"{why}; a worker looks at it again every {minutes} minutes",
+                    after,
+                )
+            )
+        else:
+            log.info(
+                "%s:%s (id %s) not sent, again: %s; next look in %s minutes",
+                visible(sub.channel), visible(sub.key), sub.id, why, minutes,
+            )  # fmt: skip
+        return after
 
     def _start(
         self, spec: ChannelSpec, sub: Submission, note: str, holder: str | None = None
