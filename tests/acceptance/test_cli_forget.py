@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -111,3 +112,51 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(db_url: str) -> Non
     assert '"kind": "forget"' not in ok(cli("actions", "--json", db=db_url)).stdout
     shown = as_json(cli("show", "mail:order:1", "--json", "--full", db=db_url))
     assert shown["submission"]["payload"] == {"to": ANN}
+
+
+KILLED_MID_FORGET = """
+import os, signal, sys
+import denpyo
+from denpyo.engine import operator as op
+
+with denpyo.Ledger(sys.argv[1]) as ledger:
+    real = ledger.store.forget_rows
+
+    def forget_rows(*args, **kwargs):
+        done = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)  # after its first batch committed
+        return done
+
+    ledger.store.forget_rows = forget_rows
+    op.forget(ledger, where="to=ann@example.com", note="#883", batch=1, lease=1.0)
+"""
+
+
+def test_a_forget_killed_mid_run_is_ended_and_carried_on_by_the_next(db_url: str) -> None:
+    """A forget whose process is killed (SIGKILL) between two batches: its entry in the
+    action log stays `running` only until its lease runs out; `bulk continue` says to
+    run it again; the next forget of those rows ends it and forgets the rest."""
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("mail")(lambda sub: f"r-{sub.key}")
+        ids = [ledger.submit("mail", f"order:{n}", {"to": ANN}).id for n in range(3)]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_FORGET, db_url], capture_output=True, timeout=120
+    )
+    assert killed.returncode == -9, killed.stderr
+    [cut] = as_json(cli("actions", "--json", db=db_url))
+    assert (cut["kind"], cut["state"], cut["done"], cut["rows"]) == ("forget", "running", 1, 3)
+    refused = cli("bulk", "continue", str(cut["id"]), db=db_url)
+    assert refused.returncode == 2 and "is a forget: run it again" in refused.stderr
+
+    with denpyo.Ledger(db_url) as ledger:  # its process is dead: its lease runs out
+        held = ledger.store.action(cut["id"])
+        assert held is not None and held.locked_until is not None
+        time.sleep(max(0.0, (held.locked_until - ledger.store.now()).total_seconds()) + 0.2)
+    again = as_json(cli("forget", "--where", f"to={ANN}", "--note", "#883", "--json", db=db_url))
+    assert again["counts"]["live"] == 2 and again["action"] != cut["id"]
+    log = {entry["id"]: entry for entry in as_json(cli("actions", "--json", db=db_url))}
+    assert log[cut["id"]]["state"] == "cancelled" and log[again["action"]]["state"] == "done"
+    assert log[again["action"]]["params"]["carries_on"] == [cut["id"]]
+    for sid in ids:
+        shown = as_json(cli("show", str(sid), "--json", "--full", db=db_url))
+        assert shown["submission"]["payload"] is None

@@ -21,6 +21,7 @@ to it by themselves.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -253,13 +254,16 @@ def test_the_people_on_call_read_from_a_standby(tmp_path: Path) -> None:
             page = client(app).get(
                 "/", headers={"authorization": "Bearer a-token-long-enough-1234"}
             )
-            assert "standby, 0.0 s behind" in page.text
+            # the page folds the chart on the primary first: for the instant before
+            # the standby replays that commit, it shows the age of the last one
+            assert re.search(r"standby, \d+\.\d s behind", page.text)
         run = CliRunner().invoke(
             cli, ["--db", pair.primary_url, "--read-db", pair.standby_url, "status"]
         )
         assert run.exit_code == 0, run.output
-        assert f"read from the standby {pair.standby_url}, 0.0 s behind the primary" in " ".join(
-            run.output.split()
+        assert re.search(
+            rf"read from the standby {re.escape(pair.standby_url)}, \d+\.\d s behind the primary",
+            " ".join(run.output.split()),
         )
         run = CliRunner().invoke(
             cli, ["--db", pair.primary_url, "--read-db", "mysql://root@127.0.0.1/test", "status"]

@@ -148,6 +148,10 @@ def test_a_row_whose_key_is_missing_reads_as_a_slip_and_is_never_sent(
         sql(f"UPDATE denpyo_submissions SET next_attempt_at = {DUE_NOW[backend]}")
         assert ledger.work(until_idle=True).released == 1
         assert len(alerts) == 1 and provider.stats().requests == 0  # one alert per row
+        again = ledger.get_by_id(sub.id)
+        assert again is not None and again.next_attempt_at is not None
+        due_in = (again.next_attempt_at - ledger.store.now()).total_seconds()
+        assert 2 * UNREADABLE_RETRY_IN - 60 < due_in <= 2 * UNREADABLE_RETRY_IN  # it doubles
 
         with pytest.raises(denpyo.ConfigurationError, match=f"key {kid(KEY_A)}"):
             ledger.submit("email", "order:1", {"to": "ada@example.com"})

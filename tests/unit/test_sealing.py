@@ -15,7 +15,13 @@ import pytest
 
 import denpyo
 from denpyo.domain.limits import check_same_call, encode_payload
-from denpyo.domain.sealed import DOES_NOT_OPEN, NOT_AVAILABLE, SEALED, SealedPayload
+from denpyo.domain.sealed import (
+    DOES_NOT_OPEN,
+    NOT_AVAILABLE,
+    SEALED,
+    SealedPayload,
+    unreadable_retry_in,
+)
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.errors import ConfigurationError, InvalidInput, PayloadNotJSON
@@ -241,3 +247,17 @@ def test_a_new_key_is_32_random_bytes_as_url_safe_text() -> None:
     key = denpyo.new_payload_key()
     assert len(key) == 44 and len(base64.urlsafe_b64decode(key)) == 32
     assert key != denpyo.new_payload_key()
+
+
+def test_a_row_waiting_for_its_key_is_looked_at_less_and_less_down_to_once_a_day() -> None:
+    waits = [unreadable_retry_in(look) for look in range(1, 12)]
+    assert waits[:4] == [600, 1200, 2400, 4800]
+    assert waits[-1] == 86_400 and max(waits) == 86_400
+    assert unreadable_retry_in(10_000) == 86_400  # years later: still a day
+    looks_in_a_year = 0
+    elapsed, look = 0.0, 1
+    while elapsed < 365 * 86_400:
+        elapsed += unreadable_retry_in(look)
+        look += 1
+        looks_in_a_year += 1
+    assert looks_in_a_year < 375  # two history lines a look: under 750 a year

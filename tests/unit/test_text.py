@@ -2,7 +2,7 @@
 
 import pytest
 
-from denpyo.domain.text import visible
+from denpyo.domain.text import age, visible
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,14 @@ def test_control_characters_are_escaped_as_python_writes_them(stored: str, shown
     """C0, DEL and C1 as in a Python string's repr; printable text (any script,
     backslashes, brackets) as is."""
     assert visible(stored) == shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(None, "-"), (42, "42 s"), (600, "10 min"), (4800, "1 h"), (9600, "3 h"), (86_400, "24 h"),
+     (3 * 86_400, "3 days")],
+)  # fmt: skip
+def test_a_duration_as_the_command_line_and_the_log_say_it(
+    seconds: float | None, said: str
+) -> None:
+    assert age(seconds) == said

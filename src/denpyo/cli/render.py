@@ -30,7 +30,7 @@ from denpyo.domain.rules import RowActions, allowed_actions
 from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
-from denpyo.domain.text import visible
+from denpyo.domain.text import age, visible
 from denpyo.engine.holders import holder_gone
 from denpyo.engine.operator import (
     ChannelView,
@@ -105,15 +105,6 @@ def ago(when: datetime | None, now: datetime) -> str:
     else:
         amount = f"{seconds / 86400:.0f} days"
     return f"in {amount}" if future else f"{amount} ago"
-
-
-def age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (172800, "h", 3600)):
-        if seconds < limit:
-            return f"{seconds / size:.0f} {unit}"
-    return f"{seconds / 86400:.0f} days"
 
 
 def status_text(sub: Submission, *, gone: bool = False) -> Text:

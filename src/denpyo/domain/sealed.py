@@ -9,9 +9,20 @@ SEALED = "denpyo:sealed"
 own may not have it at its top level (`encode_payload` refuses it)."""
 
 UNREADABLE_RETRY_IN = 600.0
-"""Seconds after which a worker looks again at a row whose payload it could not open
-(its key is not configured): long enough not to spin on a backlog of such rows, short
-enough that a key configured again sends them within minutes."""
+"""Seconds after which a worker looks again, the first time, at a row whose payload it
+could not open (its key is not configured): long enough not to spin on a backlog of
+such rows, short enough that a key configured again soon sends them within minutes."""
+UNREADABLE_RETRY_MAX = 86_400.0
+"""The longest wait between two looks: once a day. Each look writes two history lines
+(its attempt and its release); a row waiting years for its key adds two a day."""
+
+
+def unreadable_retry_in(looks: int) -> float:
+    """Seconds to the next look at a row found unreadable `looks` times in a row
+    (1 the first time): 10 minutes, doubling at each look, up to a day."""
+    doublings = min(max(looks, 1) - 1, 16)
+    return min(UNREADABLE_RETRY_IN * float(2**doublings), UNREADABLE_RETRY_MAX)
+
 
 NOT_AVAILABLE = "not available"
 """Why a payload is not shown: no key configured here has its key id."""

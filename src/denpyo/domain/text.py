@@ -24,3 +24,14 @@ def visible(text: str) -> str:
 def _escape(found: re.Match[str]) -> str:
     char = found.group()
     return _NAMED.get(char) or f"\\x{ord(char):02x}"
+
+
+def age(seconds: float | None) -> str:
+    """A duration as the command line and the log say it: `42 s`, `7 min`, `5 h`,
+    `3 days` (`-`: none)."""
+    if seconds is None:
+        return "-"
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (172800, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds / 86400:.0f} days"

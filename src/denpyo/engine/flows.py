@@ -25,11 +25,11 @@ from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
-from denpyo.domain.sealed import UNREADABLE_RETRY_IN, SealedPayload
+from denpyo.domain.sealed import SealedPayload, unreadable_retry_in
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
-from denpyo.domain.submission import Submission
-from denpyo.domain.text import visible
+from denpyo.domain.submission import Event, Submission
+from denpyo.domain.text import age, visible
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
 from denpyo.engine import tracing
 from denpyo.engine.alerts import Alerts
@@ -320,34 +320,39 @@ class Flows:
 
     def _give_back_unreadable(self, sub: Submission) -> Flow:
         """A held row whose payload no key here opens (a `SealedPayload`) is never sent:
-        given back unsent, its attempt not counted, due again in `UNREADABLE_RETRY_IN`
-        seconds (not at once: a backlog of such rows would spin), its last error saying
-        why. The first time the row is found so (its last error said something else),
-        one `payload_unreadable` alert, logged as a WARNING; each later look, an INFO
-        line. A key configured again sends the row at its next look."""
+        given back unsent, its attempt not counted, due again later (not at once: a
+        backlog of such rows would spin): 10 minutes after the first look, the wait
+        doubling at each look up to a day (`unreadable_retry_in`), so that a row
+        waiting long for its key does not grow its history every few minutes. Its last
+        error says why. The first time the row is found so (its last error said
+        something else), one `payload_unreadable` alert, logged as a WARNING; each later
+        look, an INFO line. A key configured again sends the row at its next look."""
         payload = sub.payload
         assert isinstance(payload, SealedPayload)
         why = f"not sent: {payload.why()}"
         first = sub.last_error != why
-        move = Move.release(
-            sub.id, sub.locked_by or "", why, retry_in=UNREADABLE_RETRY_IN, last_error=why
-        )
+        looks = 1
+        if not first:  # the earlier looks are the releases that said so
+            events: list[Event] = yield StoreOp(self.store.events, (sub.id,))
+            looks += sum(1 for e in events if e.kind == "released" and e.detail == why)
+        wait = unreadable_retry_in(looks)
+        move = Move.release(sub.id, sub.locked_by or "", why, retry_in=wait, last_error=why)
         after = yield from self._apply(move)
         if after is None:  # another sender took the row meanwhile: it is theirs
             return (yield from self._reread(sub))
-        minutes = round(UNREADABLE_RETRY_IN / 60)
         if first:
             self.alerts.tell(
                 Alert(
                     "payload_unreadable",
-                    f"{why}; a worker looks at it again every {minutes} minutes",
+                    f"{why}; a worker looks at it again in {age(wait)}, then at "
+                    "doubling intervals up to once a day",
                     after,
                 )
             )
         else:
             log.info(
-                "%s:%s (id %s) not sent, again: %s; next look in %s minutes",
-                visible(sub.channel), visible(sub.key), sub.id, why, minutes,
+                "%s:%s (id %s) not sent, again (look %s): %s; next look in %s",
+                visible(sub.channel), visible(sub.key), sub.id, looks, why, age(wait),
             )  # fmt: skip
         return after
 

@@ -14,9 +14,10 @@ forgotten, its resolution scrubbed, and the action log with it; its archive file
 are the archive's business (denpyo/archive).
 
 The searches by a payload's field read the whole table (by primary key, a page at
-a time) and the texts of the action log are found through `denpyo_action_rows`,
-which has no index on the row: a forget is a person's rare errand, and no index
-is kept for it on the tables every call writes.
+a time): a forget is a person's rare errand, and no index is kept for it on the
+table every call writes. The texts of the action log are found through
+`denpyo_action_rows` by its index on the row (schema 14), which only people's
+actions write.
 """
 
 from __future__ import annotations

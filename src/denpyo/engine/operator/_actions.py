@@ -130,6 +130,11 @@ def run(
     store = ledger.store
     holder = holder or new_holder()
     record = _get(ledger, action_id)
+    if record.kind is ActionKind.FORGET:  # its search is not kept: it is run again
+        raise InvalidInput(
+            f"action #{action_id} is a forget: run it again to carry it on "
+            f"(denpyo forget {record.target} --note …)"
+        )
     if store.take_action(action_id, holder=holder, lease=lease):
         try:
             after = 0

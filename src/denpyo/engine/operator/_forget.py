@@ -105,12 +105,16 @@ def forget(
     by: str | None = None,
     dry_run: bool = False,
     batch: int = BATCH,
+    lease: float = LEASE,
 ) -> ForgetResult:
     """Forget the payloads of a call (`ref`: CHANNEL:KEY or an id, with its resends)
     or of a person (`where`: FIELD=VALUE, in `channel` or every channel), live and
     archived (module docstring). `InvalidInput`, nothing written, for a missing note,
     both or neither of `ref` and `where`, a malformed `where`, nothing to forget, or
-    an open row. With `dry_run`, what it would forget, nothing written."""
+    an open row. With `dry_run`, what it would forget, nothing written. `lease`:
+    seconds its entry in the action log is held from one batch to the next; after
+    that long, a forget cut short (its process killed) is ended by the next forget
+    of its rows, which carries them on."""
     from denpyo.engine.operator._act import check_note
 
     text = check_note(note, "forgetting")
@@ -124,12 +128,12 @@ def forget(
             check_channel(channel)
         found = _by_where(ledger, searched, channel)
         target = f"--where {searched.field}=…" + (f" --channel {channel}" if channel else "")
-        return _forget(ledger, found, target, text, by, dry_run, batch, searched)
+        return _forget(ledger, found, target, text, by, dry_run, batch, lease, searched)
     if channel is not None:
         raise InvalidInput("--channel goes with --where: CHANNEL:KEY names its channel")
     assert ref is not None
     found, target = _by_ref(ledger, ref)
-    return _forget(ledger, found, target, text, by, dry_run, batch, None)
+    return _forget(ledger, found, target, text, by, dry_run, batch, lease, None)
 
 
 def _by_ref(ledger: Ledger, ref: str | int) -> tuple[_Found, str]:
@@ -228,6 +232,7 @@ def _forget(
     by: str | None,
     dry_run: bool,
     batch: int,
+    lease: float,
     where: Where | None,
 ) -> ForgetResult:
     """Check what was found, then forget it (module docstring)."""
@@ -256,22 +261,25 @@ def _forget(
         params["where"] = where.field  # never the value: it is what is being erased
     holder = new_holder()
     ids = [sub.id for sub in live] + [sub.id for sub in kept]
+    carried = _end_cut_short(ledger, set(ids), holder, lease)
+    if carried:
+        params["carries_on"] = carried
     entry = NewAction(ActionKind.FORGET, Scope.ROWS, target, actor, text, params=params)
-    record = store.add_action(entry, ids=ids, holder=holder, lease=LEASE)
+    record = store.add_action(entry, ids=ids, holder=holder, lease=lease)
     skipped: list[tuple[int, str]] = []
     files = 0
     try:
         for part in _batches([sub.id for sub in live], batch):
             done = store.forget_rows(
                 part, scrub=scrub, actor=actor, note=text, action_id=record.id, holder=holder,
-                lease=LEASE,
+                lease=lease,
             )  # fmt: skip
             skipped += _skips(record, done)
         for url, copies in sorted(found.copies.items()):
             files += _archive(url).forget(copies, scrub)
         for part in _batches([sub.id for sub in kept], batch):
             done = store.forget_kept(
-                part, scrub=scrub, action_id=record.id, holder=holder, lease=LEASE
+                part, scrub=scrub, action_id=record.id, holder=holder, lease=lease
             )
             skipped += _skips(record, done)
     except BaseException:
@@ -283,6 +291,26 @@ def _forget(
     now_live = [row for row in map(store.get, (sub.id for sub in live)) if row is not None]
     after = store.action(record.id)
     return ForgetResult(False, target, now_live, archived_ids, pruned, after, skipped, files)
+
+
+def _end_cut_short(ledger: Ledger, ids: set[int], holder: str, lease: float) -> list[int]:
+    """The earlier forgets of these rows that were cut short (their process died: no
+    holder has renewed their lease), ended as `cancelled` (or `done`, if every row was
+    done before it died): this forget carries their rows on. A forget still held by a
+    live process is left to it. Returns the ids of the ones ended."""
+    store = ledger.store
+    ended: list[int] = []
+    for record in store.actions(kind=ActionKind.FORGET, state=ActionState.RUNNING, limit=1000):
+        pending = store.action_rows(record.id, outcome="pending", limit=record.pending + 1)
+        if not {row.submission_id for row in pending} <= ids:
+            continue  # another person's forget: whoever ran it runs it again
+        if not store.take_action(record.id, holder=holder, lease=lease):
+            continue  # its process is alive and at work
+        final = ActionState.CANCELLED if pending else ActionState.DONE
+        store.move_action(record.id, final, from_=(ActionState.RUNNING,))
+        store.let_go_action(record.id, holder=holder)
+        ended.append(record.id)
+    return ended
 
 
 def _skips(

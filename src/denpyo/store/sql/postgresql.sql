@@ -1053,7 +1053,7 @@ WHERE submission_id = ANY(%(ids)s::bigint[]) AND detail IS NOT NULL;
 UPDATE denpyo_events SET detail = %(detail)s::text
 WHERE submission_id = %(submission_id)s::bigint AND id = %(id)s::bigint;
 
--- forget_action_texts: the texts of the actions on a batch's rows but the forget's own (:action_id); the action rows are read whole (no index on the row)
+-- forget_action_texts: the texts of the actions on a batch's rows but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
 SELECT id, note, decision_note, params, plan FROM denpyo_actions
 WHERE id <> %(action_id)s::bigint
   AND id IN (SELECT action_id FROM denpyo_action_rows

@@ -721,7 +721,7 @@ WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND detail IS NOT NUL
 -- forget_event_scrub: one event's detail, scrubbed
 UPDATE denpyo_events SET detail = :detail WHERE submission_id = :submission_id AND id = :id;
 
--- forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows are read whole (no index on the row)
+-- forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
 SELECT id, note, decision_note, params, plan FROM denpyo_actions
 WHERE id <> :action_id
   AND id IN (SELECT action_id FROM denpyo_action_rows
