@@ -38,13 +38,15 @@ test: setup services browser  ## the whole default suite (unit, integration, acc
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 
 # The store's and the ledger's tests, the operator's, the double-send, fleet, action
-# log and forget tests once more on PostgreSQL's partitioned layout (migrate --partitions daily).
+# log, forget and async outbox tests once more on PostgreSQL's partitioned layout
+# (migrate --partitions daily).
 test-partitions: setup services  ## the store's and the engine's tests again on the partitioned layout
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
 		tests/integration/store tests/integration/ledger \
 		tests/integration/test_operator.py tests/integration/test_double_send.py \
 		tests/integration/test_rules_sql.py tests/integration/test_fleet.py \
-		tests/integration/test_actions.py tests/integration/test_forget.py
+		tests/integration/test_actions.py tests/integration/test_forget.py \
+		tests/integration/test_async_outbox.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,13 @@ def _tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-@pytest.mark.timeout(300)
-def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) -> None:
+CORE = "dispatch,processes,inline,enqueue,recovery,scale,backends,memory"
+SCRIPTS = "partitions,fleet,bulk,sealing,tracing,replication"
+
+
+def quick_run(tmp_path: Path, only: str, peers: list[str]) -> tuple[dict[str, Any], str]:
+    """`bench/run.py --quick --only ONLY` in the project's venv: its raw results and
+    its report."""
     out = tmp_path / "benchmarks.md"
     env = dict(os.environ)
     if "DENPYO_TEST_POSTGRES_URL" in env:
@@ -50,31 +56,22 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
         env["DENPYO_BENCH_MYSQL_URL"] = env["DENPYO_TEST_MYSQL_URL"]
     done = subprocess.run(
         [
-            sys.executable,
-            str(ROOT / "bench" / "run.py"),
-            "--quick",
-            "--python",
-            sys.executable,
-            "--peers",
-            ",".join(PEERS),
-            "--dispatch-n",
-            "100",
-            "--scale-levels",
-            "1000,3000",
-            "--out",
-            str(out),
-            "--results-dir",
-            str(tmp_path / "results"),
+            sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", only,
+            "--python", sys.executable, "--peers", ",".join(peers), "--dispatch-n", "100",
+            "--scale-levels", "1000,3000", "--out", str(out),
+            "--results-dir", str(tmp_path / "results"),
         ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=290,
-    )
+        capture_output=True, text=True, env=env, timeout=290,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-
     [results_file] = (tmp_path / "results").glob("*/results.json")
-    results = json.loads(results_file.read_text())
+    return json.loads(results_file.read_text()), out.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) -> None:
+    """The peers' scenarios, against each other, and the report's tables and targets."""
+    results, markdown = quick_run(tmp_path, CORE, PEERS)
     dispatch = results["dispatch"]
     assert {row["peer"] for row in dispatch} == set(PEERS)
     for row in dispatch:
@@ -102,6 +99,50 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert any(row["backend"] == "sqlite" and row.get("ok") for row in results["backends"])
     assert [row["n"] for row in results["memory"]] == [100, 1000]
     assert all(row["ok"] and row["maxrss_kb"] > 0 for row in results["memory"])
+    for heading in (
+        "## 1. Dispatch throughput",
+        "### Where a job's CPU goes",
+        "## 2. Inline overhead",
+        "## 3. Enqueue",
+        "## 4. Recovery",
+        "## 5. Scale",
+        "## 6. The same dispatch on SQLite and MariaDB",
+        "## 7. Worker processes",
+        "## 8. Memory",
+        "## Targets",
+    ):
+        assert heading in markdown
+    tables = _tables(markdown)
+    assert tables
+    for table in tables:
+        assert len({len(row) for row in table}) == 1, table  # every row has the header's width
+    throughput = next(t for t in tables if t[0][0] == "peer")
+    assert len(throughput) == 1 + len(PEERS)
+    for row in throughput[1:]:
+        assert re.match(r"[\d,.]+", row[1]), row
+    targets = next(t for t in tables if t[0][0] == "target")
+    verdicts = ("**met**", "**not met**", "**not met**; the floor misses it too", "not measured")
+    assert all(row[2] in verdicts for row in targets[1:])
+    budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
+    assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
+    assert all(re.match(r"[\d,]+ / [\d,]+ / ", row[3]) for row in budget[1:])  # the floors
+    assert any("peak RSS flat" in row[0] for row in targets)
+    assert any("200 ms, 256 in flight ≥ 1.2× the best durable peer" in row[0] for row in targets)
+    in_flight = next(t for t in tables if t[0] == ["peer", "200 ms, 256 in flight"])
+    assert [row[0] for row in in_flight[1:]][:1] == ["**denpyo**"]
+    workers = next(t for t in tables if t[0][:2] == ["provider latency", "processes"])
+    assert [row[1] for row in workers[1:]] == ["2"]
+    recovery = next(t for t in tables if t[0][1] == "µs per row")
+    assert [row[0] for row in recovery[1:]] == ["lookups alone", "the floor", "`reconcile()`"]
+    assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]
+
+
+@pytest.mark.timeout(300)
+def test_the_scenarios_of_their_own_scripts_run_and_are_reported(tmp_path: Path) -> None:
+    """The scenarios bench/run.py hands to a script of their own (partitions, a fleet,
+    a bulk retry, sealing, tracing, a replicated database): each completes and its
+    section is written; never how fast anything is."""
+    results, markdown = quick_run(tmp_path, SCRIPTS, ["denpyo"])
     partitions = results["partitions"]
     assert "error" not in partitions, partitions
     assert set(partitions["hot_path_cpu_us_per_row"]) == {"plain", "partitioned"}
@@ -142,43 +183,10 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     }  # fmt: skip
     assert all(got["worker_calls_per_s"] > 0 for got in replication.values())
 
-    markdown = out.read_text()
     for heading in (
-        "## 1. Dispatch throughput",
-        "### Where a job's CPU goes",
-        "## 2. Inline overhead",
-        "## 3. Enqueue",
-        "## 4. Recovery",
-        "## 5. Scale",
-        "## 6. The same dispatch on SQLite and MariaDB",
-        "## 7. Worker processes",
-        "## 8. Memory",
         "## 9. PostgreSQL partitions",
         "## 10. A fleet and its provider's limits",
         "## 11. A bulk retry of every row a filter finds",
-        "## Targets",
+        "## Tracing: what OpenTelemetry costs the worker",
     ):
         assert heading in markdown
-    tables = _tables(markdown)
-    assert tables
-    for table in tables:
-        assert len({len(row) for row in table}) == 1, table  # every row has the header's width
-    throughput = next(t for t in tables if t[0][0] == "peer")
-    assert len(throughput) == 1 + len(PEERS)
-    for row in throughput[1:]:
-        assert re.match(r"[\d,.]+", row[1]), row
-    targets = next(t for t in tables if t[0][0] == "target")
-    verdicts = ("**met**", "**not met**", "**not met**; the floor misses it too", "not measured")
-    assert all(row[2] in verdicts for row in targets[1:])
-    budget = next(t for t in tables if t[0][:2] == ["target", "jobs/s needed"])
-    assert len(budget) > 1  # what the dispatch targets would take, from this run's CPU
-    assert all(re.match(r"[\d,]+ / [\d,]+ / ", row[3]) for row in budget[1:])  # the floors
-    assert any("peak RSS flat" in row[0] for row in targets)
-    assert any("200 ms, 256 in flight ≥ 1.2× the best durable peer" in row[0] for row in targets)
-    in_flight = next(t for t in tables if t[0] == ["peer", "200 ms, 256 in flight"])
-    assert [row[0] for row in in_flight[1:]][:1] == ["**denpyo**"]
-    workers = next(t for t in tables if t[0][:2] == ["provider latency", "processes"])
-    assert [row[1] for row in workers[1:]] == ["2"]
-    recovery = next(t for t in tables if t[0][1] == "µs per row")
-    assert [row[0] for row in recovery[1:]] == ["lookups alone", "the floor", "`reconcile()`"]
-    assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]

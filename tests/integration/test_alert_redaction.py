@@ -113,3 +113,35 @@ def test_the_names_come_from_the_ledger_and_the_environment(
         assert ledger.redaction == denpyo.Redaction.default()
     with pytest.raises(denpyo.InvalidInput, match="not the string"):
         denpyo.Ledger(db_url, redact="password")
+
+
+def test_a_channel_down_or_held_keeps_no_hidden_value_a_provider_quoted(
+    ledger: denpyo.Ledger,
+) -> None:
+    """The channel's state outlives its rows: its notes, and the `channel_down`
+    alert, quote the provider's error scrubbed with the row that met it."""
+    told: list[denpyo.Alert] = []
+    ledger.on_alert(told.append)
+
+    @ledger.channel("pay", down_after=2, max_attempts=1)
+    def send(sub: denpyo.Submission) -> str:
+        if sub.key == "wait":
+            raise denpyo.Transient(f"429 slow down, card {CARD}", retry_after=0.5)
+        raise denpyo.Transient(f"503 card {CARD} refused for {BEARER}")
+
+    for n in range(2):
+        ledger.enqueue("pay", f"order-{n}", payload("transient"))
+    ledger.work(until_idle=True)
+    [state] = ledger.store.channel_states()
+    assert state.down_since is not None and state.down_note is not None
+    assert REDACTED in state.down_note and CARD not in state.down_note
+    assert BEARER not in state.down_note
+    [down] = [alert for alert in told if alert.reason == "channel_down"]
+    assert CARD not in str(down) and BEARER not in str(down)
+
+    ledger.channel("hold", max_attempts=1)(send)
+    ledger.enqueue("hold", "wait", payload("transient"))
+    ledger.work(until_idle=True)
+    held = {state.channel: state for state in ledger.store.channel_states()}["hold"]
+    assert held.held_note is not None and REDACTED in held.held_note
+    assert CARD not in held.held_note

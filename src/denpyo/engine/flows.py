@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from denpyo.domain.alert import Alert
@@ -207,7 +207,9 @@ class Flows:
                 return (yield from self._give_back(sub, f"not sent: {result.error}"))
             outcome = spec.outcome(result.value, result.error)
             self.calls.called(spec.name, outcome.kind, result.duration_ms)
-            seen = self.gates.seen(spec, outcome)
+            # the channel's state outlives the row: its note keeps no hidden value
+            said = self.alerts.redaction.scrub_text(outcome.error, sub.payload)
+            seen = self.gates.seen(spec, replace(outcome, error=said))
             if seen.news:  # the provider asked the channel to wait, or is down, or is up again
                 yield StoreOp(self.gates.tell, (spec.name, seen))
             # The call started: its settle counts it, as the row's next attempt, unless

@@ -72,7 +72,8 @@ class CallerConnections(ConnectionModes):
         with self.errors():
             tx = BridgedTx(conn, self.queries, self.duplicate)
             self.check_same_database(tx, conn.executor.conn)
-            yield tx
+            self.learn_layout(tx)
+            yield BridgedTx(conn, self.queries, self.duplicate)  # the layout's queries
 
     async def arecord(
         self, new: NewSubmission, *, actor: str, conn: Any

@@ -99,6 +99,11 @@ class ConnectionModes(Store):
         """Where the driver's errors become StoreError (and missing tables SchemaError)."""
         return self.driver_errors.wrapped()
 
+    def learn_layout(self, tx: Tx) -> None:
+        """Before the first statement on a caller's connection, take the queries of the
+        layout the tables have, if the store's own connections have not read it yet
+        (PostgreSQL's partitioned layout; one layout elsewhere)."""
+
     def duplicate(self, exc: BaseException) -> bool:
         """Whether an INSERT's error means its channel and key exist (where the
         database has no ON CONFLICT and says so by an error)."""

@@ -224,6 +224,10 @@ class PostgresStore(SqlStore):
                     self._look_at_layout(PostgresTx(self, cur))
         return self._pool
 
+    def learn_layout(self, tx: Tx) -> None:
+        if self.partitioned is None:
+            self._look_at_layout(tx)
+
     def _look_at_layout(self, tx: Tx) -> None:
         """Take the queries of the layout the tables have (none yet: the plain one's,
         until `migrate_partitioned` makes the partitioned one)."""
@@ -274,8 +278,7 @@ class PostgresStore(SqlStore):
                 )
             # The caller's transaction: run inside it, never commit it.
             with ERRORS.wrapped(), conn.cursor(row_factory=dict_row) as cursor:
-                if self.partitioned is None:
-                    self._look_at_layout(PostgresTx(self, cursor))
+                self.learn_layout(PostgresTx(self, cursor))
                 tx = PostgresTx(self, cursor)
                 self.check_same_database(tx, conn)
                 yield tx
