@@ -345,3 +345,36 @@ def test_the_dashboard_shows_a_placeholder_and_refuses_to_resend_it(
             assert "cannot send this payload again" in answer.text
             assert f"key {kid(KEY_A)}" in answer.text
         assert ledger.store.find_superseding(sid) is None  # nothing written
+
+
+def test_a_providers_error_is_stored_without_the_payloads_values_it_quoted(
+    db_url: str, sql: SQL
+) -> None:
+    """The error is kept in clear (`list --error-text` searches it): the values of the
+    encrypted payload it quotes are replaced, in the row, its history, and the
+    channel's state; without keys, the error is stored as the provider wrote it."""
+    payload = {"to": "ada@example.com", "address": {"street": "1 Rue Lovelace"}}
+    for keys, shown in ((KEY_A, "[encrypted]"), (None, "ada@example.com")):
+        told: list[denpyo.Alert] = []
+        channel = "sealed" if keys else "clear"  # each its own state: one goes down
+        with denpyo.Ledger(db_url, payload_key=keys, on_alert=told.append) as ledger:
+
+            @ledger.channel(channel, max_attempts=1, down_after=1)
+            def send(sub: denpyo.Submission) -> str:
+                to, street = sub.payload["to"], sub.payload["address"]["street"]
+                raise denpyo.Transient(f'503 "{to}" at "{street}" is not reachable')
+
+            ledger.enqueue(channel, "letter:1", payload)
+            ledger.work(until_idle=True)
+            row = ledger.get(channel, "letter:1")
+            assert row is not None and row.status is Status.FAILED
+            street = shown if keys else "1 Rue Lovelace"
+            assert row.last_error == f'Transient: 503 "{shown}" at "{street}" is not reachable'
+            if keys is None:
+                continue
+            texts = json.dumps(sql("SELECT last_error FROM denpyo_submissions"))
+            texts += json.dumps(sql("SELECT detail FROM denpyo_events"))
+            texts += json.dumps(sql("SELECT down_note FROM denpyo_channels"))
+            texts += json.dumps([alert.message for alert in told])
+            assert "ada@example.com" not in texts and "Lovelace" not in texts
+            assert "[encrypted]" in texts

@@ -111,11 +111,14 @@ def strings_of(payload: Any) -> Iterator[str]:
 
 
 class Scrubber:
-    """Replaces every quoted value (`quoted`) in a text by `FORGOTTEN`, the longest
-    first where two overlap, as written or as JSON escapes it (`\u00e9`, `\"`): one
-    pass of one pattern per text. A text scrubbed already stays as it is."""
+    """Replaces every quoted value (`quoted`) in a text by `marker` (`FORGOTTEN`), the
+    longest first where two overlap, as written or as JSON escapes it (`\u00e9`,
+    `\"`): one pass of one pattern per text. A text scrubbed already stays as it is."""
 
-    def __init__(self, payloads: Iterable[Any], also: Iterable[str] = ()) -> None:
+    def __init__(
+        self, payloads: Iterable[Any], also: Iterable[str] = (), *, marker: str = FORGOTTEN
+    ) -> None:
+        self.marker = marker
         found = {text for payload in payloads for text in strings_of(payload)}
         found = {text for text in found if len(text) >= MIN_QUOTED}
         found.update(text for text in also if text)
@@ -124,14 +127,14 @@ class Scrubber:
         escaped |= {json.dumps(text, ensure_ascii=False)[1:-1] for text in found}
         ordered = sorted(found | escaped, key=lambda text: (-len(text), text))
         # The marker first: text scrubbed already is left as it is.
-        alternatives = [re.escape(FORGOTTEN), *map(re.escape, ordered)]
+        alternatives = [re.escape(marker), *map(re.escape, ordered)]
         self._pattern = re.compile("|".join(alternatives)) if ordered else None
 
     def __call__(self, text: str) -> str:
         """`text` with each quoted value, as written or as JSON escapes it, replaced."""
         if self._pattern is None:
             return text
-        return self._pattern.sub(FORGOTTEN, text)
+        return self._pattern.sub(self.marker, text)
 
     def text(self, text: str | None) -> str | None:
         """A nullable text, scrubbed."""

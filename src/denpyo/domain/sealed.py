@@ -24,6 +24,11 @@ def unreadable_retry_in(looks: int) -> float:
     return min(UNREADABLE_RETRY_IN * float(2**doublings), UNREADABLE_RETRY_MAX)
 
 
+QUOTED = "[encrypted]"
+"""What a provider's error keeps, where the ledger encrypts payloads, of a value of the
+row's payload it quoted (`invalid address ann@example.com`): the error is stored and
+shown in clear, and must not give back what the payload's encryption hides."""
+
 NOT_AVAILABLE = "not available"
 """Why a payload is not shown: no key configured here has its key id."""
 DOES_NOT_OPEN = "does not open for this row"

@@ -21,11 +21,18 @@ from typing import Any
 
 from denpyo.domain.alert import Alert
 from denpyo.domain.doubt import DoubtHistory
+from denpyo.domain.forgetting import Scrubber
 from denpyo.domain.lease import Lease
 from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
-from denpyo.domain.policy import Next, decide_attempt, decide_in_doubt, resend_in_window
-from denpyo.domain.sealed import SealedPayload, unreadable_retry_in
+from denpyo.domain.policy import (
+    AttemptDecision,
+    Next,
+    decide_attempt,
+    decide_in_doubt,
+    resend_in_window,
+)
+from denpyo.domain.sealed import QUOTED, SealedPayload, unreadable_retry_in
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
@@ -208,14 +215,16 @@ class Flows:
             outcome = spec.outcome(result.value, result.error)
             self.calls.called(spec.name, outcome.kind, result.duration_ms)
             # the channel's state outlives the row: its note keeps no hidden value
-            said = self.alerts.redaction.scrub_text(outcome.error, sub.payload)
+            said = self.alerts.redaction.scrub_text(
+                self._unquoted_text(outcome.error, sub), sub.payload
+            )
             seen = self.gates.seen(spec, replace(outcome, error=said))
             if seen.news:  # the provider asked the channel to wait, or is down, or is up again
                 yield StoreOp(self.gates.tell, (spec.name, seen))
             # The call started: its settle counts it, as the row's next attempt, unless
             # the provider is down (then it is the provider's failure, not the row's).
             attempt = sub.attempts + 1 if seen.counted else max(sub.attempts, 1)
-            decided = decide_attempt(attempt, outcome, spec.policy)
+            decided = self._unquoted(decide_attempt(attempt, outcome, spec.policy), sub)
             settle = Settle.of(sub, self.actor, decided, result.duration_ms)
             after = yield from self._apply(settle if seen.counted else settle.uncounted())
             span.attempted(
@@ -319,6 +328,25 @@ class Flows:
         and the row is theirs."""
         released = yield from self._apply(Move.release(sub.id, sub.locked_by or "", detail))
         return released or (yield from self._reread(sub))
+
+    def _unquoted(self, decided: AttemptDecision, sub: Submission) -> AttemptDecision:
+        """The decision with its error, and its alert's text, quoting no value of an
+        encrypted payload."""
+        if not decided.last_error or self.store.sealing.codec is None:
+            return decided
+        alert = decided.alert
+        if alert is not None:
+            alert = replace(alert, message=self._unquoted_text(alert.message, sub) or "")
+        return replace(
+            decided, last_error=self._unquoted_text(decided.last_error, sub), alert=alert
+        )
+
+    def _unquoted_text(self, text: str | None, sub: Submission) -> str | None:
+        """A provider's error, where the ledger encrypts payloads, with each value of the
+        row's payload it quotes replaced by `QUOTED`: it is stored in clear."""
+        if not text or self.store.sealing.codec is None:
+            return text
+        return Scrubber([sub.payload], marker=QUOTED)(text)
 
     def _give_back_unreadable(self, sub: Submission) -> Flow:
         """A held row whose payload no key here opens (a `SealedPayload`) is never sent:
