@@ -158,9 +158,10 @@ def test_a_row_whose_key_is_missing_reads_as_a_slip_and_is_never_sent(
         with pytest.raises(denpyo.InvalidInput, match="cannot send this payload again"):
             op.resolve_resend(ledger, sub.id, note="as it was", force_in_doubt=True)
 
-    sql(f"UPDATE denpyo_submissions SET next_attempt_at = {DUE_NOW[backend]}")
-    with opened(db_url, [KEY_B, KEY_A], provider) as ledger:  # the key is back
-        assert ledger.work(until_idle=True).outcomes == {"synced": 1}
+    with opened(db_url, [KEY_B], provider) as ledger:  # a worker without the key
+        assert ledger.work(until_idle=True).attempted == 0  # its next look is 20 min away
+    with opened(db_url, [KEY_B, KEY_A], provider) as ledger:  # the key is back:
+        assert ledger.work(until_idle=True).outcomes == {"synced": 1}  # sent at once
         synced = ledger.get_by_id(sub.id)
         assert synced is not None and synced.status is Status.SYNCED
     assert [effect["payload"] for effect in provider.accepted()] == [{"to": "ada@example.com"}]

@@ -17,6 +17,21 @@ UNREADABLE_RETRY_MAX = 86_400.0
 (its attempt and its release); a row waiting years for its key adds two a day."""
 
 
+NOT_SENT = "not sent: "
+"""How the last error of a row given back unsent begins."""
+
+
+def missing_key(kid: str) -> str:
+    """What a row whose payload no key here opens is missing (`SealedPayload.why`)."""
+    return f"its payload is encrypted with key {kid}, which is not configured here"
+
+
+def waiting_for_key(kid: str) -> str:
+    """How the last error of a row given back for want of key `kid` begins: what a
+    worker that has the key looks for, to send such rows at once (`payload_wake`)."""
+    return NOT_SENT + missing_key(kid)
+
+
 def unreadable_retry_in(looks: int) -> float:
     """Seconds to the next look at a row found unreadable `looks` times in a row
     (1 the first time): 10 minutes, doubling at each look, up to a day."""
@@ -68,8 +83,8 @@ class SealedPayload(str):
         """A sentence for an error or an alert: what is missing, and what to do."""
         if self.reason == NOT_AVAILABLE:
             return (
-                f"its payload is encrypted with key {self.kid}, which is not configured "
-                "here: add that key to DENPYO_PAYLOAD_KEYS (or the ledger's payload_key)"
+                f"{missing_key(self.kid)}: add that key to DENPYO_PAYLOAD_KEYS (or the "
+                "ledger's payload_key)"
             )
         return (
             f"its payload, encrypted with key {self.kid}, does not open for this row "

@@ -32,7 +32,7 @@ from denpyo.domain.policy import (
     decide_in_doubt,
     resend_in_window,
 )
-from denpyo.domain.sealed import QUOTED, SealedPayload, unreadable_retry_in
+from denpyo.domain.sealed import NOT_SENT, QUOTED, SealedPayload, unreadable_retry_in
 from denpyo.domain.settings import DEFAULT_POLL_INTERVAL
 from denpyo.domain.status import FINAL, ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
@@ -359,7 +359,7 @@ class Flows:
         look, an INFO line. A key configured again sends the row at its next look."""
         payload = sub.payload
         assert isinstance(payload, SealedPayload)
-        why = f"not sent: {payload.why()}"
+        why = NOT_SENT + payload.why()
         first = sub.last_error != why
         looks = 1
         if not first:  # the earlier looks are the releases that said so

@@ -44,6 +44,7 @@ from denpyo.domain.channel_state import Mode
 from denpyo.domain.holders import actor_of, by_actor
 from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Change, Move, Settle
+from denpyo.domain.sealed import waiting_for_key
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE,
@@ -237,6 +238,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         await self._tell_holdings()
         await self._check_durability()
+        await self._wake_for_keys()
         with contextlib.suppress(Exception):  # read again at the first poll if it failed
             await self.runner.in_db(self.gates.refresh)  # no call of a paused channel
         doubt_checked = float("-inf")
@@ -469,6 +471,29 @@ class Worker:
                 held.rows, held.channel, visible(actor_of(held.holder)), gone,
                 max(held.ends_in[1], 0.0),
             )  # fmt: skip
+
+    async def _wake_for_keys(self) -> None:
+        """Send at once, as the worker starts, the rows of its channels that were given
+        back for want of a payload key it has: they are looked at less and less often
+        (up to once a day), and whoever configured the key again and restarted the
+        workers should not wait for their next look."""
+        kids = self.ledger.store.sealing.kids() if self.sends else ()
+        if not kids:
+            return
+        prefixes = [waiting_for_key(kid) for kid in kids]
+        for spec in list(self.ledger.channels.values()):
+            try:
+                woken = await self.runner.in_db(
+                    self.ledger.store.wake_for_keys, spec.name, prefixes
+                )
+            except Exception as exc:  # only a head start: their next look sends them
+                log.warning("cannot look for rows waiting for a payload key: %s", exc)
+                return
+            if woken:
+                log.info(
+                    "%d rows of %s waited for a payload key this worker has: sent now",
+                    woken, spec.name,
+                )  # fmt: skip
 
     async def _check_durability(self) -> None:
         """Say, as the worker starts, when a commit acknowledged to it could still be

@@ -47,10 +47,11 @@ class Reseal:
 
 
 class PayloadKeys(ConnectionModes, Rows, Params):
-    """`payload_batch` and `reseal`, over the named queries under `-- Payload keys`."""
+    """`payload_batch`, `reseal` and `wake_for_keys`, over the named queries under
+    `-- Payload keys`."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {"payload_batch", "payload_lock", "payload_reseal"}
+        {"payload_batch", "payload_lock", "payload_reseal", "payload_wake"}
     )
 
     def payload_batch(
@@ -80,6 +81,13 @@ class PayloadKeys(ConnectionModes, Rows, Params):
             ]
         busy = [change.id for change in changes if change.id not in locked]
         return written, busy
+
+    def wake_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
+        with self.transaction() as tx:
+            return sum(
+                tx.execute("payload_wake", {"channel": channel, "pattern": prefix + "%"})
+                for prefix in prefixes
+            )
 
 
 def _text(value: Any) -> str:

@@ -152,6 +152,12 @@ class Sealing:
     def __init__(self, codec: PayloadCodec | None = None) -> None:
         self.codec = codec
 
+    def kids(self) -> tuple[str, ...]:
+        """The ids of the keys that open payloads here (none: payloads in clear)."""
+        if self.codec is None:
+            return ()
+        return tuple(getattr(self.codec, "kids", None) or (self.codec.kid,))
+
     def stored(self, new: NewSubmission) -> str:
         """The payload column's value for a new row: its JSON text, sealed where the
         ledger has keys."""

@@ -1109,6 +1109,12 @@ WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id
 FOR UPDATE SKIP LOCKED;
 
+-- payload_wake: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index (denpyo_submissions_ready), not the table
+UPDATE denpyo_submissions SET next_attempt_at = now()
+WHERE channel = %(channel)s::text AND status = 'requesting' AND locked_until IS NULL
+  AND next_attempt_at > now()
+  AND resolution IS NULL AND last_error LIKE %(pattern)s::text;
+
 -- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set; jsonb compares by value)
 UPDATE denpyo_submissions SET payload = %(new)s::jsonb
 WHERE id = %(id)s::bigint AND payload = %(old)s::jsonb;

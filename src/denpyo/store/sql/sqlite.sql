@@ -773,5 +773,11 @@ LIMIT :limit;
 -- payload_lock: which of a batch's rows (ids: a JSON array) this transaction may rewrite: all that are still there (BEGIN IMMEDIATE holds the write lock already)
 SELECT id FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- payload_wake: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index, not the table
+UPDATE denpyo_submissions SET next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE channel = :channel AND status = 'requesting' AND locked_until IS NULL
+  AND next_attempt_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
+  AND resolution IS NULL AND last_error LIKE :pattern;
+
 -- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set)
 UPDATE denpyo_submissions SET payload = :new WHERE id = :id AND payload = :old;
