@@ -134,6 +134,9 @@ class Flows:
         self.store = store
         self.alerts = alerts
         self.actor = actor
+        # Payloads encrypted at rest: a provider's error must not give their values back.
+        sealing = getattr(store, "sealing", None)  # (a store without it keeps them in clear)
+        self.seals = sealing is not None and sealing.codec is not None
         # Calls made in the caller's request (`submit`): their spans are children of
         # the caller's current span; a worker's, of the context the row kept.
         self.inline = inline
@@ -332,7 +335,7 @@ class Flows:
     def _unquoted(self, decided: AttemptDecision, sub: Submission) -> AttemptDecision:
         """The decision with its error, and its alert's text, quoting no value of an
         encrypted payload."""
-        if not decided.last_error or self.store.sealing.codec is None:
+        if not decided.last_error or not self.seals:
             return decided
         alert = decided.alert
         if alert is not None:
@@ -344,7 +347,7 @@ class Flows:
     def _unquoted_text(self, text: str | None, sub: Submission) -> str | None:
         """A provider's error, where the ledger encrypts payloads, with each value of the
         row's payload it quotes replaced by `QUOTED`: it is stored in clear."""
-        if not text or self.store.sealing.codec is None:
+        if not text or not self.seals:
             return text
         return Scrubber([sub.payload], marker=QUOTED)(text)
 
