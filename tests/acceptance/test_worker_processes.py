@@ -326,7 +326,8 @@ def test_a_worker_killed_mid_run_counts_as_attempts_exactly_the_calls_the_provid
         second = Supervised(args, env)
         wait_until(lambda: synced(sql) == total, "every row synced", second)
         assert second.stop(signal.SIGTERM) == 0, second.stderr
-        assert "(its process is gone); their leases end in" in second.stderr, second.stderr
+        # Its start-up line about the dead worker's rows shows only while their leases
+        # run (status, show and list said so above); on a slow machine they may be over.
         assert "reconcile pass" in second.stderr, second.stderr
         assert_each_call_once(provider, total)
         requests = provider.accepted_keys()
