@@ -360,7 +360,7 @@ class Flows:
         error says why. The first time the row is found so (its last error said
         something else), one `payload_unreadable` alert, logged as a WARNING; each later
         look, an INFO line. A key configured again sends the row at its next look, or
-        at once from a worker that starts with it (`Worker._wake_for_keys`)."""
+        at once from a worker that starts with it (`Worker._due_for_keys`)."""
         payload = sub.payload
         assert isinstance(payload, SealedPayload)
         why = NOT_SENT + payload.why()

@@ -238,7 +238,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         await self._tell_holdings()
         await self._check_durability()
-        await self._wake_for_keys()
+        await self._due_for_keys()
         with contextlib.suppress(Exception):  # read again at the first poll if it failed
             await self.runner.in_db(self.gates.refresh)  # no call of a paused channel
         doubt_checked = float("-inf")
@@ -472,7 +472,7 @@ class Worker:
                 max(held.ends_in[1], 0.0),
             )  # fmt: skip
 
-    async def _wake_for_keys(self) -> None:
+    async def _due_for_keys(self) -> None:
         """Send at once, as the worker starts, the rows of its channels that were given
         back for want of a payload key it has: they are looked at less and less often
         (up to once a day), and whoever configured the key again and restarted the
@@ -483,9 +483,7 @@ class Worker:
         prefixes = [waiting_for_key(kid) for kid in kids]
         for spec in list(self.ledger.channels.values()):
             try:
-                woken = await self.runner.in_db(
-                    self.ledger.store.wake_for_keys, spec.name, prefixes
-                )
+                woken = await self.runner.in_db(self.ledger.store.due_for_keys, spec.name, prefixes)
             except Exception as exc:  # only a head start: their next look sends them
                 log.warning("cannot look for rows waiting for a payload key: %s", exc)
                 return

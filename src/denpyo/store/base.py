@@ -622,7 +622,7 @@ class Store(ABC):
         Returns (the ids written, the ids skipped as locked or gone)."""
 
     @abstractmethod
-    def wake_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
+    def due_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
         """Make due now the rows of `channel` given back unsent, not yet due, whose last
         error begins with one of `prefixes` (`waiting_for_key`): rows that waited for
         a payload key this process has. Returns how many."""

@@ -47,11 +47,11 @@ class Reseal:
 
 
 class PayloadKeys(ConnectionModes, Rows, Params):
-    """`payload_batch`, `reseal` and `wake_for_keys`, over the named queries under
+    """`payload_batch`, `reseal` and `due_for_keys`, over the named queries under
     `-- Payload keys`."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {"payload_batch", "payload_lock", "payload_reseal", "payload_wake"}
+        {"payload_batch", "payload_lock", "payload_reseal", "payload_due_now"}
     )
 
     def payload_batch(
@@ -82,10 +82,10 @@ class PayloadKeys(ConnectionModes, Rows, Params):
         busy = [change.id for change in changes if change.id not in locked]
         return written, busy
 
-    def wake_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
+    def due_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
         with self.transaction() as tx:
             return sum(
-                tx.execute("payload_wake", {"channel": channel, "pattern": prefix + "%"})
+                tx.execute("payload_due_now", {"channel": channel, "pattern": prefix + "%"})
                 for prefix in prefixes
             )
 

@@ -118,6 +118,8 @@ def forget(
     from denpyo.engine.operator._act import check_note
 
     text = check_note(note, "forgetting")
+    if not lease > 0:
+        raise InvalidInput("a forget needs a lease above 0 seconds")
     if (ref is None or ref == "") == (where is None):
         raise InvalidInput(
             "name the call to forget (CHANNEL:KEY) or the person (--where FIELD=VALUE): one"

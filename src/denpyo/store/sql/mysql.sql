@@ -848,7 +848,7 @@ LIMIT %(limit)s;
 -- payload_lock: which of a batch's rows this transaction may rewrite; a row another transaction has locked (a claim or a settle in flight) is skipped, never waited for
 SELECT id FROM denpyo_submissions WHERE id IN %(ids)s ORDER BY id FOR UPDATE SKIP LOCKED;
 
--- payload_wake: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now
+-- payload_due_now: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now
 UPDATE denpyo_submissions SET next_attempt_at = UTC_TIMESTAMP(6)
 WHERE channel = %(channel)s AND status = 'requesting' AND locked_until IS NULL
   AND next_attempt_at > UTC_TIMESTAMP(6)

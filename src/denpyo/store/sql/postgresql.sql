@@ -1109,7 +1109,7 @@ WHERE id = ANY(%(ids)s::bigint[])
 ORDER BY id
 FOR UPDATE SKIP LOCKED;
 
--- payload_wake: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index (denpyo_submissions_ready), not the table
+-- payload_due_now: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index (denpyo_submissions_ready), not the table
 UPDATE denpyo_submissions SET next_attempt_at = now()
 WHERE channel = %(channel)s::text AND status = 'requesting' AND locked_until IS NULL
   AND next_attempt_at > now()

@@ -773,7 +773,7 @@ LIMIT :limit;
 -- payload_lock: which of a batch's rows (ids: a JSON array) this transaction may rewrite: all that are still there (BEGIN IMMEDIATE holds the write lock already)
 SELECT id FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
 
--- payload_wake: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index, not the table
+-- payload_due_now: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index, not the table
 UPDATE denpyo_submissions SET next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND status = 'requesting' AND locked_until IS NULL
   AND next_attempt_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
