@@ -47,10 +47,11 @@ reads the same AWS environment, and it writes Parquet without a Python file laye
 Forgetting (`denpyo forget`): `rows` and `rows_of` read the archived copies of rows
 (a row may have more than one: see engine/archiving.py), and `forget` rewrites each
 file that holds one of them, whole, with its payload `null`, its last error empty
-and the texts quoting it scrubbed (its events' details, its resolution): written as
-any file is (under a temporary name, then renamed; on S3 a new object), and read
-back as `verify` reads a batch before anything else is done. The archive keeps no
-manifest or checksum of its own beside the files.
+and the texts that may quote it (its events' details, its resolution) replaced
+whole by `[forgotten]`: written as any file is (under a temporary name, then
+renamed; on S3 a new object), and read back as `verify` reads a batch before
+anything else is done. The archive keeps no manifest or checksum of its own beside
+the files.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from denpyo.archive.targets import parse_target, reason, redact, shown
+from denpyo.domain.forgetting import replaced
 from denpyo.domain.sealed import SEALED
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ArchiveError, InvalidInput
@@ -320,24 +322,22 @@ class Archive:
             for copy in self._copies(path, ids=wanted)
         ]
 
-    def forget(self, copies: Sequence[ArchivedRow], scrub: Callable[[str], str]) -> int:
+    def forget(self, copies: Sequence[ArchivedRow]) -> int:
         """Rewrite every file of these copies' folders that holds one of their rows (or
-        events): payload `null`, last error empty, resolution and event details through
-        `scrub`. Each file is written whole under its own name and read back before the
-        next. Returns how many files were rewritten; ArchiveError at the first that
-        cannot be."""
+        events): payload `null`, last error empty, resolution and event details
+        replaced whole by `[forgotten]` (`replaced`). Each file is written whole under
+        its own name and read back before the next. Returns how many files were
+        rewritten; ArchiveError at the first that cannot be."""
         ids = {copy.id for copy in copies}
         folders = sorted({copy.path.rpartition("/")[0].partition("/")[2] for copy in copies})
         rewritten = 0
         for folder in folders:
             for table, column in (("submissions", "id"), ("events", "submission_id")):
                 for path in self._files(f"{table}/{folder}"):
-                    rewritten += self._forget_in(table, path, column, ids, scrub)
+                    rewritten += self._forget_in(table, path, column, ids)
         return rewritten
 
-    def _forget_in(
-        self, table: str, path: str, column: str, ids: set[int], scrub: Callable[[str], str]
-    ) -> int:
+    def _forget_in(self, table: str, path: str, column: str, ids: set[int]) -> int:
         """One file, rewritten if it holds one of `ids` (1), else left alone (0)."""
         pa = self._pa
         data = self._read(path)
@@ -348,10 +348,10 @@ class Archive:
             changes: dict[str, Callable[[Any], Any]] = {
                 "payload": lambda value: "null",
                 "last_error": lambda value: None,
-                "resolution": lambda value: None if value is None else scrub(value),
+                "resolution": replaced,
             }
         else:
-            changes = {"detail": lambda value: None if value is None else scrub(value)}
+            changes = {"detail": replaced}
         for name, change in changes.items():
             index = data.schema.get_field_index(name)
             values = [

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from denpyo.domain.rules import label
 from denpyo.domain.sealed import SEALED, SealedPayload
@@ -111,9 +112,13 @@ def strings_of(payload: Any) -> Iterator[str]:
 
 
 class Scrubber:
-    """Replaces every quoted value (`quoted`) in a text by `marker` (`FORGOTTEN`), the
-    longest first where two overlap, as written or as JSON escapes it (`\u00e9`,
-    `\"`): one pass of one pattern per text. A text scrubbed already stays as it is."""
+    """Replaces every quoted value (`quoted`) in a text by `marker` (`FORGOTTEN`), in
+    every spelling a provider or a person may quote it in: as written, in any case,
+    as JSON escapes it (`\u00e9`, `\"`) and as a URL encodes it (`ann%40example.com`,
+    `ann+b%40example.com`), the longest first where two overlap: one pass of one
+    pattern per text. A text scrubbed already stays as it is. The one scrubbing of
+    values in texts: forgetting, a provider's error where payloads are encrypted
+    (`QUOTED`), a person's note, and redaction (`REDACTED`) all go through it."""
 
     def __init__(
         self, payloads: Iterable[Any], also: Iterable[str] = (), *, marker: str = FORGOTTEN
@@ -123,15 +128,14 @@ class Scrubber:
         found = {text for text in found if len(text) >= MIN_QUOTED}
         found.update(text for text in also if text)
         self.quoted = frozenset(found)
-        escaped = {json.dumps(text)[1:-1] for text in found}  # \u00e9, \", \n
-        escaped |= {json.dumps(text, ensure_ascii=False)[1:-1] for text in found}
-        ordered = sorted(found | escaped, key=lambda text: (-len(text), text))
+        forms = {form for text in found for form in spellings(text)}
+        ordered = sorted(forms, key=lambda text: (-len(text), text))
         # The marker first: text scrubbed already is left as it is.
         alternatives = [re.escape(marker), *map(re.escape, ordered)]
-        self._pattern = re.compile("|".join(alternatives)) if ordered else None
+        self._pattern = re.compile("|".join(alternatives), re.IGNORECASE) if ordered else None
 
     def __call__(self, text: str) -> str:
-        """`text` with each quoted value, as written or as JSON escapes it, replaced."""
+        """`text` with each quoted value, in any of its spellings, replaced."""
         if self._pattern is None:
             return text
         return self._pattern.sub(self.marker, text)
@@ -150,6 +154,27 @@ class Scrubber:
         if isinstance(value, list | tuple):
             return [self.value(item) for item in value]
         return value
+
+
+def spellings(text: str) -> set[str]:
+    """The ways a text may be quoted (matched in any case): as written, as JSON writes
+    it inside quotes (escaped, and ASCII-only), and URL-encoded (in a path, a query,
+    or a form)."""
+    return {
+        text,
+        json.dumps(text)[1:-1],  # \u00e9, \", \n
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        quote(text, safe=""),
+        quote(text),
+        quote_plus(text),
+    }
+
+
+def replaced(text: str | None) -> str | None:
+    """What `forget` keeps of a text about a forgotten row (an error, an event's detail,
+    a resolution, a note): `FORGOTTEN` in its place, whatever it said. A text is never
+    searched for what it quoted (a provider may spell a value in ways no search knows)."""
+    return None if text is None else FORGOTTEN
 
 
 def is_open(sub: Submission, now: datetime) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, overload
 
 from denpyo.domain.alert import Alert
+from denpyo.domain.forgetting import Scrubber
 from denpyo.domain.submission import Event, Submission
 from denpyo.errors import ConfigurationError, InvalidInput
 
@@ -153,17 +154,11 @@ class Redaction:
     def scrub_text(self, text: None, payload: Any) -> None: ...
     def scrub_text(self, text: str | None, payload: Any) -> str | None:
         """`text` (an error, a note, an event's detail, an alert) with each hidden value
-        of `payload` replaced by REDACTED, as it is and as JSON escapes it (a provider
-        may quote the body it was sent)."""
+        of `payload` replaced by REDACTED, in every spelling `Scrubber` knows (a
+        provider may quote the body it was sent, or the URL)."""
         if not text or not self.names:
             return text
-        forms = {form for value in self.hidden_values(payload) for form in _written_forms(value)}
-        if not forms:
-            return text
-        # One pass, longest first: a value inside a longer one, or inside REDACTED
-        # itself, is not replaced a second time.
-        pattern = "|".join(re.escape(form) for form in sorted(forms, key=len, reverse=True))
-        return re.sub(pattern, REDACTED, text)
+        return Scrubber((), self.hidden_values(payload), marker=REDACTED)(text)
 
     def submission(self, sub: Submission) -> Submission:
         """The row as anyone but its channel sees it: its payload redacted, its last
@@ -217,12 +212,3 @@ def _checked(names: Iterable[str]) -> Iterator[str]:
         if not normalized:
             raise InvalidInput(f"{name!r} is no field name to redact: it is all separators")
         yield normalized
-
-
-def _written_forms(value: str) -> set[str]:
-    """`value`, and as JSON writes it inside quotes (escaped, and ASCII-only)."""
-    return {
-        value,
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        json.dumps(value)[1:-1],
-    }

@@ -27,6 +27,7 @@ from denpyo.domain.limits import check_same_call
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.policy import (
     AttemptDecision,
+    DoubtDecision,
     Next,
     decide_attempt,
     decide_in_doubt,
@@ -208,7 +209,9 @@ class Flows:
         span (engine/tracing.py) is told the outcome, and ends however the flow ends."""
         if isinstance(sub.payload, SealedPayload):  # no key here opens it: never sent
             return (yield from self._give_back_unreadable(sub))
-        span = tracing.attempt_span(spec.name, sub, inline=self.inline)
+        span = tracing.attempt_span(
+            spec.name, sub, inline=self.inline, told=lambda text: self.told(text, sub)
+        )
         try:
             # A crash during the call leaves the row `requesting` under this lease.
             result: CallResult = yield Call(spec, sub, span)
@@ -218,9 +221,7 @@ class Flows:
             outcome = spec.outcome(result.value, result.error)
             self.calls.called(spec.name, outcome.kind, result.duration_ms)
             # the channel's state outlives the row: its note keeps no hidden value
-            said = self.alerts.redaction.scrub_text(
-                self._unquoted_text(outcome.error, sub), sub.payload
-            )
+            said = None if outcome.error is None else self.told(outcome.error, sub)
             seen = self.gates.seen(spec, replace(outcome, error=said))
             if seen.news:  # the provider asked the channel to wait, or is down, or is up again
                 yield StoreOp(self.gates.tell, (spec.name, seen))
@@ -230,9 +231,7 @@ class Flows:
             decided = self._unquoted(decide_attempt(attempt, outcome, spec.policy), sub)
             settle = Settle.of(sub, self.actor, decided, result.duration_ms)
             after = yield from self._apply(settle if seen.counted else settle.uncounted())
-            span.attempted(
-                attempt, decided, after, result.error, self.alerts.redaction, sub.payload
-            )
+            span.attempted(attempt, decided, after, result.error)
             if after is None:
                 with span.current():  # the line carries the attempt's trace
                     log.warning(
@@ -254,7 +253,9 @@ class Flows:
         history line and one alert per state, however often it is asked). Its span is
         told the verdict and the decision, and ends however the flow ends."""
         asks = spec.verify is not None
-        span = tracing.verify_span(spec.name, sub, inline=self.inline, asks=asks)
+        span = tracing.verify_span(
+            spec.name, sub, inline=self.inline, asks=asks, told=lambda text: self.told(text, sub)
+        )
         try:
             verdict: Verdict | None = None
             if spec.verify is not None:
@@ -273,12 +274,15 @@ class Flows:
                     history.first_attempt_at, now, spec.idempotency_window, spec.lease
                 )
             )
-            decision = decide_in_doubt(
-                history.tries,
-                verdict,
-                spec.policy,
-                window_closed=window_closed,
-                held_for=history.held_for,
+            decision = self._unquoted_doubt(
+                decide_in_doubt(
+                    history.tries,
+                    verdict,
+                    spec.policy,
+                    window_closed=window_closed,
+                    held_for=history.held_for,
+                ),
+                sub,
             )
             span.verified(verdict, decision)
             if decision.next is Next.RESEND:
@@ -343,6 +347,22 @@ class Flows:
         return replace(
             decided, last_error=self._unquoted_text(decided.last_error, sub), alert=alert
         )
+
+    def _unquoted_doubt(self, decided: DoubtDecision, sub: Submission) -> DoubtDecision:
+        """A decision on a row in doubt with its note, and its alert's text, quoting no
+        value of an encrypted payload (a verify's error may quote it)."""
+        if not self.seals:
+            return decided
+        alert = decided.alert
+        if alert is not None:
+            alert = replace(alert, message=self._unquoted_text(alert.message, sub) or "")
+        return replace(decided, note=self._unquoted_text(decided.note, sub) or "", alert=alert)
+
+    def told(self, text: str, sub: Submission) -> str:
+        """A text derived from a row's error as it leaves the ledger (a span, the
+        channel's state): unquoted as the stored error is, and its hidden values
+        redacted."""
+        return self.alerts.redaction.scrub_text(self._unquoted_text(text, sub) or "", sub.payload)
 
     def _unquoted_text(self, text: str | None, sub: Submission) -> str | None:
         """A provider's error, where the ledger encrypts payloads, with each value of the

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable, MutableMapping
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import Token
@@ -38,7 +39,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from denpyo.domain.policy import AttemptDecision, DoubtDecision, Next
-from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
@@ -172,13 +172,11 @@ class RowSpan:
         decided: AttemptDecision,
         after: Submission | None,
         error: BaseException | None,
-        redaction: Redaction,
-        payload: Any,
     ) -> None:
         """The attempt's outcome: `decided`, settled as `after` (None: the lease was
         lost meanwhile); `error`: what the channel raised. Its text goes to the span
-        through `redaction` (a provider's error may quote the payload's hidden
-        values), with the exception's type but not its traceback."""
+        through the span's `told` (a provider's error may quote the payload), with the
+        exception's type but not its traceback."""
 
     def not_sent(self, why: str) -> None:
         """The call never started (its lease ran out first): the row was given back."""
@@ -190,24 +188,36 @@ class RowSpan:
 NO_SPAN = RowSpan()
 
 
-def attempt_span(channel: str, sub: Submission, *, inline: bool) -> RowSpan:
+Told = Callable[[str], str]
+"""What a text derived from an error goes through before a span keeps it: the flow's
+`Flows.told` (the row's encrypted values unquoted, its hidden values redacted), as
+the stored error does."""
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def attempt_span(channel: str, sub: Submission, *, inline: bool, told: Told = _as_is) -> RowSpan:
     """`denpyo.attempt <channel>`, kind CLIENT, for a row about to be sent (see
     `_start`)."""
     if not ENABLED:
         return NO_SPAN
-    return _start(f"denpyo.attempt {channel}", trace.SpanKind.CLIENT, sub, inline)
+    return _start(f"denpyo.attempt {channel}", trace.SpanKind.CLIENT, sub, inline, told)
 
 
-def verify_span(channel: str, sub: Submission, *, inline: bool, asks: bool) -> RowSpan:
+def verify_span(
+    channel: str, sub: Submission, *, inline: bool, asks: bool, told: Told = _as_is
+) -> RowSpan:
     """`denpyo.verify <channel>` for a row in doubt: kind CLIENT when it asks the
     provider (`asks`: the channel has a verify), INTERNAL when it decides alone."""
     if not ENABLED:
         return NO_SPAN
     kind = trace.SpanKind.CLIENT if asks else trace.SpanKind.INTERNAL
-    return _start(f"denpyo.verify {channel}", kind, sub, inline)
+    return _start(f"denpyo.verify {channel}", kind, sub, inline, told)
 
 
-def _start(name: str, kind: trace.SpanKind, sub: Submission, inline: bool) -> RowSpan:
+def _start(name: str, kind: trace.SpanKind, sub: Submission, inline: bool, told: Told) -> RowSpan:
     """A row's span. Its parent: for a call made in the caller's request (`inline`,
     `submit`), the caller's current span; for a worker's, the context the row kept
     (so the request that wrote the row and the call are one trace), else none. A
@@ -228,22 +238,34 @@ def _start(name: str, kind: trace.SpanKind, sub: Submission, inline: bool) -> Ro
                 "denpyo.key": sub.key,
             }
         )
-    return _LiveSpan(span)
+    return _LiveSpan(span, told)
 
 
 class _LiveSpan(RowSpan):
-    __slots__ = ("span",)
+    __slots__ = ("span", "told")
 
-    def __init__(self, span: trace.Span) -> None:
+    def __init__(self, span: trace.Span, told: Told) -> None:
         self.span = span
+        self.told = told
 
     def current(self) -> AbstractContextManager[None]:
         return _Current(self.span)
 
     def failed(self, exc: Exception) -> None:
         if self.span.is_recording():
-            self.span.record_exception(exc)
-            self.span.set_status(trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            # As `record_exception`, but every text through `told`: its message and the
+            # traceback's last line may quote the payload.
+            stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.span.add_event(
+                "exception",
+                {
+                    "exception.type": type(exc).__qualname__,
+                    "exception.message": self.told(str(exc)),
+                    "exception.stacktrace": self.told(stack),
+                    "exception.escaped": "False",
+                },
+            )
+            self.span.set_status(trace.StatusCode.ERROR, self.told(f"{type(exc).__name__}: {exc}"))
 
     def end(self) -> None:
         self.span.end()
@@ -254,8 +276,6 @@ class _LiveSpan(RowSpan):
         decided: AttemptDecision,
         after: Submission | None,
         error: BaseException | None,
-        redaction: Redaction,
-        payload: Any,
     ) -> None:
         span = self.span
         if not span.is_recording():
@@ -281,17 +301,18 @@ class _LiveSpan(RowSpan):
                 "exception",
                 {
                     "exception.type": type(error).__qualname__,
-                    "exception.message": redaction.scrub_text(str(error), payload),
+                    "exception.message": self.told(str(error)),
                 },
             )
         if decided.status is not Status.SYNCED:
-            span.set_status(
-                trace.StatusCode.ERROR, redaction.scrub_text(decided.last_error, payload)
-            )
+            said = decided.last_error
+            span.set_status(trace.StatusCode.ERROR, None if said is None else self.told(said))
 
     def not_sent(self, why: str) -> None:
         if self.span.is_recording():
-            self.span.set_attributes({"denpyo.outcome": "not_sent", "denpyo.not_sent": why})
+            self.span.set_attributes(
+                {"denpyo.outcome": "not_sent", "denpyo.not_sent": self.told(why)}
+            )
 
     def verified(self, verdict: Verdict | None, decision: DoubtDecision) -> None:
         span = self.span

@@ -2,15 +2,18 @@
 
 A batch of rows is forgotten in one transaction: the rows are locked, each one
 still closed has its payload set to JSON null, its last error cleared and its
-resolution scrubbed (a compare-and-set: a row open again meanwhile is skipped),
-and a `forgotten` event; the details of their events, and the texts of the action
-log about them (notes, decisions, parameters, dry runs, skip reasons), are
-scrubbed of the payloads' values; and the forget's own entry counts the batch,
-under its holder's lease (as a bulk action's batch: store/actions.py). Nothing
-here moves a status, so the running counts and the report stay as they were.
+resolution replaced by `[forgotten]` (a compare-and-set: a row open again
+meanwhile is skipped); the details of their events, and the texts of the action
+log about them (notes, decisions, a resend's corrected payload, skip reasons), are
+replaced whole by `[forgotten]` (`replaced`: never searched for what they quoted,
+which a provider may have spelled any way), the rest of the parameters and dry
+runs scrubbed of the payloads' values; then each row's `forgotten` event; and the
+forget's own entry counts the batch, under its holder's lease (as a bulk action's
+batch: store/actions.py). Nothing here moves a status, so the running counts and
+the report stay as they were.
 
 A removed row has no payload left in the table: its memory (denpyo_keys) is marked
-forgotten, its resolution scrubbed, and the action log with it; its archive files
+forgotten, its resolution replaced, and the action log with it; its archive files
 are the archive's business (denpyo/archive).
 
 The searches by a payload's field read the whole table (by primary key, a page at
@@ -26,8 +29,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from denpyo.domain.actions import ActionRecord, RowOutcome
-from denpyo.domain.forgetting import SEALED_PATH, Scrubber, Where
+from denpyo.domain.actions import ActionKind, ActionRecord, RowOutcome
+from denpyo.domain.forgetting import FORGOTTEN, SEALED_PATH, Scrubber, Where, replaced
 from denpyo.domain.submission import Submission
 from denpyo.store.base import Row, Tx
 from denpyo.store.connections import ConnectionModes
@@ -139,29 +142,31 @@ class Forgetting(ConnectionModes, Rows, Params):
             with self.transaction() as tx:
                 rows = tx.fetch_all("forget_lock", {"ids": self.id_list(ids)})
                 found = {sub.id: sub for sub in map(self.to_submission, rows)}
-                results = [self._forget_one(tx, sid, found.get(sid), scrub, actor, note)
-                           for sid in ids]  # fmt: skip
+                results = [self._forget_one(tx, sid, found.get(sid)) for sid in ids]
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
-                self._scrub_events(tx, done, scrub)
+                self._replace_events(tx, done)
                 self._scrub_action_log(tx, done, scrub, action_id)
+                for sid in done:  # after the details are replaced: the person's note stays
+                    sub = found[sid]
+                    event = {"submission_id": sid, "status": sub.status.value,
+                             "attempt": sub.attempts}  # fmt: skip
+                    tx.execute("forget_event_add", {**event, "actor": actor, "detail": note})
                 self._counted(tx, action_id, holder, lease, results)
                 return results
         except _Lost:
             return None
 
     def _forget_one(
-        self, tx: Tx, sid: int, sub: Submission | None, scrub: Scrubber, actor: str, note: str
+        self, tx: Tx, sid: int, sub: Submission | None
     ) -> tuple[int, RowOutcome, str | None]:
-        """One locked row: its payload erased (a compare-and-set on its being closed),
-        with its `forgotten` event; or why it is skipped."""
+        """One locked row: its payload erased (a compare-and-set on its being closed);
+        or why it is skipped."""
         if sub is None:
             return sid, RowOutcome.SKIPPED, NO_ROW
         if sub.forgotten_at is not None:
             return sid, RowOutcome.SKIPPED, FORGOTTEN_ALREADY
-        if not tx.execute("forget_payload", {"id": sid, "resolution": scrub.text(sub.resolution)}):
+        if not tx.execute("forget_payload", {"id": sid, "resolution": replaced(sub.resolution)}):
             return sid, RowOutcome.SKIPPED, OPEN_AGAIN
-        event = {"submission_id": sid, "status": sub.status.value, "attempt": sub.attempts}
-        tx.execute("forget_event_add", {**event, "actor": actor, "detail": note})
         return sid, RowOutcome.DONE, None
 
     def forget_kept(
@@ -175,7 +180,7 @@ class Forgetting(ConnectionModes, Rows, Params):
                 results: Outcomes = []
                 for sid in ids:
                     kept = self.kept_by_id(tx, sid)
-                    resolution = None if kept is None else scrub.text(kept.resolution)
+                    resolution = None if kept is None else replaced(kept.resolution)
                     if kept is None:
                         results.append((sid, RowOutcome.SKIPPED, NO_ROW))
                     elif tx.execute("forget_key", {"id": sid, "resolution": resolution}):
@@ -189,12 +194,12 @@ class Forgetting(ConnectionModes, Rows, Params):
         except _Lost:
             return None
 
-    def _scrub_events(self, tx: Tx, ids: Sequence[int], scrub: Scrubber) -> None:
-        """The rows' event details, each written back only where it quoted a value."""
+    def _replace_events(self, tx: Tx, ids: Sequence[int]) -> None:
+        """The rows' event details, each replaced whole by `FORGOTTEN`."""
         if not ids:
             return
         for row in tx.fetch_all("forget_event_details", {"ids": self.id_list(ids)}):
-            detail = scrub(row["detail"])
+            detail = replaced(row["detail"])
             if detail != row["detail"]:
                 params = {"id": row["id"], "submission_id": row["submission_id"]}
                 tx.execute("forget_event_scrub", {**params, "detail": detail})
@@ -203,22 +208,29 @@ class Forgetting(ConnectionModes, Rows, Params):
         self, tx: Tx, ids: Sequence[int], scrub: Scrubber, action_id: int
     ) -> None:
         """The action log's texts about the rows: every other action's note, decision
-        note, parameters (a resend's corrected payload) and dry run, and why an action
-        skipped one of them."""
+        note and a resend's corrected payload replaced (an earlier forget's note, scrubbed
+        when it was written, stays), its other parameters and dry run scrubbed, and why
+        an action skipped one of them replaced."""
         if not ids:
             return
         params = {"ids": self.id_list(ids), "action_id": action_id}
         for row in tx.fetch_all("forget_action_texts", params):
             given = json.loads(row["params"] or "{}")
             plan = None if row["plan"] is None else json.loads(row["plan"])
-            note, decision = scrub(row["note"]), scrub.text(row["decision_note"])
+            forget = row["kind"] == ActionKind.FORGET.value
+            note = scrub(row["note"]) if forget else FORGOTTEN
+            decision = (
+                scrub.text(row["decision_note"]) if forget else replaced(row["decision_note"])
+            )
             kept, planned = scrub.value(given), scrub.value(plan)
+            if "payload" in kept:
+                kept["payload"] = FORGOTTEN
             if (note, decision, kept, planned) != (row["note"], row["decision_note"], given, plan):
                 texts = {"note": note, "decision_note": decision, "params": _json(kept)}
                 texts["plan"] = None if planned is None else _json(planned)
                 tx.execute("forget_action_scrub", {**texts, "id": row["id"]})
         for row in tx.fetch_all("forget_action_reasons", {"ids": self.id_list(ids)}):
-            reason = scrub(row["reason"])
+            reason = replaced(row["reason"])
             if reason != row["reason"]:
                 key = {"action_id": row["action_id"], "submission_id": row["submission_id"]}
                 tx.execute("forget_action_reason_scrub", {**key, "reason": reason})

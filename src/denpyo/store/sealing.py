@@ -183,6 +183,15 @@ class Sealing:
             return self.open(value, channel, key)
         return value
 
+    def sealed(self, value: Any, channel: str, key: str) -> Any:
+        """A payload kept outside the row (a resend's corrected payload, in the action
+        log's parameters) as a JSON value: sealed for the row of `channel` and `key`
+        where the ledger has keys (`{"denpyo:sealed": token}`), else as it is.
+        `open_value` reads it back."""
+        if self.codec is None:
+            return value
+        return {SEALED: self.codec.seal(wire_body(value), associated_data(channel, key))}
+
     def at_rest(self, sub: Submission) -> Submission:
         """The row with its payload as the table keeps it (sealed with the current key
         where the ledger has keys; a payload that could not be opened, as it was

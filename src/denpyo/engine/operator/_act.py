@@ -22,7 +22,7 @@ from denpyo.domain.rules import Permit, label, sent_maybe
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
-from denpyo.engine.operator._actions import Requested, act, request_json
+from denpyo.engine.operator._actions import Requested, act, kept_entry, request_json
 from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
@@ -328,18 +328,18 @@ def resolve_resend(
         tracestate=sub.tracestate,
     )
     actor = operator_actor(by)
-    detail = f"resend of {label(sub)} by {actor}: {note}"
     params: dict[str, Any] = {"force_in_doubt": True} if force_in_doubt else {}
     if payload is not SAME_PAYLOAD:
         params["payload"] = body
     if sub.removed_at is not None:
+        note, kept = kept_entry(ledger, [sub], note, params)
         created, old = ledger.store.record_resend_of_removed(
             new,
             actor=actor,
-            detail=detail,
+            detail=f"resend of {label(sub)} by {actor}: {note}",
             old_id=sub.id,
             resolution=lambda new_id: f"resent as #{new_id} by {actor}: {note}",
-            log=NewAction(ActionKind.RESEND, Scope.ROWS, label(sub), actor, note, params=params),
+            log=NewAction(ActionKind.RESEND, Scope.ROWS, label(sub), actor, note, params=kept),
         )
         return Resolution("resend", old, created, from_status=sub.status)
 

@@ -34,9 +34,11 @@ from denpyo.domain.actions import (
     person_of,
 )
 from denpyo.domain.filters import Filter
+from denpyo.domain.forgetting import Scrubber
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
 from denpyo.domain.rules import label
+from denpyo.domain.sealed import QUOTED, SealedPayload
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._read import operator_actor
@@ -173,9 +175,11 @@ def _move_for(ledger: Ledger, record: ActionRecord, sub: Submission) -> Step:
 
     actor = record.actor
     force = bool(record.params.get("force_in_doubt"))
-    note = history_note(
-        record.note, record.id, record.approved_by, bulk=record.scope is Scope.FILTER
-    )
+    bulk = record.scope is Scope.FILTER
+    # A bulk action's note was written before its rows were known: each row's history
+    # keeps it unquoted of that row's values.
+    said = unquoted(ledger, record.note, [sub.payload]) if bulk else record.note
+    note = history_note(said, record.id, record.approved_by, bulk=bulk)
     if record.kind is ActionKind.RETRY:
         return _retry_move(sub, actor, note, force)
     if record.kind is ActionKind.ABANDON:
@@ -198,7 +202,7 @@ def _resend(
     rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force)
     if sub.removed_at is not None:
         raise InvalidInput(f"{label(sub)} was removed from the table: resend it alone")
-    body = record.params.get("payload", sub.payload)
+    body = corrected_payload(ledger, record, sub) if "payload" in record.params else sub.payload
     new = NewSubmission(
         channel=sub.channel,
         key=check_key(_free_resend_key(ledger, sub), "the resend's key"),
@@ -215,6 +219,43 @@ def _resend(
         return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
 
     return Resend(new, actor, f"resend of {label(sub)} by {actor}: {note}", replaced)
+
+
+def corrected_payload(ledger: Ledger, record: ActionRecord, sub: Submission) -> Any:
+    """A resend's corrected payload, as the action keeps it for its row (sealed where
+    the ledger has keys), opened; InvalidInput when no key configured here opens it."""
+    body = ledger.store.sealing.open_value(record.params["payload"], sub.channel, sub.key)
+    if isinstance(body, SealedPayload):
+        raise InvalidInput(f"the corrected payload of action #{record.id}: {body.why()}")
+    return body
+
+
+def kept_entry(
+    ledger: Ledger, subs: Sequence[Submission], note: str, params: dict[str, Any] | None
+) -> tuple[str, dict[str, Any] | None]:
+    """The note and parameters an action on these rows keeps in the action log. Where
+    the ledger encrypts payloads: the note with each value of the rows' payloads, and
+    of a resend's corrected payload, that it quotes replaced by `QUOTED` (as a
+    provider's error is); the corrected payload sealed for its row."""
+    sealing = ledger.store.sealing
+    if sealing.codec is None:
+        return note, params
+    given = dict(params or {})
+    payloads = [sub.payload for sub in subs]
+    if "payload" in given:
+        [sub] = subs  # a corrected payload is the payload of one row
+        payloads.append(given["payload"])
+        given["payload"] = sealing.sealed(given["payload"], sub.channel, sub.key)
+    return unquoted(ledger, note, payloads), given
+
+
+def unquoted(ledger: Ledger, text: str, payloads: Sequence[Any]) -> str:
+    """A person's text (a note, a decision) with each value of these payloads it
+    quotes, in any spelling, replaced by `QUOTED`, where the ledger encrypts
+    payloads: it is kept and shown in clear."""
+    if ledger.store.sealing.codec is None:
+        return text
+    return Scrubber(payloads, marker=QUOTED)(text)
 
 
 def _get(ledger: Ledger, action_id: int) -> ActionRecord:
@@ -245,6 +286,9 @@ def act(
     skipped with the reason; or, under a two-person rule (`approval`, else the
     ledger's), kept as a request (nothing else written) for a second person."""
     actor = operator_actor(by)
+    if ledger.store.sealing.codec is not None:
+        rows = [sub for sub in map(ledger.store.get, dict.fromkeys(ids)) if sub is not None]
+        note, params = kept_entry(ledger, rows, note, params)
     policy = approval or ledger.approval
     reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=bulk) if policy else None
     if reason is not None and policy is not None:
@@ -288,6 +332,12 @@ def decide(
     record = _get(ledger, action_id)
     if record.state is not ActionState.REQUESTED:
         raise InvalidInput(f"action #{action_id} is {record.state}, not waiting for a decision")
+    if record.scope is Scope.ROWS and ledger.store.sealing.codec is not None:
+        _, rows = ledger.store.pending_batch(action_id, after=0, limit=record.total + 1)
+        payloads = [sub.payload for sub in rows.values()]
+        if "payload" in record.params:
+            payloads += [corrected_payload(ledger, record, sub) for sub in rows.values()]
+        text = unquoted(ledger, text, payloads)
     if record.actor == approver:
         raise InvalidInput(
             f"action #{action_id} was asked by {record.person}: a second person decides it"

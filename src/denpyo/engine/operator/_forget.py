@@ -278,7 +278,7 @@ def _forget(
             )  # fmt: skip
             skipped += _skips(record, done)
         for url, copies in sorted(found.copies.items()):
-            files += _archive(url).forget(copies, scrub)
+            files += _archive(url).forget(copies)
         for part in _batches([sub.id for sub in kept], batch):
             done = store.forget_kept(
                 part, scrub=scrub, action_id=record.id, holder=holder, lease=lease

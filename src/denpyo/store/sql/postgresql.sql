@@ -1032,7 +1032,7 @@ SELECT *,
 FROM denpyo_submissions WHERE id = ANY(%(ids)s::bigint[])
 FOR UPDATE;
 
--- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution scrubbed; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
+-- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution replaced; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
 UPDATE denpyo_submissions
 SET payload = 'null'::jsonb, last_error = NULL, resolution = %(resolution)s::text,
     forgotten_at = now()
@@ -1045,35 +1045,35 @@ INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt,
 VALUES (%(submission_id)s::bigint, 'forgotten', %(status)s::text, %(status)s::text,
         %(attempt)s::int, %(actor)s::text, %(detail)s::text);
 
--- forget_event_details: the details of a batch's histories, to be scrubbed
+-- forget_event_details: the details of a batch's histories, to be replaced
 SELECT id, submission_id, detail FROM denpyo_events
 WHERE submission_id = ANY(%(ids)s::bigint[]) AND detail IS NOT NULL;
 
--- forget_event_scrub: one event's detail, scrubbed
+-- forget_event_scrub: one event's detail, replaced
 UPDATE denpyo_events SET detail = %(detail)s::text
 WHERE submission_id = %(submission_id)s::bigint AND id = %(id)s::bigint;
 
 -- forget_action_texts: the texts of the actions on a batch's rows but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
-SELECT id, note, decision_note, params, plan FROM denpyo_actions
+SELECT id, kind, note, decision_note, params, plan FROM denpyo_actions
 WHERE id <> %(action_id)s::bigint
   AND id IN (SELECT action_id FROM denpyo_action_rows
              WHERE submission_id = ANY(%(ids)s::bigint[]));
 
--- forget_action_scrub: one action's texts, scrubbed
+-- forget_action_scrub: one action's texts, replaced
 UPDATE denpyo_actions
 SET note = %(note)s::text, decision_note = %(decision_note)s::text,
     params = %(params)s::text, plan = %(plan)s::text
 WHERE id = %(id)s::bigint;
 
--- forget_action_reasons: why actions skipped a batch's rows, to be scrubbed
+-- forget_action_reasons: why actions skipped a batch's rows, to be replaced
 SELECT action_id, submission_id, reason FROM denpyo_action_rows
 WHERE submission_id = ANY(%(ids)s::bigint[]) AND reason IS NOT NULL;
 
--- forget_action_reason_scrub: why an action skipped one row, scrubbed
+-- forget_action_reason_scrub: why an action skipped one row, replaced
 UPDATE denpyo_action_rows SET reason = %(reason)s::text
 WHERE action_id = %(action_id)s::bigint AND submission_id = %(submission_id)s::bigint;
 
--- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution scrubbed; nothing when it was forgotten already (or, in the partitioned layout, the row is live)
+-- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution replaced; nothing when it was forgotten already (or, in the partitioned layout, the row is live)
 UPDATE denpyo_keys SET forgotten_at = now(), resolution = %(resolution)s::text
 WHERE submission_id = %(id)s::bigint AND removed_at IS NOT NULL AND forgotten_at IS NULL;
 

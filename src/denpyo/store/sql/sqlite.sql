@@ -702,7 +702,7 @@ SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
 
--- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution scrubbed; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
+-- forget_payload: erase a closed row's payload (JSON null) and last error, its resolution replaced; nothing when it is open again (requesting, due, or held) or forgotten already. Its status, counts and times stay
 UPDATE denpyo_submissions
 SET payload = 'null', last_error = NULL, resolution = :resolution,
     forgotten_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
@@ -714,33 +714,33 @@ WHERE id = :id AND forgotten_at IS NULL
 INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
 VALUES (:submission_id, 'forgotten', :status, :status, :attempt, :actor, :detail);
 
--- forget_event_details: the details of a batch's histories (ids: a JSON array), to be scrubbed
+-- forget_event_details: the details of a batch's histories (ids: a JSON array), to be replaced
 SELECT id, submission_id, detail FROM denpyo_events
 WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND detail IS NOT NULL;
 
--- forget_event_scrub: one event's detail, scrubbed
+-- forget_event_scrub: one event's detail, replaced
 UPDATE denpyo_events SET detail = :detail WHERE submission_id = :submission_id AND id = :id;
 
 -- forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
-SELECT id, note, decision_note, params, plan FROM denpyo_actions
+SELECT id, kind, note, decision_note, params, plan FROM denpyo_actions
 WHERE id <> :action_id
   AND id IN (SELECT action_id FROM denpyo_action_rows
              WHERE submission_id IN (SELECT value FROM json_each(:ids)));
 
--- forget_action_scrub: one action's texts, scrubbed
+-- forget_action_scrub: one action's texts, replaced
 UPDATE denpyo_actions
 SET note = :note, decision_note = :decision_note, params = :params, plan = :plan
 WHERE id = :id;
 
--- forget_action_reasons: why actions skipped a batch's rows (ids: a JSON array), to be scrubbed
+-- forget_action_reasons: why actions skipped a batch's rows (ids: a JSON array), to be replaced
 SELECT action_id, submission_id, reason FROM denpyo_action_rows
 WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND reason IS NOT NULL;
 
--- forget_action_reason_scrub: why an action skipped one row, scrubbed
+-- forget_action_reason_scrub: why an action skipped one row, replaced
 UPDATE denpyo_action_rows SET reason = :reason
 WHERE action_id = :action_id AND submission_id = :submission_id;
 
--- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution scrubbed; nothing when it was forgotten already
+-- forget_key: a removed row's memory forgotten now (its archive rewritten first), its resolution replaced; nothing when it was forgotten already
 UPDATE denpyo_keys
 SET forgotten_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), resolution = :resolution
 WHERE submission_id = :id AND removed_at IS NOT NULL AND forgotten_at IS NULL;
