@@ -521,6 +521,8 @@ CSV_COLUMNS = (
     "id", "created_at", "by", "kind", "target", "state", "note", "rows", "done", "skipped",
     "approver", "decided_at", "decision_note", "finished_at",
 )  # fmt: skip
+CORRECTED = "corrected (not shown)"
+"""What the action log shows of a resend's corrected payload: that there was one."""
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """A CSV cell starting with one of these is a formula to a spreadsheet: written with a
 leading apostrophe, so that a note cannot run anything on the auditor's machine."""
@@ -528,7 +530,7 @@ leading apostrophe, so that a note cannot run anything on the auditor's machine.
 
 def action_json(record: ActionRecord) -> dict[str, Any]:
     """An entry of the action log for scripts (`--json`) and the CSV export; a resend's
-    corrected payload stays out of it."""
+    corrected payload shows as `CORRECTED`, never its values."""
 
     def when(value: datetime | None) -> str | None:
         return value.isoformat() if value is not None else None
@@ -541,7 +543,7 @@ def action_json(record: ActionRecord) -> dict[str, Any]:
         "state": record.state.value,
         "by": record.person,
         "note": record.note,
-        "params": {k: v for k, v in record.params.items() if k != "payload"},
+        "params": {k: CORRECTED if k == "payload" else v for k, v in record.params.items()},
         "plan": record.plan,
         "approver": None if record.approver is None else person_of(record.approver),
         "decision_note": record.decision_note,
