@@ -307,6 +307,38 @@ def test_archived_and_pruned_rows_are_forgotten_too(
         op.resolve_resend(shop, "sms:text:1", note="again", payload={"phone": "1"})
 
 
+def test_forget_replaces_every_text_about_the_row_whatever_its_spelling(
+    ledger: denpyo.Ledger, sql: SQL, tmp_path: Path
+) -> None:
+    """A provider and a person quote the address in spellings no search knows (spaced
+    out, with `[at]`, reversed): forget replaces their texts whole, in the history, the
+    action log, the remembered keys and the archive."""
+    to = "erin.pii@example.com"
+    odd = ["E R I N . P I I", "erin [at] example [dot] com", to[::-1]]
+
+    def mail(sub: denpyo.Submission) -> str:
+        raise denpyo.Rejected(f"no mailbox {odd[0]} / {odd[1]}")
+
+    ledger.channel("mail")(mail)
+    folder = tmp_path / "archive"
+    for n in (1, 2):
+        sub = send(ledger, "mail", f"order:{n}", {"to": to})
+        op.resolve_abandon(ledger, sub.id, note=f"wrote to {odd[2]}, no answer", by="bob")
+        if n == 1:
+            ledger.archive(str(folder), older_than=0)  # the first archived, the second live
+    texts = everything(sql) + json.dumps(archived_rows(folder), default=str)
+    assert all(value in texts for value in odd)
+
+    for call in ("mail:order:1", "mail:order:2"):
+        ledger.forget(call, note="erasure request #887", by="alice")
+
+    texts = everything(sql) + json.dumps(sql("SELECT * FROM denpyo_keys"), default=str)
+    texts += json.dumps(archived_rows(folder), default=str, ensure_ascii=False)
+    for value in odd:
+        assert value not in texts, value
+    assert "[forgotten]" in texts and "erasure request #887" in texts
+
+
 def test_an_action_that_raced_a_forget_rolls_back(ledger: denpyo.Ledger) -> None:
     """A person's retry decided on the row as it was before a forget, and applied
     after it, sends nothing: its batch rolls back, the row is skipped."""

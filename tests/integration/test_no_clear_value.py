@@ -43,6 +43,11 @@ TABLES = {
     "postgresql": "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()",
     "mysql": "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
 }
+DUE_NOW = {
+    "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 seconds')",
+    "postgresql": "now() - interval '1 second'",
+    "mysql": "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+}
 
 
 def person(n: int, mode: str = "") -> dict[str, Any]:
@@ -86,6 +91,11 @@ def send_sms(sub: denpyo.Submission) -> str:
     if mode == "doubt":
         raise RuntimeError(f"timeout after sending to {to} ({sub.payload['phone'].lower()})")
     return f"r-{sub.key}"
+
+
+def verify_sms(sub: denpyo.Submission) -> denpyo.Verdict:
+    """A verify whose error quotes the payload."""
+    raise RuntimeError(f"lookup of {quote(sub.payload['to'])} timed out")
 
 
 @dataclass
@@ -161,15 +171,16 @@ class Scenario:
 
 
 def run_everything(
-    db_url: str, tmp_path: Path, provider: FakeProvider, seen: Seen, caplog: Any
-) -> Scenario:
+    backend: str, db_url: str, sql: SQL, tmp_path: Path, provider: FakeProvider, seen: Seen,
+    caplog: Any,
+) -> Scenario:  # fmt: skip
     """Every operation that carries a payload or may quote one, on a ledger opened with
     the keys of the environment (none: payloads in clear)."""
     caplog.set_level(logging.DEBUG)
     ledger = denpyo.Ledger(db_url)
     http = HttpChannel(provider.send_url, lookup_url=provider.lookup_url, timeout=5)
     ledger.channel("mail", verify=http.verify, lease=30)(http.send)
-    ledger.channel("sms", max_attempts=1, down_after=None)(send_sms)
+    ledger.channel("sms", max_attempts=1, down_after=None, verify=verify_sms)(send_sms)
     ledger.on_alert(lambda alert: seen.alerts.append(str(alert)))
     metrics = Metrics(ledger, counts_ttl=0).attach()
     payloads: list[dict[str, Any]] = []
@@ -193,6 +204,9 @@ def run_everything(
     doubt = submit("sms", "text:7", person(7, "doubt"))
     submit("sms", "text:8", person(8, "fail"))
     assert rejected.status is denpyo.Status.REJECTED and doubt.in_doubt
+    sql(f"UPDATE denpyo_submissions SET next_attempt_at = {DUE_NOW[backend]} WHERE id = {doubt.id}")
+    ledger.reconcile()  # the row in doubt: its verify fails too
+    assert "lookup of" in str([e.detail for e in ledger.events(doubt.id)])
     assert all(sub.status is denpyo.Status.FAILED for sub in failed)
 
     # A person resends with a corrected payload: by the library, and by the command line.
@@ -269,7 +283,7 @@ def test_with_keys_no_value_is_anywhere_in_clear(
     exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     seen = Seen()
-    done = run_everything(db_url, tmp_path, provider, seen, caplog)
+    done = run_everything(backend, db_url, sql, tmp_path, provider, seen, caplog)
     with done.ledger:
         spans = exporter.get_finished_spans()
         assert any(e.name == "exception" for span in spans for e in span.events)
@@ -295,7 +309,7 @@ def test_after_forget_no_value_is_stored_anywhere(
         monkeypatch.setenv(KEYS_VARIABLE, KEY)
     else:
         monkeypatch.delenv(KEYS_VARIABLE, raising=False)
-    done = run_everything(db_url, tmp_path, provider, Seen(), caplog)
+    done = run_everything(backend, db_url, sql, tmp_path, provider, Seen(), caplog)
     with done.ledger:
         if not with_keys:  # in clear before: the search finds them
             assert found(done.values, dump(backend, sql))
