@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from denpyo.domain.forgetting import FORGOTTEN, Forgotten, Scrubber, Where, is_open
+from denpyo.domain.forgetting import FORGOTTEN, Forgotten, Scrubber, Where, is_open, replaced
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
 from denpyo.errors import InvalidInput
@@ -67,6 +67,35 @@ def test_a_scrubber_replaces_every_quoted_string_once() -> None:
         "payload": {"to": FORGOTTEN, "n": 3}
     }
     assert Scrubber([None]).text("nothing to do") == "nothing to do"
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "ann.b+1@example.com",  # as given
+        "ANN.B+1@EXAMPLE.COM",  # upper case
+        "Ann.B+1@Example.com",  # any case
+        "ann.b%2B1%40example.com",  # URL-encoded
+        "ann.b%2b1%40example.com",  # with lower-case hex
+        "ann.b+1@example.com".replace("@", "%40"),  # a path keeps the +
+        "https://x.example/?to=ann.b%2B1%40example.com&n=2",  # inside a URL
+        '{"to": "ann.b+1@example.com"}',  # JSON
+    ],
+)
+def test_a_scrubber_finds_a_value_in_every_spelling(quoted: str) -> None:
+    scrub = Scrubber([{"to": "ann.b+1@example.com"}], marker="[x]")
+    assert "ann" not in scrub(f"refused: {quoted}").lower()
+
+
+def test_a_scrubber_finds_a_json_escaped_value_in_any_case() -> None:
+    scrub = Scrubber([{"name": 'Zoë "Z" Ünal'}], marker="[x]")
+    assert scrub('{"name": "ZO\\u00cb \\"Z\\" \\u00dcNAL"}') == '{"name": "[x]"}'
+    assert scrub("Zoë%20%22Z%22%20%C3%9Cnal") == "[x]"
+
+
+def test_forget_replaces_a_text_whole_whatever_it_says() -> None:
+    assert replaced("503: E R I N [at] example") == FORGOTTEN
+    assert replaced(None) is None
 
 
 def row(**fields: object) -> Submission:

@@ -15,13 +15,14 @@ out of every note.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 from denpyo.domain.rules import label
 from denpyo.domain.sealed import SEALED, SealedPayload
@@ -113,12 +114,13 @@ def strings_of(payload: Any) -> Iterator[str]:
 
 class Scrubber:
     """Replaces every quoted value (`quoted`) in a text by `marker` (`FORGOTTEN`), in
-    every spelling a provider or a person may quote it in: as written, in any case,
-    as JSON escapes it (`\u00e9`, `\"`) and as a URL encodes it (`ann%40example.com`,
-    `ann+b%40example.com`), the longest first where two overlap: one pass of one
-    pattern per text. A text scrubbed already stays as it is. The one scrubbing of
-    values in texts: forgetting, a provider's error where payloads are encrypted
-    (`QUOTED`), a person's note, and redaction (`REDACTED`) all go through it."""
+    every spelling a provider or a person may quote it in (`spelled`): in any case,
+    each character as written, as JSON escapes it (`\\u00e9`, `\\"`) or as a URL
+    encodes it (`%40`, `+` for a space), the longest value first where two overlap:
+    one pass of one pattern per text. A text scrubbed already stays as it is. The one
+    scrubbing of values in texts: forgetting, a provider's error where payloads are
+    encrypted (`QUOTED`), a person's note, and redaction (`REDACTED`) all go
+    through it."""
 
     def __init__(
         self, payloads: Iterable[Any], also: Iterable[str] = (), *, marker: str = FORGOTTEN
@@ -128,14 +130,21 @@ class Scrubber:
         found = {text for text in found if len(text) >= MIN_QUOTED}
         found.update(text for text in also if text)
         self.quoted = frozenset(found)
-        forms = {form for text in found for form in spellings(text)}
-        ordered = sorted(forms, key=lambda text: (-len(text), text))
+        ordered = sorted(found, key=lambda text: (-len(text), text))
+        # A whole document is looked for as written, JSON-escaped or URL-encoded, by
+        # plain search: a pattern of it would take seconds to compile.
+        long = [text for text in ordered if len(text) > SPELLED_UP_TO]
+        self._long = sorted({form for text in long for form in _whole_forms(text)}, key=len)[::-1]
+        short = [text for text in ordered if len(text) <= SPELLED_UP_TO]
         # The marker first: text scrubbed already is left as it is.
-        alternatives = [re.escape(marker), *map(re.escape, ordered)]
-        self._pattern = re.compile("|".join(alternatives), re.IGNORECASE) if ordered else None
+        alternatives = [re.escape(marker), *map(spelled, short)]
+        self._pattern = re.compile("|".join(alternatives), re.IGNORECASE) if short else None
 
     def __call__(self, text: str) -> str:
         """`text` with each quoted value, in any of its spellings, replaced."""
+        for form in self._long:
+            if form in text:
+                text = text.replace(form, self.marker)
         if self._pattern is None:
             return text
         return self._pattern.sub(self.marker, text)
@@ -156,18 +165,43 @@ class Scrubber:
         return value
 
 
-def spellings(text: str) -> set[str]:
-    """The ways a text may be quoted (matched in any case): as written, as JSON writes
-    it inside quotes (escaped, and ASCII-only), and URL-encoded (in a path, a query,
-    or a form)."""
-    return {
-        text,
-        json.dumps(text)[1:-1],  # \u00e9, \", \n
-        json.dumps(text, ensure_ascii=False)[1:-1],
-        quote(text, safe=""),
-        quote(text),
-        quote_plus(text),
+SPELLED_UP_TO = 256
+"""The longest value matched character by character, in any case (`spelled`); a
+longer one (a whole document) is looked for in its three whole spellings
+(`_whole_forms`), as written."""
+
+
+def spelled(text: str) -> str:
+    """A regular expression (matched in any case) for `text` as a provider or a person
+    may quote it: each character that is no ASCII letter or digit as written, as JSON
+    escapes it, or URL-encoded, so that `ann+b@x.com`, `ann%2Bb%40x.com` and
+    `ann+b%40x.com` are all found."""
+    return "".join(_character(c) for c in text)
+
+
+def _whole_forms(text: str) -> set[str]:
+    """A long value as written, as JSON writes it inside quotes, and URL-encoded."""
+    return {text, json.dumps(text)[1:-1], quote(text, safe="")}
+
+
+@functools.cache
+def _character(c: str) -> str:
+    """One character of `spelled`: the ways it may be written."""
+    if c.isascii() and c.isalnum():
+        return re.escape(c)
+    cases = {c, c.lower(), c.upper()}  # the escapes of `é` and `É` differ by more than case
+    forms = {
+        form
+        for case in cases
+        if len(case) == 1
+        for form in (case, json.dumps(case)[1:-1], quote(case, safe=""))
     }
+    if c == " ":
+        forms.add("+")  # a form's encoding
+    if c == "/":
+        forms.add("\\/")  # JSON may escape it
+    alternatives = sorted(forms, key=lambda form: (-len(form), form))
+    return "(?:" + "|".join(map(re.escape, alternatives)) + ")"
 
 
 def replaced(text: str | None) -> str | None:
