@@ -258,6 +258,26 @@ def test_a_hidden_value_an_error_quotes_is_not_on_the_span(
     assert "4242" not in (attempt.status.description or "")
 
 
+def test_an_error_the_flow_raises_goes_to_the_span_unquoted(traces: Traces) -> None:
+    """An exception a flow raises (a store's error quoting the payload) reaches its
+    span through the same unquoting as the stored error: message, traceback, status."""
+    sub = Submission(1, "email", "k", "i", {"to": "frank.pii@example.com"}, Status.REQUESTING)
+    span = tracing.attempt_span(
+        "email", sub, inline=False, told=lambda text: text.replace("frank.pii", "[encrypted]")
+    )
+    try:
+        raise RuntimeError("lost after sending to frank.pii@example.com")
+    except RuntimeError as exc:
+        span.failed(exc)
+    span.end()
+    attempt = traces.one("denpyo.attempt email")
+    assert "frank.pii" not in attempt.to_json()
+    [event] = attempt.events
+    assert event.attributes is not None
+    assert event.attributes["exception.message"] == "lost after sending to [encrypted]@example.com"
+    assert "RuntimeError" in str(event.attributes["exception.stacktrace"])
+
+
 def test_an_inline_submit_is_a_child_of_the_callers_span(
     ledger: denpyo.Ledger, traces: Traces, sql: Sql
 ) -> None:

@@ -4,13 +4,16 @@ A row's payload is the personal data (an address, a phone number, an amount); th
 slip (status, attempts, times, ids, idempotency key, remote id, the history of its
 moves) is what keeps a call from being made twice and the counts honest. Forgetting
 erases the first and keeps the second: the payload becomes JSON null, the last
-error goes, and every text denpyo keeps about the row that quotes a value of the
-payload has that value replaced by `FORGOTTEN`.
+error goes, and every text denpyo keeps about the row that may quote the payload
+(its resolution, its events' details, the notes of the actions on it) is replaced
+whole by `FORGOTTEN` (`replaced`): a provider may spell a value in ways no search
+knows. What is searched (`Scrubber`): the forget's own note, and the action log's
+other parameters.
 
-"Quotes a value": contains a string of the payload (any string leaf, at any depth)
-of `MIN_QUOTED` characters or more, or the value a person searched the payloads by
-(`Where`). Shorter strings ("no", "EU") are not looked for: they would scrub words
-out of every note.
+"Quotes a value" (`Scrubber`): contains, in any case and spelling (`spelled`), a
+string of the payload (any string leaf, at any depth) of `MIN_QUOTED` characters or
+more, or the value a person searched the payloads by (`Where`). Shorter strings
+("no", "EU") are not looked for: they would scrub words out of every note.
 """
 
 from __future__ import annotations

@@ -201,8 +201,7 @@ class Sealing:
             return replace(sub, payload=payload.stored)
         if self.codec is None:
             return sub
-        token = self.codec.seal(wire_body(payload), associated_data(sub.channel, sub.key))
-        return replace(sub, payload={SEALED: token})
+        return replace(sub, payload=self.sealed(payload, sub.channel, sub.key))
 
     def rotated(self, value: Any, channel: str, key: str) -> str | SealedPayload | None:
         """What `rotate_payload_key` writes in place of a payload as stored (parsed
