@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from starlette.testclient import TestClient
 
 import denpyo
 from denpyo.channels.http import HttpChannel
@@ -35,9 +36,11 @@ from denpyo.engine import tracing
 from denpyo.metrics import Metrics
 from denpyo.store.sealing import KEYS_VARIABLE
 from denpyo.testing import FakeProvider
+from denpyo.web import create_app
 
 SQL = Callable[[str], list[tuple[Any, ...]]]
 KEY = denpyo.new_payload_key()
+TOKEN = "no-clear-value-token-0123"
 TABLES = {
     "sqlite": "SELECT name FROM sqlite_master WHERE type = 'table'",
     "postgresql": "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()",
@@ -317,3 +320,34 @@ def test_after_forget_no_value_is_stored_anywhere(
             done.ledger.forget(call, note="erasure request #90", by="frank")
         places = dump(backend, sql) | archive_texts(done.archive)
         assert found(done.values, places) == []
+
+
+@pytest.mark.usefixtures("keys")
+def test_the_dashboards_resend_form_keeps_no_value_in_clear(
+    backend: str, db_url: str, sql: SQL
+) -> None:
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("sms", max_attempts=1, down_after=None)(send_sms)
+        first = person(1, "reject")
+        try:
+            ledger.submit("sms", "text:1", first)
+        except denpyo.SubmissionRejected as exc:
+            rejected = exc.submission
+        fixed = person(2)
+        client = TestClient(create_app(ledger, token=TOKEN), base_url="http://127.0.0.1:8470")
+        client.headers.update({"authorization": f"Bearer {TOKEN}", "x-denpyo-by": "alice"})
+        sent = client.post(
+            f"/submissions/{rejected.id}/resend",
+            data={
+                "payload": json.dumps(fixed, ensure_ascii=False),
+                "note": f"{first['to']} bounced, now {quote(fixed['to'])}",
+                "confirm": "yes",
+            },
+            follow_redirects=False,
+        )
+        assert sent.status_code == 303, sent.text
+        assert op.find(ledger, "sms:text:1~resend1").payload == fixed
+        values = set(values_of(first)) | set(values_of(fixed))
+        assert found(values, dump(backend, sql)) == []
+        [entry] = op.action_log(ledger, kind="resend")
+        assert entry.note == "[encrypted] bounced, now [encrypted]"
