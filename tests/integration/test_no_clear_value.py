@@ -351,3 +351,24 @@ def test_the_dashboards_resend_form_keeps_no_value_in_clear(
         assert found(values, dump(backend, sql)) == []
         [entry] = op.action_log(ledger, kind="resend")
         assert entry.note == "[encrypted] bounced, now [encrypted]"
+
+
+@pytest.mark.usefixtures("keys")
+def test_a_resend_of_an_archived_row_keeps_no_value_in_clear(
+    backend: str, db_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("sms", max_attempts=1, down_after=None)(send_sms)
+        first, fixed = person(1, "reject"), person(2)
+        with pytest.raises(denpyo.SubmissionRejected):
+            ledger.submit("sms", "text:1", first)
+        ledger.archive(str(tmp_path / "archive"), older_than=0)
+        done = op.resolve_resend(
+            ledger, "sms:text:1", payload=fixed, by="alice",
+            note=f"{first['to'].upper()} was archived; now {fixed['to']}",
+        )  # fmt: skip
+        assert done.created is not None and done.created.payload == fixed
+        values = set(values_of(first)) | set(values_of(fixed))
+        assert found(values, dump(backend, sql)) == []
+        [entry] = op.action_log(ledger, kind="resend")
+        assert entry.note == "[encrypted] was archived; now [encrypted]"
