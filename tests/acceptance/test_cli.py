@@ -312,7 +312,7 @@ def test_list_in_doubt_says_why_a_held_row_has_no_tries(
 ) -> None:
     """A row whose holder's lease ran out before a settle shows tries 0, and says why:
     its attempt is not counted until a verify finds the call."""
-    header, *lines = ok(
+    _, *lines = ok(
         piped("list", "--in-doubt", "--status", "requesting", db=db_url)
     ).stdout.splitlines()
     rows = {line.split("\t")[2]: line.split("\t") for line in lines}
