@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from denpyo.domain import limits
+from denpyo.domain.filters import MAX_ERROR_TEXT, MAX_LIMIT, Filter
+from denpyo.domain.forgetting import Where
+from denpyo.engine.operator import MAX_NOTE_LENGTH
+from denpyo.engine.operator._act import check_note
+from denpyo.web.people import MAX_NAME, check_name
 
 PAGE = Path(__file__).resolve().parents[2] / "docs/reference/limits.md"
 ROW = re.compile(r"^\|(.+)\| `(denpyo(?:\.\w+)+)\.(\w+)` \|$", re.M)
@@ -37,3 +43,33 @@ def test_every_limit_of_the_input_checks_is_on_the_page() -> None:
     for name in dir(limits):
         if name.startswith("MAX_"):
             assert ("denpyo.domain.limits", name) in named, f"{name} is not on the page"
+
+
+def refusal(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except Exception as exc:  # each check raises its own kind
+        return str(exc)
+    raise AssertionError("not refused")
+
+
+def test_the_errors_on_the_page_are_the_code_s() -> None:
+    """Each refusal the page quotes, as the code words it (the part that names what
+    was typed shown as `…` on the page)."""
+    page = PAGE.read_text()
+    deep: list[object] = []
+    for _ in range(limits.MAX_PAYLOAD_DEPTH):
+        deep = [deep]
+    said = {
+        refusal(lambda: limits.encode_payload("x" * (limits.MAX_PAYLOAD_BYTES - 1))),
+        refusal(lambda: limits.encode_payload(deep)),
+        refusal(lambda: limits.check_key("k" * (limits.MAX_KEY_LENGTH + 1))),
+        refusal(lambda: check_note("n" * (MAX_NOTE_LENGTH + 1), "x")),
+        refusal(lambda: Filter(limit=MAX_LIMIT + 1)),
+        refusal(lambda: Filter(error_text="e" * (MAX_ERROR_TEXT + 1))),
+        refusal(lambda: check_name("p" * (MAX_NAME + 1))),
+        refusal(lambda: limits.check_channel_name("-bad")).replace("'-bad'", "'…'"),
+        refusal(lambda: Where.parse("a b=x")).replace("'a b'", "'…'"),
+    }
+    for text in said:
+        assert f"`{text}`" in page, text
