@@ -321,6 +321,8 @@ def test_list_in_doubt_says_why_a_held_row_has_no_tries(
     assert rows["k-doubt"][7] == "attempt 1 never settled: not counted until verified"
     ambiguous = ok(piped("list", "--in-doubt", "--status", "failed", db=db_url)).stdout
     assert "never settled" not in ambiguous, "a failed row's last error says what happened"
+    shown = ok(denpyo_cli("show", str(seeded["k-doubt"]), db=db_url)).stdout
+    assert "0 (attempt 1 never settled: not counted until verified)" in shown
 
 
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

@@ -448,7 +448,7 @@ def show_history(found: History, *, full: bool = False) -> None:
         ("status", status_text(sub)),
         ("channel:key", visible(f"{sub.channel}:{sub.key}")),
         ("idempotency key", visible(sub.idempotency_key)),
-        ("attempts", str(sub.attempts)),
+        ("attempts", str(sub.attempts) + (f" ({why})" if (why := unsettled_text(sub)) else "")),
         ("remote id", visible(sub.remote_id or "-")),
         ("created", f"{ago(sub.created_at, now)}  ({_stamp(sub.created_at)})"),
         ("updated", f"{ago(sub.updated_at, now)}  ({_stamp(sub.updated_at)})"),
