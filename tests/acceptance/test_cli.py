@@ -307,6 +307,24 @@ def test_piped_list_prints_one_plain_line_per_row(db_url: str, seeded: dict[str,
     assert any(key in line and "│" in line for line in ok(shown).stdout.splitlines())
 
 
+def test_list_in_doubt_says_why_a_held_row_has_no_tries(
+    db_url: str, seeded: dict[str, int]
+) -> None:
+    """A row whose holder's lease ran out before a settle shows tries 0, and says why:
+    its attempt is not counted until a verify finds the call."""
+    _, *lines = ok(
+        piped("list", "--in-doubt", "--status", "requesting", db=db_url)
+    ).stdout.splitlines()
+    rows = {line.split("\t")[2]: line.split("\t") for line in lines}
+    assert list(rows) == ["k-doubt"]
+    assert rows["k-doubt"][4] == "0"
+    assert rows["k-doubt"][7] == "attempt 1 never settled: not counted until verified"
+    ambiguous = ok(piped("list", "--in-doubt", "--status", "failed", db=db_url)).stdout
+    assert "never settled" not in ambiguous, "a failed row's last error says what happened"
+    shown = ok(denpyo_cli("show", str(seeded["k-doubt"]), db=db_url)).stdout
+    assert "0 (attempt 1 never settled: not counted until verified)" in shown
+
+
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     db_url: str, seeded: dict[str, int], tmp_path: Path
 ) -> None:

@@ -69,7 +69,7 @@ def test_forget_keeps_the_slip_and_never_writes_the_value(db_url: str) -> None:
     note = ["--note", f"erasure request from {ANN}", "--by", "alice"]
     people = ok(cli("forget", *where, *note, db=db_url))
     assert "forgot the payloads of 2 live row(s)" in people.stdout
-    assert "--where cannot find one" in people.stdout
+    assert "pruned" not in people.stdout, "nothing was pruned: nothing to say of it"
     shown = ok(cli("show", str(ids["failed"]), db=db_url)).stdout
     assert "payload forgotten on" in shown and "by alice: erasure request from [forgotten]" in shown
     assert ANN not in shown
@@ -85,6 +85,32 @@ def test_forget_keeps_the_slip_and_never_writes_the_value(db_url: str) -> None:
     by_key = as_json(cli("forget", "mail:order:2", "--note", "#882", "--json", db=db_url))
     assert by_key["counts"] == {"live": 1, "archived": 0, "removed": 0}
     assert by_key["action"] is not None and by_key["live"] == [ids["bob"]]
+
+
+def test_where_says_it_cannot_search_pruned_rows_only_when_some_were(db_url: str) -> None:
+    """A --where passes over pruned rows (their payloads are gone): it says so when
+    the channel searched has one not forgotten, and not otherwise."""
+    story(db_url)
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("sms")(lambda sub: f"r-{sub.key}")
+        ledger.submit("sms", "text:1", {"to": "dan@example.com"})
+        ledger.prune(older_than=0)  # the synced rows, sms's and mail's
+    where = ["--where", f"to={ANN}", "--note", "#885", "--dry-run"]
+    said = "some rows were pruned: their payloads are gone, so --where cannot tell"
+    assert said in ok(cli("forget", *where, db=db_url)).stdout
+    assert as_json(cli("forget", *where, "--json", db=db_url))["pruned_unsearched"] is True
+    dan = ["--where", "to=dan@example.com", "--channel", "sms", "--note", "#886"]
+    nothing = cli("forget", *dan, db=db_url)
+    assert nothing.returncode == 2 and "a pruned row's payload is gone" in nothing.stderr
+    ok(cli("forget", "sms:text:1", "--note", "#886", db=db_url))
+    nothing = cli("forget", *dan, db=db_url)
+    assert nothing.returncode == 2 and "no payload has that value" in nothing.stderr
+    assert "pruned" not in nothing.stderr, "sms has no pruned row left to forget"
+    assert said in ok(cli("forget", *where, "--channel", "mail", db=db_url)).stdout
+    for key in ("mail:order:1", "mail:order:2"):
+        ok(cli("forget", key, "--note", "#887", db=db_url))
+    quiet = ok(cli("forget", *where, db=db_url)).stdout
+    assert "would forget the payloads of 1 live row(s)" in quiet and "pruned" not in quiet
 
 
 def test_bad_input_is_one_line_exit_2_and_nothing_is_written(db_url: str) -> None:

@@ -12,8 +12,8 @@ from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 
 PRUNED = (
-    "a pruned row has no payload left to search: --where cannot find one; "
-    "forget it by its CHANNEL:KEY to mark its key forgotten"
+    "some rows were pruned: their payloads are gone, so --where cannot tell whether they "
+    "matched; forget one by its CHANNEL:KEY to mark its key forgotten"
 )
 
 
@@ -76,5 +76,5 @@ def forget(
         render.out.print(f"  {visible(label(sub))} {sub.status.value}", markup=False)
     for sid, why in done.skipped:
         render.out.print(f"  skipped #{sid}: {visible(why)}", markup=False)
-    if where is not None:
+    if done.unsearched:
         render.out.print(PRUNED, markup=False)

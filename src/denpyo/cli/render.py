@@ -135,6 +135,16 @@ def hold_text(sub: Submission, now: datetime, *, gone: bool, brief: bool = False
     return f"{holder}, lease ends in {age(left)}" + (" (holder gone)" if gone else "")
 
 
+def unsettled_text(sub: Submission) -> str | None:
+    """Why the tries of a `requesting` row in doubt leave out its last hold: its
+    holder's lease ran out before a settle, so whether that call started is not
+    known, and `attempts` counts only calls known to have started (counted when a
+    verify finds it, or the row is sent again and settles). None for any other row."""
+    if sub.status is not Status.REQUESTING or not sub.in_doubt:
+        return None
+    return f"attempt {sub.attempts + 1} never settled: not counted until verified"
+
+
 class Holders:
     """Whether each holder is known to be gone, asked once per holder."""
 
@@ -360,7 +370,8 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
             short(
                 sub.resolution
                 or sub.last_error
-                or hold_text(sub, now, gone=holders.gone(sub), brief=True),
+                or hold_text(sub, now, gone=holders.gone(sub), brief=True)
+                or unsettled_text(sub),
                 width,
             ),
         )
@@ -437,7 +448,7 @@ def show_history(found: History, *, full: bool = False) -> None:
         ("status", status_text(sub)),
         ("channel:key", visible(f"{sub.channel}:{sub.key}")),
         ("idempotency key", visible(sub.idempotency_key)),
-        ("attempts", str(sub.attempts)),
+        ("attempts", str(sub.attempts) + (f" ({why})" if (why := unsettled_text(sub)) else "")),
         ("remote id", visible(sub.remote_id or "-")),
         ("created", f"{ago(sub.created_at, now)}  ({_stamp(sub.created_at)})"),
         ("updated", f"{ago(sub.updated_at, now)}  ({_stamp(sub.updated_at)})"),

@@ -491,6 +491,11 @@ class Store(ABC):
         """Where removed rows (of `channel`) were archived."""
 
     @abstractmethod
+    def forget_pruned(self, channel: str | None = None) -> bool:
+        """Whether a row (of `channel`) was pruned and is not forgotten (a search by a
+        payload's field cannot find it)."""
+
+    @abstractmethod
     def forget_rows(
         self,
         ids: Sequence[int],

@@ -52,8 +52,8 @@ class Forgetting(ConnectionModes, Rows, Params):
             "forget_match_page", "forget_sealed_page", "forget_lock", "forget_payload",
             "forget_event_add", "forget_event_details", "forget_event_scrub",
             "forget_action_texts", "forget_action_scrub", "forget_action_reasons",
-            "forget_action_reason_scrub", "forget_key", "forget_archives", "forget_action_of",
-            "forget_among",
+            "forget_action_reason_scrub", "forget_key", "forget_archives", "forget_pruned",
+            "forget_action_of", "forget_among",
         }
     )  # fmt: skip
 
@@ -106,6 +106,12 @@ class Forgetting(ConnectionModes, Rows, Params):
         with self.reading() as tx:
             rows = tx.fetch_all("forget_archives", {"channel": channel})
         return [str(row["archived_to"]) for row in rows]
+
+    def forget_pruned(self, channel: str | None = None) -> bool:
+        """Whether a row (of `channel`) was pruned and is not forgotten: its payload is
+        gone, so a search by a payload's field cannot find it."""
+        with self.reading() as tx:
+            return tx.fetch_one("forget_pruned", {"channel": channel}) is not None
 
     def forget_action_of(self, submission_id: int) -> ActionRecord | None:
         """The forget that erased a row's payload (the latest), for a removed row, whose

@@ -60,6 +60,9 @@ class ForgetResult:
     skipped: list[tuple[int, str]] = field(default_factory=list)
     files: int = 0
     """Archive files rewritten."""
+    unsearched: bool = False
+    """A search by a payload's field (`--where`) passed over pruned rows in its scope,
+    not forgotten: their payloads are gone, so it cannot tell whether they matched."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -80,6 +83,7 @@ class ForgetResult:
             "action": None if self.action is None else self.action.id,
             "skipped": [{"id": sid, "reason": why} for sid, why in self.skipped],
             "files_rewritten": self.files,
+            "pruned_unsearched": self.unsearched,
         }
 
 
@@ -90,6 +94,8 @@ class _Found:
     live: dict[int, Submission] = field(default_factory=dict)
     kept: dict[int, Submission] = field(default_factory=dict)
     copies: dict[str, list[ArchivedRow]] = field(default_factory=dict)
+    unsearched: bool = False
+    """Pruned rows in the search's scope, not forgotten (`ForgetResult.unsearched`)."""
 
     def add(self, sub: Submission) -> None:
         (self.kept if sub.removed_at is not None else self.live)[sub.id] = sub
@@ -198,7 +204,7 @@ def _by_where(ledger: Ledger, where: Where, channel: str | None) -> _Found:
     for page in pages:
         for rows in _pages(page):
             matched.update((sub.id, sub) for sub in rows if where.matches(sub.payload))
-    found = _Found()
+    found = _Found(unsearched=store.forget_pruned(channel))
     sieve = json.dumps(where.value, ensure_ascii=False)[1:-1]
     for url in store.forget_archives(channel):
         archived = _opened(ledger, _archive(url).rows(channel, containing=sieve))
@@ -250,7 +256,7 @@ def _forget(
     still_open = [open_refusal(sub, now) for sub in live if is_open(sub, now)]
     if still_open:
         raise InvalidInput("nothing was forgotten: " + "; ".join(still_open))
-    result = ForgetResult(dry_run, target, live, archived_ids, pruned)
+    result = ForgetResult(dry_run, target, live, archived_ids, pruned, unsearched=found.unsearched)
     if dry_run:
         return result
     payloads: list[Any] = [sub.payload for sub in live]
@@ -292,7 +298,7 @@ def _forget(
     store.move_action(record.id, ActionState.DONE, from_=(ActionState.RUNNING,))
     now_live = [row for row in map(store.get, (sub.id for sub in live)) if row is not None]
     after = store.action(record.id)
-    return ForgetResult(False, target, now_live, archived_ids, pruned, after, skipped, files)
+    return replace(result, dry_run=False, live=now_live, action=after, skipped=skipped, files=files)
 
 
 def _end_cut_short(ledger: Ledger, ids: set[int], holder: str, lease: float) -> list[int]:
@@ -330,9 +336,9 @@ def _nothing(found: _Found, target: str, where: Where | None) -> str:
         first = min(sub.forgotten_at for sub in gone if sub.forgotten_at)
         return f"{target}: its payload was forgotten already (on {first:%Y-%m-%d %H:%M} UTC)"
     if where is not None:
-        return (
-            f"no payload has that value at {where.field!r}, live or archived (a pruned "
-            "row's payload is gone already: forget its CHANNEL:KEY to mark it)"
+        pruned = " (a pruned row's payload is gone already: forget its CHANNEL:KEY to mark it)"
+        return f"no payload has that value at {where.field!r}, live or archived" + (
+            pruned if found.unsearched else ""
         )
     return f"{target}: no row"
 
