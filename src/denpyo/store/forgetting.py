@@ -30,6 +30,7 @@ from denpyo.domain.actions import ActionRecord, RowOutcome
 from denpyo.domain.forgetting import SEALED_PATH, Scrubber, Where
 from denpyo.domain.submission import Submission
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params
 from denpyo.store.rows import Rows
@@ -121,6 +122,7 @@ class Forgetting(ConnectionModes, Rows, Params):
 
     # -- forgetting -------------------------------------------------------------------------
 
+    @retried
     def forget_rows(
         self,
         ids: Sequence[int],
@@ -164,6 +166,7 @@ class Forgetting(ConnectionModes, Rows, Params):
         tx.execute("forget_event_add", {**event, "actor": actor, "detail": note})
         return sid, RowOutcome.DONE, None
 
+    @retried
     def forget_kept(
         self, ids: Sequence[int], *, scrub: Scrubber, action_id: int, holder: str, lease: float
     ) -> Outcomes | None:
