@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 import denpyo
+from conftest import driver_connection
 from denpyo import Status, Submission
 from denpyo.domain.actions import ActionKind, Scope
 from denpyo.domain.moves import Move
@@ -191,3 +192,53 @@ def test_the_applications_transaction_gets_store_conflict_and_runs_again(
         assert app.execute("SELECT count(*) FROM orders").fetchone() == (1,)
         assert synced(ledger, "email") == 0
         assert sum(n for _, _, n in ledger.store.count_by_status("email")) == 1
+
+
+@pytest.mark.parametrize("backend", ["mysql"])
+def test_a_mariadb_deadlock_runs_the_store_transaction_again(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real deadlock (1213): the store's move locks row b, then waits for row a,
+    which the application's bigger transaction holds and which then wants row b.
+    InnoDB rolls back the smaller transaction, the store's: it runs again once the
+    application committed, and takes both rows."""
+    caplog.set_level(logging.INFO, logger="denpyo.store")
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("email")(lambda sub: "r")
+        subs = [ledger.enqueue("email", f"k{i}", {}) for i in range(20)]
+        a, b = subs[0], subs[1]
+        moves = [
+            Move.claim(sub.id, Status.REQUESTING, "worker:a", 30.0, verify=False) for sub in (b, a)
+        ]
+        app = driver_connection("mysql", db_url)
+        look = driver_connection("mysql", db_url)
+        try:  # READ COMMITTED: the application locks the rows it updates and no other
+            app.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            app.begin()
+            others = ",".join(str(sub.id) for sub in subs[2:])
+            app.cursor().execute(
+                f"UPDATE denpyo_submissions SET last_error = 'app' WHERE id IN ({a.id},{others})"
+            )
+            result: list[Any] = []
+            thread = threading.Thread(target=lambda: result.append(ledger.store.move(moves)))
+            thread.start()
+            for _ in range(200):
+                look.commit()  # a fresh read of the list
+                cursor = look.cursor()
+                cursor.execute(
+                    "SELECT count(*) FROM information_schema.INNODB_TRX"
+                    " WHERE trx_state = 'LOCK WAIT'"
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.15)  # InnoDB refreshes the list only after 0.1 s unread
+            app.cursor().execute(
+                f"UPDATE denpyo_submissions SET last_error = 'app' WHERE id = {b.id}"
+            )
+            app.commit()
+            thread.join()
+        finally:
+            app.close()
+            look.close()
+    assert [sub is not None and sub.locked_by == "worker:a" for sub in result[0]] == [True, True]
+    assert "store.move: succeeded at try 2" in caplog.text
