@@ -54,7 +54,7 @@ def synced(ledger: denpyo.Ledger, channel: str) -> int:
 
 
 @pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])
-def test_workers_settle_every_row_on_a_serializable_database(
+def test_postgresql_workers_settle_every_row_when_serializable(
     request: pytest.FixtureRequest,
     ledgers: list[denpyo.Ledger],
     pinned: bool,
@@ -101,7 +101,7 @@ def test_workers_settle_every_row_on_a_serializable_database(
     assert bool(retries) is not pinned  # unpinned, some did conflict
 
 
-def test_denpyo_sessions_run_read_committed(serializable_url: str) -> None:
+def test_postgresql_sessions_of_denpyo_run_read_committed(serializable_url: str) -> None:
     """The database's default is not denpyo's: its own sessions, sync and asyncio,
     pin READ COMMITTED."""
     with denpyo.Ledger(serializable_url) as ledger, ledger.store.reading() as tx:  # type: ignore[attr-defined]
@@ -136,7 +136,7 @@ def blocked_then_committed(url: str, lock_sql: str, run: Callable[[], Any]) -> A
 
 
 @pytest.mark.usefixtures("unpinned")
-def test_a_store_transaction_that_lost_to_a_concurrent_one_runs_again(
+def test_postgresql_store_transaction_that_lost_to_a_concurrent_one_runs_again(
     serializable_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The store's own transaction (BEGIN ... COMMIT), and an operation that is one
@@ -159,7 +159,7 @@ def test_a_store_transaction_that_lost_to_a_concurrent_one_runs_again(
         assert "succeeded at try 2" in caplog.text.split("take_action")[-1]
 
 
-def test_the_applications_transaction_gets_store_conflict_and_runs_again(
+def test_postgresql_applications_transaction_gets_store_conflict_and_runs_again(
     serializable_url: str,
 ) -> None:
     """An enqueue in the application's SERIALIZABLE transaction that loses to a
