@@ -143,3 +143,12 @@ def test_every_store_method_that_opens_its_own_transaction_is_retried() -> None:
             if len(opens) > 1 and decorated and node.name != "move":
                 missing.append(f"{path.name}:{node.lineno} {node.name} opens two")
     assert missing == []
+
+
+def test_an_iterator_is_read_again_from_its_start_when_the_method_runs_again() -> None:
+    source = iter(range(5))
+    items = conflicts.Replayed(source)
+    first = iter(items)
+    assert [next(first), next(first)] == [0, 1]  # a conflict here: the method runs again
+    assert list(items) == [0, 1, 2, 3, 4] and list(items) == [0, 1, 2, 3, 4]
+    assert list(source) == []

@@ -23,13 +23,17 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from denpyo.errors import StoreConflict
 
 log = logging.getLogger("denpyo.store")
+
+CONFLICT_STATES = ("40001", "40P01")
+"""PostgreSQL's SQLSTATEs of a conflict: a serialization failure, a deadlock (what
+store/postgresql.py and asyncpg's errors read)."""
 
 CONFLICT_TRIES = 8
 CONFLICT_PAUSE = 0.005
@@ -67,6 +71,21 @@ class Conflicts:
         if self.tries > 1:
             log.info("%s: succeeded at try %d, after conflicts with concurrent transactions",
                      self.what, self.tries)  # fmt: skip
+
+
+class Replayed(Generic[T]):
+    """An iterable that a retried method may read again: the items read so far, then
+    the rest of `items` as it reads on (each item is read from `items` once)."""
+
+    def __init__(self, items: Iterable[T]) -> None:
+        self.source = iter(items)
+        self.read: list[T] = []
+
+    def __iter__(self) -> Iterator[T]:
+        yield from self.read
+        for item in self.source:
+            self.read.append(item)
+            yield item
 
 
 def again_on_conflict(run: Callable[[], T], what: str) -> T:

@@ -38,7 +38,13 @@ from denpyo.errors import (
 )
 from denpyo.store import masked, shown_url
 from denpyo.store.base import AsyncStore, NewSubmission, Partition, Row, Tx
-from denpyo.store.conflicts import Conflicts, again_on_conflict, in_retried, retried
+from denpyo.store.conflicts import (
+    CONFLICT_STATES,
+    Conflicts,
+    again_on_conflict,
+    in_retried,
+    retried,
+)
 from denpyo.store.connections import DriverErrors
 from denpyo.store.dialects import DIALECTS
 from denpyo.store.params import (
@@ -84,9 +90,6 @@ def _unreachable(exc: psycopg.Error) -> bool:
     text = str(exc)
     return any(sign in text for sign in UNREACHABLE_SIGNS)
 
-
-CONFLICT_STATES = ("40001", "40P01")
-"""A serialization failure, a deadlock: the transaction may succeed if run again."""
 
 ERRORS = DriverErrors(
     POSTGRESQL,

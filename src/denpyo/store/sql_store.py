@@ -30,7 +30,7 @@ from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, Stor
 from denpyo.store.actions import ActionLog, NewAction
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
-from denpyo.store.conflicts import retried
+from denpyo.store.conflicts import Replayed, retried
 from denpyo.store.controls import ChannelControls
 from denpyo.store.forgetting import Forgetting
 from denpyo.store.params import filter_params, seconds
@@ -158,7 +158,6 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
             (moved,) = self.move_in(tx, [Move.adopted(sub, actor, remote_id, note)])
             return moved
 
-    @retried
     def record_many(
         self,
         news: Iterable[NewSubmission],
@@ -167,8 +166,20 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
         check: Callable[[NewSubmission, Submission], None],
         conn: Any = None,
     ) -> int:
-        if conn is None:  # the store's own transaction: a conflict runs it again
-            news = list(news)
+        """In the store's own transaction, the items are read as they are written
+        (a COPY streams them), and read again if a conflict runs it again."""
+        items = news if conn is not None else Replayed(news)
+        return self._record_many(items, actor=actor, check=check, conn=conn)
+
+    @retried
+    def _record_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any,
+    ) -> int:
         recorded: list[NewSubmission] = []
 
         def tracked() -> Iterator[NewSubmission]:
