@@ -13,7 +13,7 @@ EXPECTED = {
     "WorkReport", "MAX_KEY_LENGTH", "MAX_PAYLOAD_BYTES", "KeyReused",
     "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",
     "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
-    "LeaseLost", "StoreError", "StoreUnavailable", "SubmissionError", "SubmissionRejected",
+    "LeaseLost", "StoreError", "StoreUnavailable", "StoreConflict", "SubmissionError", "SubmissionRejected",
     "SubmissionFailed",
     "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
     "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
