@@ -152,3 +152,28 @@ def test_an_iterator_is_read_again_from_its_start_when_the_method_runs_again() -
     assert [next(first), next(first)] == [0, 1]  # a conflict here: the method runs again
     assert list(items) == [0, 1, 2, 3, 4] and list(items) == [0, 1, 2, 3, 4]
     assert list(source) == []
+
+
+def test_the_drivers_conflicts_are_store_conflicts_and_nothing_else() -> None:
+    import psycopg
+    import pymysql
+
+    from denpyo.store.async_conn import _asyncpg_error
+    from denpyo.store.mysql import ERRORS as MARIADB
+    from denpyo.store.postgresql import ERRORS as POSTGRESQL
+
+    pg = psycopg.errors
+    for exc in (pg.SerializationFailure("s"), pg.DeadlockDetected("d")):
+        assert type(POSTGRESQL.translated(exc)) is StoreConflict
+    assert type(POSTGRESQL.translated(pg.UniqueViolation("u"))) is StoreError
+    for code in (1213, 1205):
+        assert type(MARIADB.translated(pymysql.err.OperationalError(code, "m"))) is StoreConflict
+    assert type(MARIADB.translated(pymysql.err.IntegrityError(1062, "dup"))) is StoreError
+
+    class SerializationError(Exception):  # as asyncpg names it, in its module
+        sqlstate = "40001"
+
+    SerializationError.__module__ = "asyncpg.exceptions"
+    assert type(_asyncpg_error(SerializationError("s"))) is StoreConflict
+    SerializationError.sqlstate = "23505"
+    assert type(_asyncpg_error(SerializationError("u"))) is StoreError
