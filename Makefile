@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-partitions test-all chaos lint docs dist bench services browser clean
+.PHONY: setup demo test test-partitions test-serializable test-all chaos lint docs dist bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,7 @@ test: setup services browser  ## the whole default suite (unit, integration, acc
 		tests/integration/test_partitions.py
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
+	$(MAKE) test-serializable
 
 # The store's and the ledger's tests, the operator's, the double-send, fleet, action
 # log, forget and async outbox tests once more on PostgreSQL's partitioned layout
@@ -47,6 +48,19 @@ test-partitions: setup services  ## the store's and the engine's tests again on 
 		tests/integration/test_rules_sql.py tests/integration/test_fleet.py \
 		tests/integration/test_actions.py tests/integration/test_forget.py \
 		tests/integration/test_async_outbox.py
+
+# The store's and the ledger's tests, the worker's, the double-send, fleet, operator
+# and action log tests, the conflicts' own, and the short chaos run once more on
+# PostgreSQL databases whose default isolation is SERIALIZABLE (ALTER DATABASE ...
+# SET default_transaction_isolation), as an application may set it.
+test-serializable: setup services  ## the store's and the worker's tests again on a SERIALIZABLE PostgreSQL
+	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q -n 2 -k postgresql \
+		tests/integration/store tests/integration/ledger \
+		tests/integration/test_worker.py tests/integration/test_double_send.py \
+		tests/integration/test_fleet.py tests/integration/test_operator.py \
+		tests/integration/test_actions.py tests/integration/test_serializable.py
+	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q \
+		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance

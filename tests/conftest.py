@@ -33,6 +33,9 @@ MYSQL_URL = os.environ.get("DENPYO_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306
 POSTGRES_PARTITIONS = os.environ.get("DENPYO_TEST_POSTGRES_PARTITIONS") or None
 """`daily` or `monthly`: the PostgreSQL tests run on the partitioned layout (`make
 test` runs the store's and the ledger's tests so once more)."""
+POSTGRES_ISOLATION = os.environ.get("DENPYO_TEST_POSTGRES_ISOLATION") or None
+"""`serializable` (or `repeatable read`): every PostgreSQL database the tests make
+has it as its default isolation (`make test-serializable`)."""
 BACKENDS = list(DIALECTS)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
@@ -49,6 +52,8 @@ def postgres_template() -> Iterator[str]:
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {_TEMPLATE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {_TEMPLATE}")
+    if POSTGRES_ISOLATION:
+        default_isolation(_TEMPLATE, POSTGRES_ISOLATION)
     with denpyo.Ledger(_with_database(POSTGRES_URL, _TEMPLATE)) as ledger:
         ledger.migrate(partitions=POSTGRES_PARTITIONS)
     yield _TEMPLATE
@@ -70,7 +75,16 @@ def _create_postgres(template: str | None) -> str:
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         clause = f" TEMPLATE {template}" if template else ""
         admin.execute(f"CREATE DATABASE {name}{clause}")
+    if POSTGRES_ISOLATION:  # a database's settings are not copied from its template
+        default_isolation(name, POSTGRES_ISOLATION)
     return name
+
+
+def default_isolation(name: str, isolation: str) -> None:
+    """Make `isolation` the default of every later session of database `name`, as an
+    application that wants SERIALIZABLE everywhere does."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_isolation = '{isolation}'")
 
 
 def _drop_postgres(name: str) -> None:
@@ -169,6 +183,14 @@ def postgres_url(made_ahead: dict[str, _MadeAhead]) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database, for what only PostgreSQL does."""
     with made_ahead["postgresql"].take() as name:
         yield _with_database(POSTGRES_URL, name)
+
+
+@pytest.fixture
+def serializable_url(postgres_url: str) -> str:
+    """A fresh, migrated PostgreSQL database whose sessions run SERIALIZABLE unless
+    they say otherwise."""
+    default_isolation(postgres_url.rpartition("/")[2], "serializable")
+    return postgres_url
 
 
 @pytest.fixture

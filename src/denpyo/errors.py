@@ -17,7 +17,8 @@
     ├── LeaseLost                   another process settled or took the row first
     │   └── LeaseExpired            this process's hold may have run out: the call was not started
     ├── StoreError                  the database said no; the driver error is __cause__
-    │   └── StoreUnavailable        the database could not be reached, or hung up: try later
+    │   ├── StoreUnavailable        the database could not be reached, or hung up: try later
+    │   └── StoreConflict           a serialization failure or a deadlock: run the transaction again
     ├── ArchiveError                the archive cannot be written, or did not read back as written
     ├── DemoError                   the demo could not play its story
     ├── SubmissionError             submit() ended without `synced`; .submission tells the state
@@ -113,6 +114,15 @@ class StoreUnavailable(StoreError):
     """The database could not be reached (refused, timed out, starting up, full) or
     dropped the connection: nothing is wrong with the call or the settings, so a
     command line says "try again later" apart from a usage error."""
+
+
+class StoreConflict(StoreError):
+    """The database refused the transaction for a concurrent one: a serialization
+    failure or a deadlock (PostgreSQL 40001, 40P01; MariaDB 1213, and 1205, a lock
+    wait that timed out). Rolled back and run again from its start, the transaction
+    may well succeed. denpyo does so a few times for its own transactions before it
+    raises this; in yours (`conn=`) it is yours to do (MariaDB's 1205 undid only the
+    statement: roll back first). The driver's error is `__cause__`."""
 
 
 class ArchiveError(DenpyoError):

@@ -31,6 +31,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Change, Move
 from denpyo.domain.submission import Submission
 from denpyo.store.base import NewSubmission, Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params, filter_params, seconds
 from denpyo.store.rows import Rows
@@ -111,6 +112,22 @@ class ActionLog(ConnectionModes, Rows, Params):
     ) -> ActionRecord:
         """Write the entry and freeze its rows (`ids`, or every row `flt` finds now),
         in one transaction; with `holder`, that holder holds it."""
+        row = self._add_action(entry, ids=ids, flt=flt, holder=holder, lease=lease)
+        if flt is not None:
+            self._analyze_action_rows()
+        return self._action(row)
+
+    @retried
+    def _add_action(
+        self,
+        entry: NewAction,
+        *,
+        ids: Sequence[int],
+        flt: Filter | None,
+        holder: str | None,
+        lease: float,
+    ) -> Row:
+        """`add_action`'s transaction: the entry and its rows; the entry as written."""
         with self.transaction() as tx:
             action_id = self.add_action_in(tx, entry, holder=holder, lease=lease)
             if ids:
@@ -121,11 +138,14 @@ class ActionLog(ConnectionModes, Rows, Params):
             if ids or flt is not None:
                 tx.execute("action_total", {"id": action_id})
             row = tx.fetch_one("action_get", {"id": action_id})
-        if flt is not None:
-            with self.transaction() as tx:
-                tx.execute("action_rows_analyze")
         assert row is not None
-        return self._action(row)
+        return row
+
+    @retried
+    def _analyze_action_rows(self) -> None:
+        """Fresh statistics of the action rows, after a bulk action froze many."""
+        with self.transaction() as tx:
+            tx.execute("action_rows_analyze")
 
     def add_action_in(
         self, tx: Tx, entry: NewAction, *, holder: str | None = None, lease: float = 60.0
@@ -222,12 +242,14 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     # -- carrying it out ----------------------------------------------------------------
 
+    @retried
     def take_action(self, action_id: int, *, holder: str, lease: float) -> bool:
         """Become the action's holder: it is running and nobody else carries it out."""
         with self.transaction() as tx:
             params = {"id": action_id, "holder": holder, "lease": seconds(lease)}
             return tx.execute("action_take", params) > 0
 
+    @retried
     def let_go_action(self, action_id: int, *, holder: str) -> None:
         with self.transaction() as tx:
             tx.execute("action_let_go", {"id": action_id, "holder": holder})
@@ -247,6 +269,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         found = {sub.id: sub for sub in (self.to_submission(row) for row in rows)}
         return ids, found
 
+    @retried
     def carry_out(
         self, action_id: int, *, holder: str, lease: float, plan: Sequence[Planned]
     ) -> list[tuple[int, RowOutcome, str | None]] | None:
@@ -336,6 +359,7 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     # -- people deciding ----------------------------------------------------------------
 
+    @retried
     def set_plan(
         self,
         action_id: int,
@@ -358,6 +382,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         with self.transaction() as tx:
             return tx.execute("action_set_plan", params) > 0
 
+    @retried
     def move_action(self, action_id: int, to: ActionState, *, from_: Sequence[ActionState]) -> bool:
         """A person pauses, resumes or cancels an action (or a request starts): False
         when it is not in one of `from_` (any longer)."""
@@ -367,6 +392,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         with self.transaction() as tx:
             return tx.execute("action_move", params) > 0
 
+    @retried
     def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
         """A second person approves (it starts running) or rejects a request; False when
         it is no longer waiting, expired, or `approver` is the person who asked."""
@@ -375,6 +401,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         with self.transaction() as tx:
             return tx.execute("action_decide", params) > 0
 
+    @retried
     def expire_actions(self) -> int:
         """Requests nobody decided in time become `expired`; how many."""
         with self.transaction() as tx:

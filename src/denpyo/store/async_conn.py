@@ -21,8 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from denpyo.errors import StoreError
+from denpyo.errors import StoreConflict, StoreError
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import CONFLICT_STATES
 
 T = TypeVar("T")
 
@@ -103,7 +104,10 @@ class AsyncpgExecutor(AsyncExecutor):
 
 
 def _asyncpg_error(exc: Exception) -> Exception:
+    """asyncpg's errors as psycopg's would leave the store (a conflict: StoreConflict)."""
     if type(exc).__module__.startswith("asyncpg"):
+        if getattr(exc, "sqlstate", None) in CONFLICT_STATES:
+            return StoreConflict(f"PostgreSQL: {exc}")
         return StoreError(f"PostgreSQL: {exc}")
     return exc
 

@@ -7,10 +7,13 @@ caller's, an asyncio connection reached from a thread included (store/callers.py
 
 Whatever the driver raises leaves the store as StoreError, or SchemaError where
 it means that denpyo's tables are missing, or StoreUnavailable where the server
-could not be reached or dropped the connection, with the driver's error as
-`__cause__`. Each database's module says which errors are its driver's, which
-of them mean a missing table or a server out of reach, and how one reads
-(`DriverErrors`); the wrapping is written once, here.
+could not be reached or dropped the connection, or StoreConflict where the
+transaction lost to a concurrent one (a serialization failure, a deadlock), with
+the driver's error as `__cause__`. Each database's module says which errors are
+its driver's, which of them mean a missing table, a server out of reach or a
+conflict, and how one reads (`DriverErrors`); the wrapping is written once, here.
+A transaction of the store's own that ends in StoreConflict is run again
+(store/conflicts.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
-from denpyo.errors import SchemaError, StoreError, StoreUnavailable
+from denpyo.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from denpyo.store.async_conn import BridgedConnection
 from denpyo.store.base import Store, Tx
 from denpyo.store.dialects import Dialect
@@ -35,10 +38,11 @@ class DriverErrors(Generic[E]):
     """How one driver's errors leave a store: `error`, the class of all of them;
     `missing_table(exc)`, whether one means that denpyo's tables are missing;
     `unavailable(exc)`, whether one means the server is out of reach (an outage,
-    not a refused statement); `message(exc)`, its text for the StoreError (named
-    after the database)."""
+    not a refused statement); `conflict(exc)`, whether the transaction lost to a
+    concurrent one and may succeed if run again; `message(exc)`, its text for the
+    StoreError (named after the database)."""
 
-    __slots__ = ("error", "message", "missing_table", "title", "unavailable")
+    __slots__ = ("conflict", "error", "message", "missing_table", "title", "unavailable")
 
     def __init__(
         self,
@@ -47,20 +51,24 @@ class DriverErrors(Generic[E]):
         missing_table: Callable[[E], bool],
         message: Callable[[E], str] = str,
         unavailable: Callable[[E], bool] = lambda exc: False,
+        conflict: Callable[[E], bool] = lambda exc: False,
     ) -> None:
         self.title = dialect.title
         self.error = error
         self.missing_table = missing_table
         self.message = message
         self.unavailable = unavailable
+        self.conflict = conflict
 
     def translated(self, exc: E) -> StoreError | SchemaError:
         """A driver error as StoreError (missing tables as SchemaError, a server out
-        of reach as StoreUnavailable)."""
+        of reach as StoreUnavailable, a conflict as StoreConflict)."""
         if self.missing_table(exc):
             return SchemaError(MISSING_TABLES)
         if self.unavailable(exc):
             return StoreUnavailable(f"{self.title} unavailable: {self.message(exc)}")
+        if self.conflict(exc):
+            return StoreConflict(f"{self.title}: {self.message(exc)}")
         return StoreError(f"{self.title}: {self.message(exc)}")
 
     @contextmanager

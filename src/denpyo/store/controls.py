@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from denpyo.domain.channel_state import ChannelEvent, ChannelState
 from denpyo.domain.submission import Submission
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params, seconds
 from denpyo.store.rows import Rows
@@ -81,17 +82,20 @@ class ChannelControls(ConnectionModes, Rows, Params):
     def channel_up(self, channel: str, *, actor: str, note: str) -> bool:
         return self._change(channel, "channel_up", "up", actor, note)
 
+    @retried
     def hold_channel(self, channel: str, *, hold_for: float, note: str) -> bool:
         with self.transaction() as tx:
             tx.execute("channel_ensure", {"channel": channel})
             params = {"channel": channel, "seconds": seconds(hold_for), "note": note}
             return tx.execute("channel_hold", params) > 0
 
+    @retried
     def take_probe(self, channel: str, *, next_in: float) -> bool:
         with self.transaction() as tx:
             params = {"channel": channel, "seconds": seconds(next_in)}
             return tx.execute("channel_probe", params) > 0
 
+    @retried
     def reserve_starts(self, channel: str, count: int, rate: float) -> float:
         """Move the channel's fleet clock on by `count / rate` seconds from where it
         stood (or from now, if it stood in the past: unused time is no credit, so no
@@ -103,6 +107,7 @@ class ChannelControls(ConnectionModes, Rows, Params):
             tx.execute("channel_start_after", {"channel": channel, "at": self.time_param(after)})
         return (first - now).total_seconds()
 
+    @retried
     def claim_within(
         self, channel: str, *, holder: str, limit: int, lease: float, fleet_concurrency: int
     ) -> list[Submission]:
@@ -127,6 +132,7 @@ class ChannelControls(ConnectionModes, Rows, Params):
         assert row is not None
         return self._time(row["now"]), self.parse_time(row["next_start"])
 
+    @retried
     def _change(
         self,
         channel: str,

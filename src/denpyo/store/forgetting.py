@@ -33,6 +33,7 @@ from denpyo.domain.actions import ActionKind, ActionRecord, RowOutcome
 from denpyo.domain.forgetting import FORGOTTEN, SEALED_PATH, Scrubber, Where, replaced
 from denpyo.domain.submission import Submission
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params
 from denpyo.store.rows import Rows
@@ -130,6 +131,7 @@ class Forgetting(ConnectionModes, Rows, Params):
 
     # -- forgetting -------------------------------------------------------------------------
 
+    @retried
     def forget_rows(
         self,
         ids: Sequence[int],
@@ -175,6 +177,7 @@ class Forgetting(ConnectionModes, Rows, Params):
             return sid, RowOutcome.SKIPPED, OPEN_AGAIN
         return sid, RowOutcome.DONE, None
 
+    @retried
     def forget_kept(
         self, ids: Sequence[int], *, scrub: Scrubber, action_id: int, holder: str, lease: float
     ) -> Outcomes | None:

@@ -50,6 +50,7 @@ from pymysql.err import IntegrityError, InterfaceError, MySQLError
 from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
 from denpyo.store import shown_url
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import DriverErrors
 from denpyo.store.dialects import DIALECTS
 from denpyo.store.portable import PortableSqlStore
@@ -71,6 +72,8 @@ CONNECT_REFUSED = frozenset({1044, 1045, 1049})
 # No server answered (CR_CONNECTION_ERROR: its socket; CR_CONN_HOST_ERROR: host and
 # port) or it takes no one now (ER_CON_COUNT_ERROR): with CONNECTION_LOST, an outage.
 UNREACHABLE = frozenset({2002, 2003, 1040}) | CONNECTION_LOST
+# ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the transaction may succeed if run again.
+CONFLICTS = frozenset({1213, 1205})
 ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 ER_SPECIFIC_ACCESS_DENIED = 1227
@@ -114,9 +117,11 @@ ERRORS = DriverErrors(
     lambda exc: _code(exc) == ER_NO_SUCH_TABLE and "denpyo_" in _message(exc),
     _message,
     unavailable=lambda exc: _code(exc) in UNREACHABLE,
+    conflict=lambda exc: _code(exc) in CONFLICTS,
 )
 """PyMySQL's errors as denpyo's, read by their message (ER_NO_SUCH_TABLE on a
-denpyo_ table: the tables are missing; UNREACHABLE: StoreUnavailable)."""
+denpyo_ table: the tables are missing; UNREACHABLE: StoreUnavailable; CONFLICTS:
+StoreConflict)."""
 
 
 def connect_args(url: str) -> dict[str, Any]:
@@ -303,6 +308,7 @@ class MysqlStore(PortableSqlStore):
             if self.fold_counts_batch() < COUNTS_FOLD_LIMIT:
                 return
 
+    @retried
     def fold_counts_batch(self, limit: int = COUNTS_FOLD_LIMIT) -> int:
         """Replace the oldest `limit` rows of running counts by their totals per group;
         returns how many rows it replaced (0: they were folded already). The rows stay
@@ -350,12 +356,7 @@ class MysqlStore(PortableSqlStore):
         locking the rows: an insert in REPEATABLE READ reads denpyo_keys with locks,
         and the keys wait for it to end instead.
         """
-        ids: list[int] = []
-        with self.transaction() as tx:
-            for chunk in _chunks(params["ids"]):
-                tx.execute("key_remember", {**params, "ids": chunk})
-                remembered = tx.fetch_all("key_remembered", {"ids": chunk})
-                ids += [int(row["id"]) for row in remembered]
+        ids = self._remember(params)
         if not ids:
             return 0
         # Committed. A crash from here on leaves keys remembered for rows still live:
@@ -363,6 +364,22 @@ class MysqlStore(PortableSqlStore):
         # them again.
         if not self._wait_for_older_writers():
             return 0
+        return self._remove_remembered(params, ids)
+
+    @retried
+    def _remember(self, params: dict[str, Any]) -> list[int]:
+        """`remove_in`'s first transaction: the keys remembered; the rows they are of."""
+        ids: list[int] = []
+        with self.transaction() as tx:
+            for chunk in _chunks(params["ids"]):
+                tx.execute("key_remember", {**params, "ids": chunk})
+                remembered = tx.fetch_all("key_remembered", {"ids": chunk})
+                ids += [int(row["id"]) for row in remembered]
+        return ids
+
+    @retried
+    def _remove_remembered(self, params: dict[str, Any], ids: list[int]) -> int:
+        """`remove_in`'s last transaction: the rows whose keys the wait covered go."""
         removed = 0
         with self.transaction() as tx:
             for chunk in _chunks(ids):  # only keys the wait covered

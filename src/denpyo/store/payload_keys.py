@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params
 from denpyo.store.rows import Rows
@@ -65,6 +66,7 @@ class PayloadKeys(ConnectionModes, Rows, Params):
             for row in rows
         ]
 
+    @retried
     def reseal(self, changes: Sequence[Reseal]) -> tuple[list[int], list[int]]:
         if not changes:
             return [], []
@@ -82,6 +84,7 @@ class PayloadKeys(ConnectionModes, Rows, Params):
         busy = [change.id for change in changes if change.id not in locked]
         return written, busy
 
+    @retried
     def due_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
         with self.transaction() as tx:
             return sum(

@@ -19,6 +19,7 @@ from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.store.base import NewSubmission, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.params import (
     distinct_groups,
     event_params,
@@ -72,6 +73,7 @@ class PortableSqlStore(SqlStore):
     ) -> list[Submission]:
         return self._claim("submission_find_in_doubt", channel, holder, limit, lease, verify=True)
 
+    @retried
     def _claim(
         self, query: str, channel: str, holder: str, limit: int, lease: float, *, verify: bool
     ) -> list[Submission]:

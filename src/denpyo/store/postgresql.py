@@ -29,9 +29,22 @@ from denpyo.domain.durability import Durability
 from denpyo.domain.moves import Change, Move, Settle
 from denpyo.domain.retention import Retention
 from denpyo.domain.submission import Submission
-from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
+from denpyo.errors import (
+    ConfigurationError,
+    InvalidDatabaseURL,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
 from denpyo.store import masked, shown_url
 from denpyo.store.base import AsyncStore, NewSubmission, Partition, Row, Tx
+from denpyo.store.conflicts import (
+    CONFLICT_STATES,
+    Conflicts,
+    again_on_conflict,
+    in_retried,
+    retried,
+)
 from denpyo.store.connections import DriverErrors
 from denpyo.store.dialects import DIALECTS
 from denpyo.store.params import (
@@ -83,9 +96,10 @@ ERRORS = DriverErrors(
     psycopg.Error,
     lambda exc: isinstance(exc, pg_errors.UndefinedTable),
     unavailable=_unreachable,
+    conflict=lambda exc: exc.sqlstate in CONFLICT_STATES,
 )
 """psycopg's errors as denpyo's (`UndefinedTable`: the tables are missing; a server
-out of reach: StoreUnavailable)."""
+out of reach: StoreUnavailable; CONFLICT_STATES: StoreConflict)."""
 
 
 def connect_failure(exc: psycopg.Error, conninfo: str) -> StoreUnavailable | ConfigurationError:
@@ -103,13 +117,28 @@ class PostgresTx(Tx):
         reconnect: Callable[[], psycopg.Cursor[dict[str, Any]]] | None = None,
         *,
         repeatable: bool = False,
+        own: bool = False,
     ) -> None:
         self.queries = store.queries
         self.cursor = cursor
         self.reconnect = reconnect  # for the first statement only
         self.repeatable = repeatable
+        self.own = own
+        """Each statement is a transaction of the store's own (autocommit)."""
 
     def _run(self, query: str, params: Mapping[str, Any] | None) -> None:
+        """A statement that is a transaction of the store's own runs again after a
+        conflict (store/conflicts.py), unless the method around it is retried whole."""
+        if self.own and not in_retried():
+            again_on_conflict(lambda: self._run_translated(query, params), f"store.{query}")
+        else:
+            self._run_once(query, params)
+
+    def _run_translated(self, query: str, params: Mapping[str, Any] | None) -> None:
+        with ERRORS.wrapped():
+            self._run_once(query, params)
+
+    def _run_once(self, query: str, params: Mapping[str, Any] | None) -> None:
         reconnect, self.reconnect = self.reconnect, None
         try:
             self.cursor.execute(self.queries[query], params)
@@ -162,6 +191,7 @@ class PostgresStore(SqlStore):
             "submission_counts_compact", "submission_copy", "submission_record_copied",
             "submission_get_recorded_before", "key_get_recorded_before", "snapshot_holder",
             "submission_remove", "layout_get", "partman_available", "session_durable",
+            "session_read_committed",
             "durability_get", "replica_lag",
         }
     )  # fmt: skip
@@ -240,8 +270,13 @@ class PostgresStore(SqlStore):
 
     def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
         """Each new connection's commits wait for the disk and the synchronous standbys
-        (`session_durable`): the slip must be durable before its call leaves."""
+        (`session_durable`): the slip must be durable before its call leaves. Its
+        transactions run READ COMMITTED (`session_read_committed`), whatever the
+        database's default: the claims' SKIP LOCKED and the moves' compare-and-set
+        are written for it; under SERIALIZABLE, concurrent settles would abort each
+        other."""
         conn.execute(self.queries["session_durable"])
+        conn.execute(self.queries["session_read_committed"])
 
     def replica_lag(self) -> float | None:
         with self.reading() as tx:
@@ -499,8 +534,7 @@ class PostgresStore(SqlStore):
             with self._autocommit() as tx:
                 row = tx.fetch_one("submission_remove", params)
             return int(row["removed"]) if row else 0
-        with self.transaction() as tx:
-            remembered = tx.fetch_one("key_remember", params)
+        remembered = self._remember(params)
         # A crash from here until (c) commits leaves keys remembered for rows still
         # live: reads prefer the rows, inserts meet them, a later removal rewrites them.
         if remembered is None or not int(remembered["kept"]):
@@ -510,6 +544,13 @@ class PostgresStore(SqlStore):
         with self._autocommit() as tx:  # (c): one statement, so all of it or none
             row = tx.fetch_one("submission_remove", params)
         return int(row["removed"]) if row else 0
+
+    @retried
+    def _remember(self, params: dict[str, Any]) -> Row | None:
+        """`remove_in`'s (a): the keys remembered, committed; how many, and the
+        transaction's id."""
+        with self.transaction() as tx:
+            return tx.fetch_one("key_remember", params)
 
     def _wait_for_snapshots_before(self, xid: str) -> bool:
         """Whether, within `REMOVAL_WAIT` seconds, no other session of this database
@@ -800,7 +841,9 @@ class PostgresAsync(AsyncStore):
         )
 
     async def _durable_session(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """As the store's own sessions (`PostgresStore._durable_session`)."""
         await conn.execute(self.store.queries["session_durable"])
+        await conn.execute(self.store.queries["session_read_committed"])
 
     async def open(self) -> None:
         """The pool, waiting up to 15 s for its first connection (a worker started
@@ -847,23 +890,39 @@ class PostgresAsync(AsyncStore):
     ) -> list[list[dict[str, Any]]]:
         """Run the statements in one transaction (a lone statement is its own). A
         session the server ended (a restart) rolled everything back: they run again
-        on another session, until the pool's sessions from before the restart are spent."""
+        on another session, until the pool's sessions from before the restart are
+        spent. A transaction that lost to a concurrent one (a deadlock; a
+        serialization failure where the session could not be pinned to READ
+        COMMITTED) runs again too, as the store's own do (store/conflicts.py)."""
+        conflicts = Conflicts(f"worker.{statements[0][0]}")
+        while True:
+            try:
+                with ERRORS.wrapped():
+                    rows = await self._run_once(statements)
+            except StoreConflict as exc:
+                await asyncio.sleep(conflicts.pause(exc))
+            else:
+                conflicts.done()
+                return rows
+
+    async def _run_once(
+        self, statements: list[tuple[str, dict[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
         queries = self.store.queries
-        with ERRORS.wrapped():
-            for attempt in range(1, self.max_connections + 2):
-                try:
-                    async with self.pool.connection() as conn:
-                        if len(statements) == 1:
-                            query, params = statements[0]
-                            return [await (await conn.execute(queries[query], params)).fetchall()]
-                        async with conn.transaction():
-                            return [
-                                await (await conn.execute(queries[query], params)).fetchall()
-                                for query, params in statements
-                            ]
-                except pg_errors.AdminShutdown:
-                    if attempt > self.max_connections:
-                        raise
+        for attempt in range(1, self.max_connections + 2):
+            try:
+                async with self.pool.connection() as conn:
+                    if len(statements) == 1:
+                        query, params = statements[0]
+                        return [await (await conn.execute(queries[query], params)).fetchall()]
+                    async with conn.transaction():
+                        return [
+                            await (await conn.execute(queries[query], params)).fetchall()
+                            for query, params in statements
+                        ]
+            except pg_errors.AdminShutdown:
+                if attempt > self.max_connections:
+                    raise
         raise AssertionError("unreachable")
 
 
@@ -1031,8 +1090,9 @@ class _Autocommit:
     def __enter__(self) -> Tx:
         try:
             return PostgresTx(
-                self.store, self.conn.cursor(), self.reconnect, repeatable=self.repeatable
-            )
+                self.store, self.conn.cursor(), self.reconnect, repeatable=self.repeatable,
+                own=True,
+            )  # fmt: skip
         except psycopg.Error as exc:  # no `with` body ran: __exit__ will not return it
             self.store.pool.putconn(self.conn)
             raise ERRORS.translated(exc) from exc

@@ -26,6 +26,7 @@ from denpyo.domain.retention import Retention
 from denpyo.domain.status import ERROR_KINDS, STATUSES
 from denpyo.domain.submission import Event, Submission
 from denpyo.store.base import Row, Tx
+from denpyo.store.conflicts import retried
 from denpyo.store.connections import ConnectionModes
 from denpyo.store.params import Params, seconds
 from denpyo.store.rows import Rows
@@ -69,6 +70,7 @@ class Removal(ConnectionModes, Rows, Params):
         """Remember the keys of the rows `params["ids"]` that retention still lets go,
         add them to the removed counts, delete their history and them; how many went."""
 
+    @retried
     def expire_keys(self, older_than: float, limit: int = 1000) -> int:
         with self.transaction() as tx:
             rows = tx.fetch_all("key_expire", {"older_than": seconds(older_than), "limit": limit})

@@ -30,6 +30,7 @@ from denpyo.errors import InvalidInput, LeaseLost, SchemaError, StoreError, Stor
 from denpyo.store.actions import ActionLog, NewAction
 from denpyo.store.base import NewSubmission, Page, Tx
 from denpyo.store.callers import CallerConnections
+from denpyo.store.conflicts import Replayed, retried
 from denpyo.store.controls import ChannelControls
 from denpyo.store.forgetting import Forgetting
 from denpyo.store.params import filter_params, seconds
@@ -111,6 +112,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
                 applied.append(version)
         return applied
 
+    @retried
     def schema_version(self) -> int:
         with self.transaction() as tx:
             tx.execute("schema_version_create")
@@ -130,6 +132,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
 
     # -- writes -----------------------------------------------------------------------------
 
+    @retried
     def record(
         self, new: NewSubmission, *, actor: str, lease: float | None = None, conn: Any = None
     ) -> tuple[Submission, bool]:
@@ -141,6 +144,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
                 return existing, False
             return sub, True
 
+    @retried
     def adopt(
         self, new: NewSubmission, *, remote_id: str | None, actor: str, note: str
     ) -> Submission | None:
@@ -161,6 +165,20 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
         actor: str,
         check: Callable[[NewSubmission, Submission], None],
         conn: Any = None,
+    ) -> int:
+        """In the store's own transaction, the items are read as they are written
+        (a COPY streams them), and read again if a conflict runs it again."""
+        items = news if conn is not None else Replayed(news)
+        return self._record_many(items, actor=actor, check=check, conn=conn)
+
+    @retried
+    def _record_many(
+        self,
+        news: Iterable[NewSubmission],
+        *,
+        actor: str,
+        check: Callable[[NewSubmission, Submission], None],
+        conn: Any,
     ) -> int:
         recorded: list[NewSubmission] = []
 
@@ -193,6 +211,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
         row = tx.fetch_one("submission_get_existing", {"channel": new.channel, "key": new.key})
         return self.to_submission(row) if row else self.kept(tx, new.channel, new.key)
 
+    @retried
     def record_resend_of_removed(
         self,
         new: NewSubmission,
@@ -223,11 +242,13 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
                 self.log_done_in(tx, log, [outcome])
             return created, self.kept_by_id(tx, old_id) or old
 
+    @retried
     def move(self, changes: Sequence[Change]) -> list[Submission | None]:
         distinct = len({change.submission_id for change in changes}) == len(changes)
         with self.one_statement() if distinct else self.transaction() as tx:
             return self.move_in(tx, changes)
 
+    @retried
     def renew(self, holds: Sequence[tuple[int, str, float]]) -> set[int]:
         """One transaction, two statements per holder. The rows are locked with SKIP
         LOCKED, so a renewal never waits for a lock and cannot deadlock with a batch
@@ -253,6 +274,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
 
     # -- reads -------------------------------------------------------------------------------
 
+    @retried
     def get(self, submission_id: int, *, conn: Any = None) -> Submission | None:
         with self.reading() if conn is None else self._in(conn) as tx:
             row = tx.fetch_one("submission_get", {"id": submission_id})
@@ -330,6 +352,7 @@ class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControl
         subs = [self.to_submission(row) for row in rows[:limit]]
         return Page(subs, subs[-1].id if len(rows) > limit else None)
 
+    @retried
     def fold_outcomes(self, limit: int = 20_000, lag: float = 10.0) -> int:
         """One transaction holds the cursor's row lock: two folds never count an event
         twice, and a crash leaves the batch folded with its cursor, or neither."""

@@ -74,6 +74,9 @@ SELECT now() AS now;
 SELECT set_config('synchronous_commit', 'on', false) AS synchronous_commit
  WHERE current_setting('synchronous_commit') IN ('off', 'local');
 
+-- session_read_committed: run once on each connection of denpyo's: its transactions run READ COMMITTED, which its SQL is written for (SKIP LOCKED claims, compare-and-set moves), whatever the database's or role's default isolation
+SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
 -- replica_lag: on a standby (a read_url), how far its data is behind the primary: 0 when it has replayed all it received, else the age of the last transaction it replayed; NULL on a primary
 SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN NULL
