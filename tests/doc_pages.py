@@ -60,22 +60,17 @@ def run_session(
 ) -> list[tuple[str, str]]:  # fmt: skip
     """Run `steps` in order in one bash in `folder`, as a reader pastes them; each
     step with what it printed (stdout and stderr). `python`, `python3`, `denpyo` and
-    `uvicorn` are this interpreter's; `env` adds variables (None: unset). A step
-    left in the background (`… &`) writes to background.log instead, and one that
-    names `--port N` is waited for until N answers, as a reader waits for a server
-    to start. `end` runs after the last step, its output counted as the last
-    step's. Whatever still runs at the end, or
-    at `timeout`, is killed."""
+    `uvicorn` are this interpreter's; `env` adds variables (None: unset). Nothing
+    is added between the steps: a page that starts a server prints the command
+    that waits for it. A step left in the background (`… &`) writes to
+    background.log, so that its output does not mix with the next steps'. `end`
+    runs after the last step, its output counted as the last step's. Whatever
+    still runs at the end, or at `timeout`, is killed."""
     lines = []
     for n, step in enumerate(steps):
         lines += [f"echo '{MARK}{n}'", step]
-        port = re.search(r"--port (\d+)", step)
         if step.endswith("&"):
             lines[-1] = f"{step[:-1].rstrip()} >>background.log 2>&1 &"
-            if port:
-                lines.append(
-                    f"until curl -s -o /dev/null localhost:{port.group(1)}; do sleep 0.1; done"
-                )
     lines.append(end)
     (folder / "session.sh").write_text("\n".join(lines) + "\n")
     merged = {**os.environ, **(env or {})}
