@@ -40,3 +40,18 @@ def test_readme_queries_run_and_answer(
     assert [row[1] for row in failures] == ["order:7"] and "bounced" in failures[0][3]
     attention = results[4]
     assert [row[2] for row in attention] == ["order:7"]
+
+
+def test_the_tables_page_s_own_queries_run(
+    ledger: denpyo.Ledger, sql: Callable[[str], list[tuple[Any, ...]]]
+) -> None:
+    """The queries beside each table's description, as printed, on every database."""
+    ledger.channel("invoice-email")(lambda sub: "msg")
+    ledger.submit("invoice-email", "order:1", {"order": 1})
+    ledger.pause("invoice-email", note="the provider's maintenance", by="ann")
+    queries = {block.name: block.code for block in blocks("reference/tables.md", "tables")}
+    assert set(queries) == {"removed", "paused", "marked"}, queries
+    assert sql(queries["removed"]) == []  # nothing was created in March 2026
+    [(channel, _, actor, note)] = sql(queries["paused"])
+    assert (channel, actor, note) == ("invoice-email", "operator:ann", "the provider's maintenance")
+    assert sql(queries["marked"]) == []

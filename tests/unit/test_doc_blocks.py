@@ -1,0 +1,125 @@
+"""Every code block of the documentation either runs in a test, as printed, or says
+to the reader why it does not: a block added to a page with neither fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from doc_pages import DOCS, blocks
+
+ROOT = DOCS.parent
+CODE = {"python", "sh", "bash", "sql"}  # the others are output, layouts, figures
+NOT_RUN = re.compile(r"^(?:#|--) Not run as printed: \S")  # the block's first line
+TESTS = "\n".join(path.read_text() for path in sorted((ROOT / "tests").rglob("*.py")))
+WHOLE_PAGES = {  # pages whose every block one test runs
+    "tutorial/crash-recovered.md": "tests/acceptance/test_tutorial.py",
+}
+# Blocks not yet run by a test nor marked, by page and first line. This list only
+# shrinks: run a block in a test (marked `<!-- marker: name -->` on its page), or
+# start it with "# Not run as printed: why".
+PENDING: set[tuple[str, str]] = {
+    ("guide/audit.md", "def list_charges(since, until):  # plain or async; both datetimes aware"),
+    ("guide/channels.md", "from denpyo.channels.nats import JetStreamChannel"),
+    ("guide/channels.md", "from denpyo.channels.rabbitmq import RabbitMQChannel"),
+    (
+        "guide/channels.md",
+        'ledger.channel("sms", fleet_rate_limit=15, fleet_concurrency=10)(sms.send)',
+    ),
+    (
+        "guide/dashboard.md",
+        "denpyo --db postgresql://app@db/app dashboard      # http://127.0.0.1:8470/",
+    ),
+    ("guide/dashboard.md", "export DENPYO_USERS=/etc/denpyo/users.json"),
+    ("guide/dashboard.md", "from fastapi import FastAPI        # or a Starlette app"),
+    ("guide/logging.md", "denpyo --app myapp.ledger:ledger worker -v                  # DEBUG"),
+    ("guide/personal-data.md", "class VaultTransit:"),
+    (
+        "guide/personal-data.md",
+        'denpyo forget invoice-email:order:42 --note "erasure request #881"',
+    ),
+    (
+        "guide/personal-data.md",
+        "denpyo rotate-key --new-key    # prints a key: 32 random bytes as URL-safe base64",
+    ),
+    ("guide/tracing.md", "SELECT id, channel, key, status FROM denpyo_submissions"),
+    ("guide/tracing.md", "pip install 'denpyo[otel]'     # opentelemetry-api, nothing else"),
+    (
+        "guide/worker.md",
+        "denpyo --app myapp.ledger:ledger worker    # the module registers the channels",
+    ),
+    ("guide/worker.md", "denpyo --app myapp.ledger:ledger worker --processes 4 --concurrency 64"),
+    ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
+    (
+        "how-to/keeping-for-years.md",
+        'denpyo --db "$DATABASE_URL" migrate --partitions daily     # or monthly',
+    ),
+    ("how-to/keeping-for-years.md", "denpyo prune --synced 30d --rejected 365d --abandoned 365d"),
+    ("how-to/keeping-for-years.md", 'ledger.migrate(partitions="daily")'),
+    (
+        "how-to/keeping-for-years.md",
+        "pip install -e '.[archive]'        # pyarrow and duckdb (in a checkout; see Install)",
+    ),
+    ("how-to/on-call.md", "denpyo --app myapp:ledger actions --since 7d"),
+    (
+        "how-to/on-call.md",
+        "denpyo --app myapp:ledger bulk retry --status failed --channel sms --since 6h \\",
+    ),
+    (
+        "how-to/on-call.md",
+        'denpyo --app myapp:ledger forget --where to=ann@example.com --note "erasure #881" --dry-run',
+    ),
+    (
+        "how-to/on-call.md",
+        'denpyo --app myapp:ledger resolve 1234 --mark-synced --remote-id m-9 --note "in the console" --by otto',
+    ),
+    ("how-to/on-call.md", "denpyo --app myapp:ledger show 1234    # your action, name and note"),
+    (
+        "how-to/on-call.md",
+        "denpyo --app myapp:ledger status --check    # exit 1 if a person is needed",
+    ),
+    ("how-to/replication.md", '@ledger.channel("charge", list_remote=list_charges)'),
+    (
+        "how-to/replication.md",
+        "denpyo --app myapp.ledger:ledger audit --channel charge --since 2h --adopt",
+    ),
+}
+
+
+def _first_line(code: str) -> str:
+    return next((line.strip() for line in code.splitlines() if line.strip()), "")
+
+
+def _accounted(page: str, marker: str, code: str) -> bool:
+    """True when a test runs the block, or the block says why none does."""
+    if code.startswith("--8<--"):  # a file of the repository, which its own test runs
+        return True
+    if NOT_RUN.match(code):
+        return True
+    if page in WHOLE_PAGES:
+        return page in (ROOT / WHOLE_PAGES[page]).read_text()
+    return bool(marker) and f'"{page}"' in TESTS and f'"{marker}"' in TESTS
+
+
+def _unaccounted() -> set[tuple[str, str]]:
+    found = set()
+    for path in sorted(DOCS.rglob("*.md")):
+        page = str(path.relative_to(DOCS))
+        for block in blocks(page):
+            if block.language in CODE and not _accounted(page, block.marker, block.code):
+                found.add((page, _first_line(block.code)))
+    return found
+
+
+def test_every_code_block_runs_in_a_test_or_says_why_not() -> None:
+    unaccounted = _unaccounted()
+    new = sorted(unaccounted - PENDING)
+    assert not new, "blocks no test runs and that do not say why:\n" + "\n".join(map(str, new))
+    gone = sorted(PENDING - unaccounted)
+    assert not gone, "run or marked now, take them out of PENDING:\n" + "\n".join(map(str, gone))
+
+
+def test_a_block_marked_not_run_says_why_to_the_reader() -> None:
+    """The reason is in the block's text, which the site shows."""
+    assert NOT_RUN.match("# Not run as printed: it needs a provider's real key")
+    assert not NOT_RUN.match("# Not run as printed:")
