@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import denpyo
-from doc_pages import blocks
+from doc_pages import blocks, named
 
 
 def queries_for(backend: str) -> list[str]:
@@ -55,3 +55,17 @@ def test_the_tables_page_s_own_queries_run(
     [(channel, _, actor, note)] = sql(queries["paused"])
     assert (channel, actor, note) == ("invoice-email", "operator:ann", "the provider's maintenance")
     assert sql(queries["marked"]) == []
+
+
+def test_the_tracing_page_finds_a_request_s_rows_by_its_trace_id(
+    ledger: denpyo.Ledger, sql: Callable[[str], list[tuple[Any, ...]]]
+) -> None:
+    ledger.channel("invoice-email")(lambda sub: "msg")
+    for n in (1, 2):
+        ledger.enqueue("invoice-email", f"order:{n}", {"order": n})
+    sql(  # the trace context a request under OpenTelemetry leaves on its row
+        "UPDATE denpyo_submissions SET traceparent = "
+        "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' WHERE id = 1"
+    )
+    query = named("guide/tracing.md", "tracing")["by-trace"]
+    assert [row[1:] for row in sql(query)] == [("invoice-email", "order:1", "requesting")]
