@@ -29,7 +29,6 @@ PENDING: set[tuple[str, str]] = {
         "guide/personal-data.md",
         "denpyo rotate-key --new-key    # prints a key: 32 random bytes as URL-safe base64",
     ),
-    ("guide/tracing.md", "SELECT id, channel, key, status FROM denpyo_submissions"),
     ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
     (
         "how-to/keeping-for-years.md",
