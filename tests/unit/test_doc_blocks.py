@@ -19,8 +19,6 @@ WHOLE_PAGES = {  # pages whose every block one test runs
 # shrinks: run a block in a test (marked `<!-- marker: name -->` on its page), or
 # start it with "# Not run as printed: why".
 PENDING: set[tuple[str, str]] = {
-    ("guide/channels.md", "from denpyo.channels.nats import JetStreamChannel"),
-    ("guide/channels.md", "from denpyo.channels.rabbitmq import RabbitMQChannel"),
     (
         "guide/personal-data.md",
         'denpyo forget invoice-email:order:42 --note "erasure request #881"',
