@@ -23,10 +23,6 @@ PENDING: set[tuple[str, str]] = {
         "guide/personal-data.md",
         'denpyo forget invoice-email:order:42 --note "erasure request #881"',
     ),
-    (
-        "guide/personal-data.md",
-        "denpyo rotate-key --new-key    # prints a key: 32 random bytes as URL-safe base64",
-    ),
     ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
     (
         "how-to/keeping-for-years.md",
