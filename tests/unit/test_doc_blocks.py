@@ -19,10 +19,6 @@ WHOLE_PAGES = {  # pages whose every block one test runs
 # shrinks: run a block in a test (marked `<!-- marker: name -->` on its page), or
 # start it with "# Not run as printed: why".
 PENDING: set[tuple[str, str]] = {
-    (
-        "guide/personal-data.md",
-        'denpyo forget invoice-email:order:42 --note "erasure request #881"',
-    ),
     ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
     (
         "how-to/keeping-for-years.md",
