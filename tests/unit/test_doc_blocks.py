@@ -20,12 +20,6 @@ WHOLE_PAGES = {  # pages whose every block one test runs
 # start it with "# Not run as printed: why".
 PENDING: set[tuple[str, str]] = {
     ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
-    (
-        "how-to/keeping-for-years.md",
-        'denpyo --db "$DATABASE_URL" migrate --partitions daily     # or monthly',
-    ),
-    ("how-to/keeping-for-years.md", "denpyo prune --synced 30d --rejected 365d --abandoned 365d"),
-    ("how-to/keeping-for-years.md", 'ledger.migrate(partitions="daily")'),
 }
 
 
