@@ -82,6 +82,8 @@ def _check(folder: Path, said: dict[str, list[str]], database: str | None) -> No
     admin = subprocess.run([sys.executable, "-c", ADMIN], cwd=project, env=env,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert admin.stdout.split() == ["200", "True", "False"], admin.stdout + admin.stderr
+    [tested] = said["python manage.py test shop"]
+    assert "Ran 2 tests" in tested and "\nOK" in tested, tested
 
 
 def test_the_django_page_runs_as_written_on_sqlite(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ to the reader why it does not: a block added to a page with neither fails here."
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from doc_pages import DOCS, blocks
 
@@ -18,9 +17,7 @@ WHOLE_PAGES = {  # pages whose every block one test runs
 # Blocks not yet run by a test nor marked, by page and first line. This list only
 # shrinks: run a block in a test (marked `<!-- marker: name -->` on its page), or
 # start it with "# Not run as printed: why".
-PENDING: set[tuple[str, str]] = {
-    ("how-to/django.md", "from django.test.runner import DiscoverRunner"),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 def _first_line(code: str) -> str:

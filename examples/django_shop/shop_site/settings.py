@@ -48,6 +48,7 @@ TEMPLATES = [
     }
 ]
 STATIC_URL = "static/"
+TEST_RUNNER = "shop_site.testing.TestRunner"  # closes the ledger before the test database goes
 
 # The ledger goes to the same database (DENPYO_DATABASE_URL would name another).
 _url = urlsplit(os.environ.get("DATABASE_URL", ""))
@@ -68,5 +69,6 @@ else:  # SQLite: an atomic() block takes the write lock when it starts (Django 5
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": BASE_DIR / "shop.db",
             "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+            "TEST": {"NAME": BASE_DIR / "test.db"},  # a file: the ledger's connections reach it
         }
     }
