@@ -291,6 +291,7 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
     from denpyo.testing import ProviderOptions
     from denpyo.testing.__main__ import _parser
     from denpyo.testing._core import ENDPOINTS, FAULTS
+    from denpyo.testing._wait import parser
     from doc_pages import read
 
     readme = read("guide/using.md")
@@ -304,6 +305,9 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
     for method, path in ENDPOINTS:
         assert f"`{method} {path}`" in section, (method, path)
     assert all(f"`{fault}`" in section for fault in FAULTS)
+    wait = {flag for action in parser()._actions for flag in action.option_strings}
+    assert "`python -m denpyo.testing wait URL`" in section
+    assert all(f"`{flag}" in section for flag in wait - {"-h", "--help"}), wait
 
 
 def test_the_key_may_come_in_a_header_of_another_name(transport: Transport) -> None:
