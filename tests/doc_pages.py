@@ -90,6 +90,30 @@ def run_session(
     return [(steps[int(n)], text) for n, text in zip(parts[1::2], parts[2::2], strict=True)]
 
 
+def run_app_session(
+    folder: Path, steps: list[str], *, ports: dict[str, int], database: str | None,
+    export: str, env: dict[str, str | None], timeout: float = 180,
+) -> dict[str, list[str]]:  # fmt: skip
+    """A page's session that starts an app and a provider and stops them: with each
+    page port of `ports` on the free one given, and `DATABASE_URL` exported first
+    when `database` is given (the page's own `export` line, `export`, names a
+    PostgreSQL URL). What each command printed, by command as the page prints it
+    (a command run twice, twice). Fails unless the page stopped what it started."""
+    if database is not None:
+        assert export.startswith("export DATABASE_URL=postgresql://"), export
+        steps = [f"export DATABASE_URL={database}", *steps]
+    for page_port, port in ports.items():
+        steps = [step.replace(page_port, str(port)) for step in steps]
+    outputs = run_session(folder, steps, env=env, end='wait; echo "@@@ all ended"', timeout=timeout)
+    assert "@@@ all ended" in outputs[-1][1], outputs[-1]
+    said: dict[str, list[str]] = {}
+    for step, text in outputs:
+        for page_port, port in ports.items():
+            step = step.replace(str(port), page_port)
+        said.setdefault(step, []).append(text)
+    return said
+
+
 def table_row(output: str, label: str) -> dict[str, int]:
     """A row of a table `denpyo status` prints, by column name."""
     header = re.search(r"^┃(.*)┃$", output, re.M)
