@@ -60,22 +60,17 @@ def run_session(
 ) -> list[tuple[str, str]]:  # fmt: skip
     """Run `steps` in order in one bash in `folder`, as a reader pastes them; each
     step with what it printed (stdout and stderr). `python`, `python3`, `denpyo` and
-    `uvicorn` are this interpreter's; `env` adds variables (None: unset). A step
-    left in the background (`… &`) writes to background.log instead, and one that
-    names `--port N` is waited for until N answers, as a reader waits for a server
-    to start. `end` runs after the last step, its output counted as the last
-    step's. Whatever still runs at the end, or
-    at `timeout`, is killed."""
+    `uvicorn` are this interpreter's; `env` adds variables (None: unset). Nothing
+    is added between the steps: a page that starts a server prints the command
+    that waits for it. A step left in the background (`… &`) writes to
+    background.log, so that its output does not mix with the next steps'. `end`
+    runs after the last step, its output counted as the last step's. Whatever
+    still runs at the end, or at `timeout`, is killed."""
     lines = []
     for n, step in enumerate(steps):
         lines += [f"echo '{MARK}{n}'", step]
-        port = re.search(r"--port (\d+)", step)
         if step.endswith("&"):
             lines[-1] = f"{step[:-1].rstrip()} >>background.log 2>&1 &"
-            if port:
-                lines.append(
-                    f"until curl -s -o /dev/null localhost:{port.group(1)}; do sleep 0.1; done"
-                )
     lines.append(end)
     (folder / "session.sh").write_text("\n".join(lines) + "\n")
     merged = {**os.environ, **(env or {})}
@@ -93,6 +88,30 @@ def run_session(
     parts = re.split(rf"\n?{MARK}(\d+)\n", out)
     assert len(parts) == 2 * len(steps) + 1, out
     return [(steps[int(n)], text) for n, text in zip(parts[1::2], parts[2::2], strict=True)]
+
+
+def run_app_session(
+    folder: Path, steps: list[str], *, ports: dict[str, int], database: str | None,
+    export: str, env: dict[str, str | None], timeout: float = 180,
+) -> dict[str, list[str]]:  # fmt: skip
+    """A page's session that starts an app and a provider and stops them: with each
+    page port of `ports` on the free one given, and `DATABASE_URL` exported first
+    when `database` is given (the page's own `export` line, `export`, names a
+    PostgreSQL URL). What each command printed, by command as the page prints it
+    (a command run twice, twice). Fails unless the page stopped what it started."""
+    if database is not None:
+        assert export.startswith("export DATABASE_URL=postgresql://"), export
+        steps = [f"export DATABASE_URL={database}", *steps]
+    for page_port, port in ports.items():
+        steps = [step.replace(page_port, str(port)) for step in steps]
+    outputs = run_session(folder, steps, env=env, end='wait; echo "@@@ all ended"', timeout=timeout)
+    assert "@@@ all ended" in outputs[-1][1], outputs[-1]
+    said: dict[str, list[str]] = {}
+    for step, text in outputs:
+        for page_port, port in ports.items():
+            step = step.replace(str(port), page_port)
+        said.setdefault(step, []).append(text)
+    return said
 
 
 def table_row(output: str, label: str) -> dict[str, int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_ports
-from doc_pages import commands, named, run_session, table_row
+from doc_pages import commands, named, run_app_session, table_row
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "how-to/fastapi.md"
@@ -28,20 +28,13 @@ def _run(folder: Path, database: str | None) -> dict[str, list[str]]:
     app = free_ports(2)
     mail = app + 1
     page = named(PAGE, "run")
-    steps = commands(page["session"]) + commands(page["worker"])
-    if database is not None:
-        [export] = [c for c in commands(page["postgresql"]) if c.startswith("export ")]
-        steps = [f"export DATABASE_URL={database}", *steps]
-        assert export.startswith("export DATABASE_URL=postgresql://"), export
-    steps = [s.replace("8000", str(app)).replace("8025", str(mail)) for s in steps]
+    [export] = [c for c in commands(page["postgresql"]) if c.startswith("export ")]
     # the app's MAIL_URL default is the page's port 8025; here the provider's is another
-    env = {"MAIL_URL": f"http://127.0.0.1:{mail}/send", "DATABASE_URL": None}
-    outputs = run_session(folder, steps, env=env, end='wait; echo "@@@ all ended"', timeout=180)
-    assert "@@@ all ended" in outputs[-1][1], outputs[-1]  # the page stopped what it started
-    said: dict[str, list[str]] = {}
-    for step, text in outputs:
-        said.setdefault(step.replace(str(app), "8000").replace(str(mail), "8025"), []).append(text)
-    return said
+    return run_app_session(
+        folder, commands(page["session"]) + commands(page["worker"]),
+        ports={"8000": app, "8025": mail}, database=database, export=export,
+        env={"MAIL_URL": f"http://127.0.0.1:{mail}/send", "DATABASE_URL": None},
+    )  # fmt: skip
 
 
 def _json(text: str) -> dict[str, object]:

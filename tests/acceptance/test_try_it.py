@@ -1,51 +1,31 @@
 """The guide's "Try it against the fake provider", run as a reader runs it: its
-`shop.py` written out, its shell session line by line, in a fresh folder."""
+`shop.py` written out, its shell session in one bash, in a fresh folder, with the
+provider on a free port instead of 8765; nothing added (the page's own `wait`
+line waits for the provider)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from doc_pages import named, summary
-
-PORT = 8765  # the fake provider's default, which the page's commands use
+from conftest import free_port
+from doc_pages import commands, named, run_session, summary
 
 
 def test_the_fake_provider_session_runs_as_written(tmp_path: Path) -> None:
     if shutil.which("curl") is None:
         pytest.fail("the page's session uses curl: install it")
     code = named("guide/using.md", "try")
-    (tmp_path / "shop.py").write_text(code["shop"])
-    lines = [line for line in code["session"].splitlines() if not line.startswith("#")]
-    start, *steps, stop = lines
-    assert start.split("#")[0].strip().endswith("&") and stop == "kill %1"
-    # `python` and `denpyo` as a reader's activated virtualenv has them
-    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable),
-                                                   os.environ["PATH"]])}  # fmt: skip
-    provider = subprocess.Popen(
-        shlex.split(start.split("&")[0]), cwd=tmp_path, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_for_port(PORT)
-        said = {}
-        for step in steps:
-            done = subprocess.run(step, shell=True, cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
-            assert done.returncode == 0, (step, done.stdout, done.stderr)
-            said[step.split("#")[0].strip()] = done.stdout
-    finally:
-        provider.terminate()
-        provider.wait(10)
+    port = str(free_port())
+    (tmp_path / "shop.py").write_text(code["shop"].replace("8765", port))
+    steps = [step.replace("8765", port) for step in commands(code["session"])]
+    assert steps[0].endswith("&") and steps[-1] == "kill %1", steps
+    outputs = run_session(tmp_path, steps, end='wait; echo "@@@ all ended"')
+    assert "@@@ all ended" in outputs[-1][1], outputs[-1]  # the page stopped what it started
+    said = {step.replace(port, "8765"): text for step, text in outputs}
     assert said["python shop.py order:1"].strip() == "synced"
     assert "in doubt" in said["python shop.py order:2"]
     assert "order:2" in said["denpyo --app shop:ledger list --in-doubt"]
@@ -57,14 +37,3 @@ def test_the_fake_provider_session_runs_as_written(tmp_path: Path) -> None:
     assert summary(reconciled, "in doubt now, all channels") == 0, reconciled
     stats = json.loads(said["curl -s localhost:8765/stats"])
     assert (stats["accepted"], stats["duplicates"]) == (2, 0), stats
-
-
-def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, f"nothing listens on {port}"
-            time.sleep(0.1)

@@ -2,8 +2,9 @@
 written from the page's Python block, and every shell line of the page runs in
 order in one bash, in a fresh folder, with the provider on a free port instead of
 8765. The folder and install lines are left out (this environment has
-`denpyo[http]`), and the provider is waited for once started, as a reader would;
-the page's last line must stop it.
+`denpyo[http]`); nothing is added: the page's own `wait` lines wait for the
+provider, and for its twentieth call before the kill. The page's last line must
+stop the provider.
 
 Where the kill lands varies from run to run; the page says so, and shows one
 run's figures. What the page says holds in every run is checked here: the rows
@@ -62,6 +63,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     synced, in_doubt = after["synced"], after["requesting"]
     assert synced + in_doubt == 100 and in_doubt > 0, status[1]
     assert stats[0]["accepted"] >= synced and stats[0]["duplicates"] == 0, stats[0]
+    assert stats[0]["accepted"] >= 20, stats[0]  # `wait --accepted 20`, then the kill
     arrived_unanswered = stats[0]["accepted"] - synced
 
     # 4. after the lease: each of the rest in doubt, looked up once, settled

@@ -9,6 +9,8 @@ written, from the folder that holds `archive/`.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -515,3 +517,19 @@ def test_a_ledger_archives_to_s3_and_resends_from_there(s3: Bucket, tmp_path: Pa
         assert kept is not None and kept.archived_to == f"s3://{s3.name}/ledger"
         resent = op.resolve_resend(ledger, "push:device:1", note="device back")
         assert resent.created is not None and resent.created.payload == {"token": "t-1"}
+
+
+def test_the_page_s_python_runs_a_query_file_over_the_archive(
+    duck: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    """The page's query.py, with its month query saved as month.sql, in the folder
+    that holds the archive: what a reader without DuckDB's command runs."""
+    (tmp_path / "query.py").write_text(QUERIES["run"])
+    (tmp_path / "month.sql").write_text(MONTH_BY_STATUS)
+    done = subprocess.run([sys.executable, "query.py", "month.sql"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for channel, status, calls in duck.sql(MONTH_BY_STATUS).fetchall():
+        assert re.search(rf"│ {re.escape(channel)} +│ {status} +│ +{calls} │", done.stdout), (
+            done.stdout
+        )

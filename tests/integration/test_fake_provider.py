@@ -291,6 +291,7 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
     from denpyo.testing import ProviderOptions
     from denpyo.testing.__main__ import _parser
     from denpyo.testing._core import ENDPOINTS, FAULTS
+    from denpyo.testing._wait import parser
     from doc_pages import read
 
     readme = read("guide/using.md")
@@ -304,6 +305,9 @@ def test_the_readme_names_every_option_and_endpoint() -> None:
     for method, path in ENDPOINTS:
         assert f"`{method} {path}`" in section, (method, path)
     assert all(f"`{fault}`" in section for fault in FAULTS)
+    wait = {flag for action in parser()._actions for flag in action.option_strings}
+    assert "`python -m denpyo.testing wait URL`" in section
+    assert all(f"`{flag}" in section for flag in wait - {"-h", "--help"}), wait
 
 
 def test_the_key_may_come_in_a_header_of_another_name(transport: Transport) -> None:
@@ -380,3 +384,41 @@ def test_plant_and_forget(provider: FakeProvider) -> None:
     remote_id = provider.plant("k", remote_id="ch_1", payload={"amount": 5})
     assert remote_id == "ch_1" and provider.accepted_ids_for("k") == ["ch_1"]
     assert provider.forget("k") == 1 and provider.accepted() == []
+
+
+def _wait(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m denpyo.testing wait …`, as a page's session runs it."""
+    command = [sys.executable, "-m", "denpyo.testing", "wait", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_wait_returns_once_the_server_answers(provider: FakeProvider) -> None:
+    done = _wait(provider.url)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    done = _wait(provider.url + "/no-such-page")  # any HTTP answer will do
+    assert done.returncode == 0, done.stderr
+
+
+def test_wait_gives_up_when_nothing_answers() -> None:
+    from conftest import free_port
+
+    done = _wait(f"http://127.0.0.1:{free_port()}", "--timeout", "0.5")
+    assert done.returncode == 1 and "did not answer" in done.stderr, done
+
+
+def test_wait_accepted_returns_once_the_provider_has_that_many_calls(
+    provider: FakeProvider,
+) -> None:
+    def send() -> None:
+        for n in range(3):
+            time.sleep(0.3)
+            call(provider.send_url, {"n": n}, key=f"k{n}")
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    done = _wait(provider.url, "--accepted", "3")
+    sender.join()
+    assert done.returncode == 0, done.stderr
+    assert provider.stats().accepted == 3
+    done = _wait(provider.url, "--accepted", "4", "--timeout", "0.5")  # none comes
+    assert done.returncode == 1 and "did not accept 4 calls" in done.stderr, done

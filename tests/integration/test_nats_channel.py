@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
@@ -24,6 +25,7 @@ from acceptance.dbproxy import DbProxy
 from denpyo import Status
 from denpyo.channels.nats import JetStreamChannel
 from denpyo.errors import ConfigurationError, Rejected, Transient
+from doc_pages import named
 
 SERVER = os.environ.get("DENPYO_TEST_NATS_URL", "nats://127.0.0.1:4222")
 T = TypeVar("T")
@@ -221,3 +223,16 @@ def test_bad_settings_are_refused_when_the_channel_is_made(bad: dict[str, Any]) 
     options: dict[str, Any] = {"servers": SERVER, "subject": "x", **bad}
     with pytest.raises(ConfigurationError):
         JetStreamChannel(options.pop("servers"), **options)
+
+
+def test_the_channels_page_s_nats_example_publishes(stream: Stream, tmp_path: Path) -> None:
+    """The guide's block as printed, but for its subject (this test's stream's), on
+    a ledger of its own."""
+    code = named("guide/channels.md", "channels")["nats"]
+    code = code.replace('"orders.created"', repr(stream.subject))
+    with denpyo.Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        ledger.migrate()
+        exec(code, {"ledger": ledger})
+        sent = ledger.submit("order-created", "order:1", {"order": 1})
+    assert (sent.status, sent.remote_id) == (Status.SYNCED, f"{stream.name}:1")
+    assert messages(stream) == 1

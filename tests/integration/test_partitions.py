@@ -24,7 +24,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.retention import Retention
 from denpyo.errors import ConfigurationError, StoreError
 from denpyo.store.base import NewSubmission
-from doc_pages import named
+from doc_pages import commands, named
 
 DAY_NS = 86_400 * 10**9
 
@@ -267,3 +267,21 @@ def test_a_plain_ledger_moves_to_the_partitioned_layout_as_the_page_says(
         assert again == []
         assert new.report(by="day") == report
         assert new.submit("email", "order:8", {}).remote_id == "msg-new"
+
+
+def test_the_page_s_command_makes_the_partitioned_layout(postgres_empty_url: str) -> None:
+    """`denpyo --db "$DATABASE_URL" migrate --partitions daily`, as printed."""
+    [command] = commands(named("how-to/keeping-for-years.md", "partitions")["command"])
+    env = {**os.environ, "DATABASE_URL": postgres_empty_url}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert one(postgres_empty_url, "SELECT COUNT(*) FROM partman.part_config") == 2
+
+
+def test_the_page_s_python_makes_the_partitioned_layout(postgres_empty_url: str) -> None:
+    code = named("how-to/keeping-for-years.md", "partitions")["python"]
+    with denpyo.Ledger(postgres_empty_url) as ledger:
+        exec(code, {"ledger": ledger})
+        assert ledger.store.partitions()
+    assert one(postgres_empty_url, "SELECT COUNT(*) FROM partman.part_config") == 2

@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aio_pika
@@ -23,6 +24,7 @@ from acceptance.dbproxy import DbProxy
 from denpyo import Status
 from denpyo.channels.rabbitmq import RabbitMQChannel
 from denpyo.errors import ConfigurationError, Rejected, Transient
+from doc_pages import named
 
 URL = os.environ.get("DENPYO_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
 T = TypeVar("T")
@@ -243,3 +245,19 @@ def test_bad_settings_are_refused_when_the_channel_is_made(bad: dict[str, Any]) 
     options: dict[str, Any] = {"url": URL, "routing_key": "q", **bad}
     with pytest.raises(ConfigurationError):
         RabbitMQChannel(options.pop("url"), **options)
+
+
+def test_the_channels_page_s_rabbitmq_example_publishes(names: Names, tmp_path: Path) -> None:
+    """The guide's block as printed, but for its exchange and routing key (this
+    test's own), on a ledger of its own."""
+    code = named("guide/channels.md", "channels")["rabbitmq"]
+    code = code.replace('"orders"', repr(names.exchange))
+    code = code.replace('"order.created"', repr(names.routing_key))
+    with denpyo.Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+        ledger.migrate()
+        exec(code, {"ledger": ledger})
+        sent = ledger.submit("order-created", "order:1", {"order": 1})
+    assert sent.status == Status.SYNCED
+    [message] = run(lambda: drain(names.queue))
+    assert message.message_id == sent.idempotency_key
+    assert json.loads(message.body) == {"order": 1}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import denpyo
-from doc_pages import blocks
+from doc_pages import blocks, named
 
 
 def queries_for(backend: str) -> list[str]:
@@ -40,3 +40,32 @@ def test_readme_queries_run_and_answer(
     assert [row[1] for row in failures] == ["order:7"] and "bounced" in failures[0][3]
     attention = results[4]
     assert [row[2] for row in attention] == ["order:7"]
+
+
+def test_the_tables_page_s_own_queries_run(
+    ledger: denpyo.Ledger, sql: Callable[[str], list[tuple[Any, ...]]]
+) -> None:
+    """The queries beside each table's description, as printed, on every database."""
+    ledger.channel("invoice-email")(lambda sub: "msg")
+    ledger.submit("invoice-email", "order:1", {"order": 1})
+    ledger.pause("invoice-email", note="the provider's maintenance", by="ann")
+    queries = {block.name: block.code for block in blocks("reference/tables.md", "tables")}
+    assert set(queries) == {"removed", "paused", "marked"}, queries
+    assert sql(queries["removed"]) == []  # nothing was created in March 2026
+    [(channel, _, actor, note)] = sql(queries["paused"])
+    assert (channel, actor, note) == ("invoice-email", "operator:ann", "the provider's maintenance")
+    assert sql(queries["marked"]) == []
+
+
+def test_the_tracing_page_finds_a_request_s_rows_by_its_trace_id(
+    ledger: denpyo.Ledger, sql: Callable[[str], list[tuple[Any, ...]]]
+) -> None:
+    ledger.channel("invoice-email")(lambda sub: "msg")
+    for n in (1, 2):
+        ledger.enqueue("invoice-email", f"order:{n}", {"order": n})
+    sql(  # the trace context a request under OpenTelemetry leaves on its row
+        "UPDATE denpyo_submissions SET traceparent = "
+        "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' WHERE id = 1"
+    )
+    query = named("guide/tracing.md", "tracing")["by-trace"]
+    assert [row[1:] for row in sql(query)] == [("invoice-email", "order:1", "requesting")]

@@ -1,4 +1,5 @@
-"""``python -m denpyo.testing``: run a fake provider as a process until SIGTERM/SIGINT."""
+"""``python -m denpyo.testing``: run a fake provider as a process until SIGTERM/SIGINT;
+``python -m denpyo.testing wait URL [--accepted N]``: wait for one (see _wait.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import sys
 import threading
 
 from denpyo.errors import ConfigurationError
+from denpyo.testing import _wait
 from denpyo.testing._provider import TRANSPORTS, FakeProvider
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m denpyo.testing", description="Run denpyo's fake HTTP provider."
+        prog="python -m denpyo.testing",
+        description="Run denpyo's fake HTTP provider.",
+        epilog="python -m denpyo.testing wait URL [--accepted N]: wait until it answers, "
+        "or has accepted N calls (wait --help).",
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
@@ -40,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["wait"]:
+        return _wait.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         provider = FakeProvider(
