@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -28,6 +26,7 @@ from denpyo.engine.worker import Worker
 from denpyo.errors import StoreConflict
 from denpyo.store.actions import NewAction
 from denpyo.store.queries import load_queries
+from doc_pages import named
 
 QUIET = 10.0
 """Seconds with no row settled after which the workers are taken to be done."""
@@ -209,10 +208,8 @@ class Raced:
 
 def documented_retry_loop() -> Callable[..., None]:
     """`place_order`, as docs/guide/using.md shows it."""
-    page = (Path(__file__).parents[2] / "docs" / "guide" / "using.md").read_text()
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "def place_order" in b]
     namespace: dict[str, Any] = {}
-    exec(block, namespace)
+    exec(named("guide/using.md", "using")["retry"], namespace)
     return namespace["place_order"]  # type: ignore[no-any-return]
 
 
