@@ -50,13 +50,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.timeout(1800)  # a hang: the run itself ends when nothing moves
 def test_failover_to_a_synchronous_standby_loses_nothing(tmp_path: Path) -> None:
     with PgPair(synchronous=True) as pair:
         with denpyo.Ledger(pair.url) as ledger:
             ledger.migrate()
         figures = run_chaos(
             pair.url, submissions=600, restart_database=pair.fail_over, log_dir=tmp_path,
-            deadline=240, **STEADY,
+            **STEADY,
         )  # fmt: skip
         assert pair.promoted
     check(figures)

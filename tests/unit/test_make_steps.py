@@ -66,4 +66,3 @@ def _zombie(pid: int) -> bool:
         return " Z " in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:4]
     except OSError:
         return True
-
