@@ -10,12 +10,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from doc_pages import named, summary
+from waiting import wait_until
 
 PORT = 8765  # the fake provider's default, which the page's commands use
 
@@ -60,11 +60,11 @@ def test_the_fake_provider_session_runs_as_written(tmp_path: Path) -> None:
 
 
 def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 15
-    while True:
+    def listening() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            return True
         except OSError:
-            assert time.monotonic() < deadline, f"nothing listens on {port}"
-            time.sleep(0.1)
+            return False
+
+    wait_until(listening, f"something listening on {port}", every=0.1)

@@ -33,6 +33,7 @@ from denpyo.domain.status import Status
 from denpyo.engine.pacing import Pacing
 from denpyo.engine.worker import Worker
 from denpyo.errors import ConfigurationError, InvalidInput, Transient
+from waiting import wait_until
 
 POLL = 0.1
 ARRIVES_LATE_BY = 0.05  # seconds: how late a start may reach the provider (docs/guide/worker.md)
@@ -395,11 +396,9 @@ def read_calls(log: Path) -> list[tuple[str, float, int, str]]:
     return found
 
 
-def wait_for(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + SLOW
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+def wait_for(check: Callable[[], bool], log: Path) -> None:
+    """Until `check()` holds, while the workers still start or end calls."""
+    wait_until(check, "the fleet's calls", moving=lambda: len(read_calls(log)))
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -433,7 +432,7 @@ def test_a_fleet_rate_limit_holds_across_worker_processes(
         ledger.enqueue("sms", f"k{i}", {})
     procs, log = start_workers(tmp_path, db_url, 3, TEST_FLEET_RATE="20")
     try:
-        wait_for(lambda: sum(1 for c in read_calls(log) if c[0] == "end") >= rows)
+        wait_for(lambda: sum(1 for c in read_calls(log) if c[0] == "end") >= rows, log)
     finally:
         stop(procs)
     calls = read_calls(log)
@@ -466,14 +465,14 @@ def test_a_killed_workers_share_of_the_fleet_concurrency_comes_back_within_a_lea
         TEST_LEASE=str(lease),
     )  # fmt: skip
     try:
-        wait_for(lambda: any(c[0] == "start" for c in read_calls(log)))
+        wait_for(lambda: any(c[0] == "start" for c in read_calls(log)), log)
         victim_pid = next(c[2] for c in read_calls(log) if c[0] == "start")
         victim = next(p for p in procs if p.pid == victim_pid)
         victim.send_signal(signal.SIGKILL)  # its calls in flight never end
         victim.wait()
         # The rows it held are in doubt once their leases end: verified (the channel
         # is idempotent: sent again under the same key) by the survivor.
-        wait_for(lambda: all_synced(ledger, "sms", rows)())
+        wait_for(all_synced(ledger, "sms", rows), log)
     finally:
         stop(procs)
     calls = read_calls(log)
