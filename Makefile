@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 # The slowest peers (about 100 jobs/s) on fewer jobs, so that a run fits in an hour.
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
+# `make test`'s steps, in order (each a target below).
+TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable
 
-.PHONY: setup demo test test-partitions test-serializable test-all chaos lint docs dist bench services browser clean
+.PHONY: setup demo test unit $(TEST_STEPS) test-partitions chaos lint docs dist bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,18 +27,32 @@ services:  ## start PostgreSQL, MariaDB, RabbitMQ and NATS if they are not runni
 browser:  ## Debian's Chromium for the dashboard's browser tests (no browser download)
 	scripts/browser.sh
 
-# Two tests at a time (each has databases of its own), then the chaos runs one at
-# a time: they restart the database servers under everything else; then the
+# `make test` runs each step of TEST_STEPS, every one even
+# when an earlier one failed, then prints which passed and which failed
+# (scripts/steps.sh). Two tests at a time (each has databases of its own); then the
+# short chaos runs, two at a time but those that restart PostgreSQL one after the
+# other (they restart the database servers under everything else); then the
 # partitioned layout's own tests and its short chaos run (`test-partitions` runs
 # the store's and the ledger's tests on it too, as CI does).
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
+	scripts/steps.sh $(MAKE) $(TEST_STEPS)
+
+unit: setup  ## the unit tests only: no servers, under a minute
+	$(BIN)/python -m pytest -q -n 2 tests/unit
+
+test-main:
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=tests/acceptance/test_chaos.py
-	$(BIN)/python -m pytest -q tests/acceptance/test_chaos.py
+
+test-chaos:
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests/acceptance/test_chaos.py
+
+test-partitioned:
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 \
 		tests/integration/test_partitions.py
+
+test-partitioned-chaos:
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
-	$(MAKE) test-serializable
 
 # The store's and the ledger's tests, the operator's, the double-send, fleet, action
 # log, forget and async outbox tests once more on PostgreSQL's partitioned layout

@@ -9,7 +9,6 @@ import contextlib
 import os
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from conftest import free_port
+from waiting import QUIET, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -34,15 +34,23 @@ def serving(app: Any) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.02)
+    wait_until(lambda: server.started, "the dashboard's server", alive=thread.is_alive, every=0.02)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def patient(context: Any) -> Any:
+    """A browser context whose waits, and every `expect`, allow `QUIET` seconds
+    (Playwright's own: 30 s and 5 s), so that a busy machine does not fail them; a
+    wait whose condition holds ends at once."""
+    from playwright.sync_api import expect
+
+    context.set_default_timeout(QUIET * 1000)
+    expect.set_options(timeout=QUIET * 1000)
+    return context
 
 
 class Shots:

@@ -41,6 +41,8 @@ def _tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
+# Only a hang stops a run: a busy machine makes it longer, not wrong.
+HANG = pytest.mark.timeout(1800)
 CORE = "dispatch,processes,inline,enqueue,recovery,scale,backends,memory"
 SCRIPTS = "partitions,fleet,bulk,sealing,tracing,replication"
 
@@ -61,14 +63,14 @@ def quick_run(tmp_path: Path, only: str, peers: list[str]) -> tuple[dict[str, An
             "--scale-levels", "1000,3000", "--out", str(out),
             "--results-dir", str(tmp_path / "results"),
         ],
-        capture_output=True, text=True, env=env, timeout=290,
+        capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     [results_file] = (tmp_path / "results").glob("*/results.json")
     return json.loads(results_file.read_text()), out.read_text()
 
 
-@pytest.mark.timeout(300)
+@HANG
 def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) -> None:
     """The peers' scenarios, against each other, and the report's tables and targets."""
     results, markdown = quick_run(tmp_path, CORE, PEERS)
@@ -137,7 +139,7 @@ def test_quick_benchmark_runs_and_writes_a_well_formed_report(tmp_path: Path) ->
     assert "leaves **" in markdown.split("## 4. Recovery")[1].split("## 5.")[0]
 
 
-@pytest.mark.timeout(300)
+@HANG
 def test_the_scenarios_of_their_own_scripts_run_and_are_reported(tmp_path: Path) -> None:
     """The scenarios bench/run.py hands to a script of their own (partitions, a fleet,
     a bulk retry, sealing, tracing, a replicated database): each completes and its

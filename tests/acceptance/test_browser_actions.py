@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 import denpyo
-from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, serving
+from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, patient, serving
 from dashboard_seed import seed
 from denpyo.domain.actions import ActionState, Approval
 from denpyo.web import create_app, people
@@ -60,7 +60,9 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def person(browser: Any, base: str, name: str, token: str) -> Any:
     """A browser of one's own (its own cookies), signed in: its page."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    context = patient(
+        browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    )
     page = context.new_page()
     page.goto(f"{base}/login")
     page.fill("input[name=name]", name)

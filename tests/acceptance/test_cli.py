@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +27,7 @@ from denpyo.domain.moves import Move
 from denpyo.store import NewSubmission
 from denpyo.store.queries import load_migrations
 from denpyo.testing import FakeProvider
+from waiting import wait_until
 
 APP = """
 import os
@@ -795,12 +795,12 @@ def test_worker_runs_until_a_signal(
     )
     try:
         with denpyo.Ledger(db_url) as ledger:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and worker.poll() is None:
+
+            def synced() -> bool:
                 rows = [ledger.get_by_id(i) for i in ids]
-                if all(r is not None and r.status is denpyo.Status.SYNCED for r in rows):
-                    break
-                time.sleep(0.05)
+                return all(r is not None and r.status is denpyo.Status.SYNCED for r in rows)
+
+            wait_until(synced, "the worker sending its rows", alive=lambda: worker.poll() is None)
         worker.send_signal(stop)
         _, stderr = worker.communicate(timeout=60)
     finally:

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 import denpyo
 from denpyo.channels.http import HttpChannel
 from denpyo.testing import FakeProvider
+from waiting import wait_until
 
 LEASE = 1.0
 
@@ -55,11 +55,8 @@ def crash_child(tmp_path: Path, db_url: str, provider: FakeProvider, instant: st
         [sys.executable, str(script), db_url, provider.url, instant, str(marker), str(LEASE)]
     )
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert child.poll() is None, "the sender exited before the dangerous instant"
-            assert time.monotonic() < deadline, "the sender never reached the dangerous instant"
-            time.sleep(0.02)
+        wait_until(marker.exists, "the sender reaching the dangerous instant",
+                   alive=lambda: child.poll() is None, every=0.02)  # fmt: skip
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=30)
@@ -78,12 +75,14 @@ def recovering_ledger(db_url: str, provider: FakeProvider, *, verify: bool) -> d
 def wait_out_the_lease(ledger: denpyo.Ledger) -> denpyo.Submission:
     sub = ledger.get("invoice-email", "order:42")
     assert sub is not None and sub.status is denpyo.Status.REQUESTING
-    deadline = time.monotonic() + 30
-    while not sub.in_doubt:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+
+    def in_doubt() -> bool:
+        nonlocal sub
         sub = ledger.get("invoice-email", "order:42")
-        assert sub is not None
+        return sub is not None and sub.in_doubt
+
+    wait_until(in_doubt, "the lease running out", every=0.1)
+    assert sub is not None
     return sub
 
 

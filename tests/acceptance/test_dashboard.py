@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import denpyo
-from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, serving
+from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, patient, serving
 from dashboard_seed import SCRIPT, STATES, row_in_state, seed
 from denpyo.engine import operator as op
 from denpyo.web import create_app, people
@@ -65,12 +65,14 @@ def page(tmp_path: Path) -> Iterator[Any]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium")
     with playwright_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1360, "height": 900},
+        context = patient(
+            pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"),
+                executable_path=CHROMIUM,
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1360, "height": 900},
+            )
         )
         dialogs: list[str] = []
         tab = context.new_page()
@@ -193,7 +195,7 @@ def test_the_overview_refreshes_itself(
     assert page.locator(".card.hot .n").inner_text() == "4"
     op.resolve_abandon(ledger, ids["rejected"], note="resolved in another tab", by="bob")
     # htmx polls the counts (every 2 s here); no reload.
-    playwright_api.expect(page.locator(".card .n").first).to_have_text("3", timeout=10_000)
+    playwright_api.expect(page.locator(".card .n").first).to_have_text("3")
 
 
 # What a row's page offers, by state: "!" marks an action offered with the "although

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 import denpyo
 from conftest import free_port
+from waiting import wait_until
 
 APP = """
 import os
@@ -54,14 +54,18 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def wait_for(url: str, **kwargs: object) -> httpx.Response:
-    deadline = time.monotonic() + 30
-    while True:
+    """The first answer from `url`, once the process serving it listens."""
+    answers: list[httpx.Response] = []
+
+    def answered() -> bool:
         try:
-            return httpx.get(url, timeout=2, **kwargs)  # type: ignore[arg-type]
+            answers.append(httpx.get(url, timeout=2, **kwargs))  # type: ignore[arg-type]
         except httpx.TransportError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+            return False
+        return True
+
+    wait_until(answered, f"an answer from {url}", every=0.1)
+    return answers[-1]
 
 
 @pytest.fixture
@@ -204,15 +208,16 @@ def test_a_worker_serves_its_metrics(
         'denpyo_alerts_total{channel="mail",reason="rejected"} 1.0',
         'denpyo_needs_attention{channel="mail"}',
     ]
-    deadline = time.monotonic() + 60
-    text = ""
-    while time.monotonic() < deadline:
-        text = wait_for(url).text
-        if all(line in text for line in expected):
-            break
-        time.sleep(0.2)
-    missing = [line for line in expected if line not in text]
-    assert not missing, text
+    texts = [""]
+
+    def all_counted() -> bool:
+        texts.append(wait_for(url).text)
+        return all(line in texts[-1] for line in expected)
+
+    def found() -> list[str]:
+        return [line for line in expected if line in texts[-1]]
+
+    wait_until(all_counted, f"the worker's metrics: {expected}", moving=found, every=0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

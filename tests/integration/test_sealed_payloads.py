@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from denpyo.domain.sealed import DOES_NOT_OPEN, NOT_AVAILABLE, SEALED, UNREADABL
 from denpyo.engine import operator as op
 from denpyo.store.sealing import key_id
 from denpyo.testing import FakeProvider
+from waiting import wait_until
 
 KEY_A, KEY_B, KEY_C = (denpyo.new_payload_key() for _ in range(3))
 SQL = Callable[[str], list[tuple[Any, ...]]]
@@ -201,11 +201,8 @@ def _rows(ledger: denpyo.Ledger, *keys: str) -> list[denpyo.Submission]:
     return [sub for sub in found if sub is not None]
 
 
-def wait_for(done: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.002)
+def wait_for(done: Callable[[], bool]) -> None:
+    wait_until(done, "the provider's requests", every=0.002)
 
 
 class Stop(Exception):

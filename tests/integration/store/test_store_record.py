@@ -4,8 +4,7 @@ records during a batch keeps its own history."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from store_helpers import SQL, new
@@ -13,6 +12,7 @@ from store_helpers import SQL, new
 from denpyo import Status
 from denpyo.domain.submission import Submission
 from denpyo.store import NewSubmission, Store, open_store
+from waiting import wait_until
 
 
 def test_record_returns_the_row_already_recorded_for_a_key(store: Store) -> None:
@@ -76,7 +76,7 @@ def test_a_row_recorded_elsewhere_during_a_batch_keeps_its_own_history(
         for i in range(n):
             if i == middle:
                 if backend == "postgresql":  # until the server has copied some rows in
-                    _wait_for(lambda: sql(SEQUENCE)[0][0] > 100)
+                    wait_until(lambda: sql(SEQUENCE)[0][0] > 100, "the sequence", every=0.01)
                 other.record(new("elsewhere"), actor="other")
             yield new(f"k{i}")
 
@@ -95,10 +95,3 @@ def test_a_row_recorded_elsewhere_during_a_batch_keeps_its_own_history(
 
 
 SEQUENCE = "SELECT last_value FROM denpyo_submissions_id_seq"
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
