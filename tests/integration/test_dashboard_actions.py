@@ -188,6 +188,7 @@ def test_bad_input_is_refused_and_writes_nothing(
         {"status": "rejected", "action": "retry", "note": " "},  # no note
         {"status": "nonsense", "action": "retry", "note": "n"},  # no such status
         {"error_text": "x" * 201, "action": "retry", "note": "n"},  # too long
+        {"action": "abandon", "note": "everything"},  # no filter: every row of the table
     ):
         assert post(otto, csrf, "/bulk/plan", **fields).status_code == 400, fields
     number = action_id(post(otto, csrf, "/bulk/plan", status="rejected", action="retry", note="n"))

@@ -313,6 +313,42 @@ def test_a_proxys_header_names_the_person_only_from_a_trusted_address(
     assert client(app).get("/login").status_code == 200  # users sign in by the form too
 
 
+def test_a_proxy_named_person_in_other_capitals_is_not_a_second_person(
+    ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    """`bob` asks, `BOB` (the same person, as the sign-in compares names) may not
+    approve: the request waits for someone else."""
+    app = create_app(
+        ledger,
+        trusted_header="X-Forwarded-User",
+        trusted_proxies=["127.0.0.1"],
+        proxy_role="approver",
+        approval=denpyo.Approval(),
+    )
+
+    def person(name: str) -> tuple[Any, str]:
+        proxied = client(app, peer="127.0.0.1")
+        proxied.headers["x-forwarded-user"] = name
+        return proxied, csrf_of(proxied.get("/attention").text)
+
+    bob, csrf = person("bob")
+    asked = bob.post(
+        f"/submissions/{ids['doubt']}/mark-synced",
+        data={"note": "seen", "remote_id": "m-1", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert asked.status_code == 303 and "done=requested" in asked.headers["location"]
+    number = asked.headers["location"].split("/actions/")[1].split("?")[0]
+    big_bob, csrf = person("BOB")
+    assert "/approve" not in big_bob.get(f"/actions/{number}").text
+    refused = big_bob.post(
+        f"/actions/{number}/approve", data={"note": "ok", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )  # fmt: skip
+    assert refused.status_code == 400 and "second person" in refused.text
+    assert ledger.store.action(int(number)).state.value == "requested"  # type: ignore[union-attr]
+
+
 def test_the_proxy_role_and_a_proxy_alone(ledger: denpyo.Ledger, ids: dict[str, int]) -> None:
     app = create_app(
         ledger, trusted_header="X-Remote-User", trusted_proxies=["::1"], proxy_role="operator"

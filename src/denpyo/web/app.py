@@ -22,7 +22,7 @@ from starlette.types import ASGIApp
 
 from denpyo.domain.actions import Approval
 from denpyo.domain.filters import Filter, parse_statuses
-from denpyo.domain.people import Role, parse_role
+from denpyo.domain.people import Role, clean_name, parse_role
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import Status
@@ -41,7 +41,6 @@ from denpyo.web.auth import (
     Access,
     AuthHook,
     Gate,
-    clean_name,
     parse_proxies,
     strong_token,
 )

@@ -33,7 +33,6 @@ import ipaddress
 import logging
 import secrets
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -42,9 +41,9 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from denpyo.domain.people import Role
+from denpyo.domain.people import MAX_NAME, Role, clean_name, same_name
 from denpyo.errors import ConfigurationError
-from denpyo.web.people import MAX_NAME, Directory, same_name
+from denpyo.web.people import Directory
 
 log = logging.getLogger("denpyo.web")
 
@@ -524,11 +523,3 @@ class Gate:
 
 def new_csrf() -> str:
     return secrets.token_urlsafe(32)
-
-
-def clean_name(value: str | None) -> str:
-    """A person's name for the history: trimmed, printable, at most MAX_NAME characters."""
-    text = "".join(
-        ch for ch in (value or "").strip() if not unicodedata.category(ch).startswith("C")
-    )
-    return text[:MAX_NAME]

@@ -36,6 +36,7 @@ from denpyo.domain.actions import (
 from denpyo.domain.filters import Filter
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
+from denpyo.domain.people import same_name
 from denpyo.domain.rules import label
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
@@ -288,7 +289,7 @@ def decide(
     record = _get(ledger, action_id)
     if record.state is not ActionState.REQUESTED:
         raise InvalidInput(f"action #{action_id} is {record.state}, not waiting for a decision")
-    if record.actor == approver:
+    if same_name(record.actor, approver):
         raise InvalidInput(
             f"action #{action_id} was asked by {record.person}: a second person decides it"
         )
@@ -317,6 +318,11 @@ def plan_bulk(
 
     if kind not in BULK_KINDS:
         raise InvalidInput(f"a bulk action retries, abandons or resends, not {kind}")
+    if flt.is_empty:
+        raise InvalidInput(
+            f"select the rows to {kind}: a bulk action needs a filter (a status, a channel, "
+            "a time range...), never every row of the table"
+        )
     text = check_note(note, f"a bulk {kind}")
     entry = NewAction(
         kind, Scope.FILTER, target, operator_actor(by), text, ActionState.PLANNED,
@@ -372,7 +378,7 @@ def confirm_bulk(
     record = _get(ledger, action_id)
     if record.state is not ActionState.PLANNED:
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
-    if record.actor != operator_actor(by):
+    if not same_name(record.actor, operator_actor(by)):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
     if record.expires_at is not None and record.expires_at <= ledger.store.now():
         raise InvalidInput(
