@@ -276,6 +276,15 @@ def test_a_name_given_on_the_command_line_is_cleaned_as_the_dashboards(
     assert ledger.events(row)[-1].actor == "operator:]0;pwnedmallory"
 
 
+def test_the_csv_of_the_action_log_holds_no_control_character(ledger: denpyo.Ledger) -> None:
+    [row] = failed_rows(ledger, 1)
+    op.resolve_abandon(ledger, row, note="\x1b[2Jcleared\x07 then\nsecond line", by="ada")
+    text = op.actions_csv(op.action_log(ledger))
+    assert not any(ch in text for ch in "\x1b\x07")
+    assert "\\x1b[2Jcleared\\x07 then\\nsecond line" in text
+    assert len(text.splitlines()) == 2  # the heading and one action
+
+
 def test_a_filter_by_error_text_and_key_prefix(ledger: denpyo.Ledger) -> None:
     failed_rows(ledger, 3)
 

@@ -39,6 +39,7 @@ from denpyo.domain.moves import Move
 from denpyo.domain.people import same_name
 from denpyo.domain.rules import label
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._read import operator_actor
 from denpyo.errors import InvalidInput, TransitionNotAllowed
@@ -523,5 +524,8 @@ def actions_csv(records: Sequence[ActionRecord]) -> str:
 
 
 def _csv_cell(value: Any) -> str:
-    text = "" if value is None else str(value)
+    """A cell as the auditor reads it: control characters written out (`visible`: an
+    ESC in a note cannot drive the terminal the CSV is printed to), and a formula
+    disarmed."""
+    text = visible("" if value is None else str(value))
     return "'" + text if text.startswith(FORMULA_START) else text
