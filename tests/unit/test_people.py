@@ -327,6 +327,11 @@ def test_sessions_are_bounded() -> None:
         ("   correct-horse   ", "13 characters"),
         ("aaaaaaaaaaaaaaaaaaaaaaaa", "1 different characters"),
         ("abcdabcdabcdabcdabcd", "4 different characters"),
+        ("password12345678", "runs, repeats or common words"),
+        ("1234567890123456", "runs, repeats or common words"),
+        ("abcdefghabcdefgh", "runs, repeats or common words"),
+        ("Password-Password-2026", "runs, repeats or common words"),
+        ("zyxwvutsrqponmlk", "runs, repeats or common words"),
     ],
 )
 def test_a_weak_token_is_refused_with_how_to_make_one(token: str, why: str) -> None:

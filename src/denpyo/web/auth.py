@@ -56,6 +56,12 @@ IDLE_SECONDS = 2 * 3600
 MAX_SESSIONS = 10_000
 MIN_TOKEN = 16
 MIN_DISTINCT = 8
+MIN_SURPRISE = 8
+COMMON_WORDS = (
+    "password", "passwort", "passw0rd", "secret", "admin", "letmein", "qwerty", "azerty",
+    "welcome", "changeme", "iloveyou", "dashboard", "denpyo", "token", "monkey", "dragon",
+)  # fmt: skip
+"""Words a guesser tries first: each counts as one character in a token."""
 MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -130,19 +136,46 @@ AuthHook = Callable[[Request], "Access | Awaitable[Access | None] | None"]
 
 def strong_token(token: str) -> str:
     """The dashboard's token, trimmed, if it is hard enough to guess: at least
-    MIN_TOKEN characters, MIN_DISTINCT of them different; else a ConfigurationError
-    that says how to make one."""
+    MIN_TOKEN characters, MIN_DISTINCT of them different, and MIN_SURPRISE of them
+    not guessed from what comes before (`surprise`: no run such as `12345678` or
+    `abcdefgh`, no word such as `password`, no part said twice); else a
+    ConfigurationError that says how to make one. With the shared token one
+    guess signs in as an admin: it is held to what a made-up token looks like."""
     text = token.strip()
     reason = None
     if len(text) < MIN_TOKEN:
         reason = f"{len(text)} characters (without spaces around), at least {MIN_TOKEN} needed"
     elif len(set(text)) < MIN_DISTINCT:
         reason = f"{len(set(text))} different characters, at least {MIN_DISTINCT} needed"
+    elif surprise(text) < MIN_SURPRISE:
+        reason = (
+            "it is made of runs, repeats or common words "
+            f"({surprise(text)} characters not guessed from the others, at least "
+            f"{MIN_SURPRISE} needed)"
+        )
     if reason is not None:
         raise ConfigurationError(
             f"the dashboard's token is too easy to guess ({reason}); make one with: {MAKE_TOKEN}"
         )
     return text
+
+
+def surprise(text: str) -> int:
+    """How many characters of `text` a guesser would not foresee: a common word
+    (COMMON_WORDS, any case) counts as one, and again as none, a character one step from the one before
+    it (`1`→`2`, `b`→`a`, `x`→`x`) as none, and so does one that ends three
+    characters seen together earlier (a part said twice)."""
+    lowered = text.lower()
+    for word in COMMON_WORDS:
+        lowered = lowered.replace(word, "\x00", 1).replace(word, "")
+    count, seen = 0, set()
+    for i, ch in enumerate(lowered):
+        trigram = lowered[max(0, i - 2) : i + 1]
+        step = i > 0 and abs(ord(ch) - ord(lowered[i - 1])) <= 1 and ch != "\x00"
+        if not step and not (len(trigram) == 3 and trigram in seen):
+            count += 1
+        seen.add(trigram)
+    return count
 
 
 def parse_proxies(cidrs: Sequence[str]) -> tuple[Network, ...]:
