@@ -162,9 +162,9 @@ def strong_token(token: str) -> str:
 
 def surprise(text: str) -> int:
     """How many characters of `text` a guesser would not foresee: a common word
-    (COMMON_WORDS, any case) counts as one, and again as none, a character one step from the one before
-    it (`1`→`2`, `b`→`a`, `x`→`x`) as none, and so does one that ends three
-    characters seen together earlier (a part said twice)."""
+    (COMMON_WORDS, any case) counts as one (said again, as none); a character one
+    step from the one before it (`1`→`2`, `b`→`a`, `x`→`x`) as none, and so does
+    one that ends three characters seen together earlier (a part said twice)."""
     lowered = text.lower()
     for word in COMMON_WORDS:
         lowered = lowered.replace(word, "\x00", 1).replace(word, "")
