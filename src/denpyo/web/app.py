@@ -41,6 +41,7 @@ from denpyo.web.auth import (
     Access,
     AuthHook,
     Gate,
+    NotLetIn,
     parse_proxies,
     strong_token,
 )
@@ -142,8 +143,9 @@ class Dashboard(ActionPages, Actions):
 
     async def login(self, request: Request) -> Response:
         """The sign-in form: a name and a token (the dashboard's, or the person's own of
-        the users file, whose name must then be theirs). A wrong one waits (the
-        throttle) and is logged; a right one starts a session on this server."""
+        the users file, whose name must then be theirs). A wrong one is logged and
+        puts the address in a back-off (the throttle), which the page then names; a
+        right one starts a session on this server."""
         if not self.gate.has_form:
             return await self.error(request, None, 404, "this dashboard signs in through its host")
         form = await request.form()
@@ -153,20 +155,26 @@ class Dashboard(ActionPages, Actions):
         ):
             return PlainTextResponse("refused: not from the sign-in page", status_code=403)
         name = clean_name(fields.get("name"))
-        signed = (
-            await self.gate.check(request, "form", fields.get("token", ""), name) if name else None
-        )
+        status, headers, error = 401, {}, "your name is needed, for the history"
+        signed = None
+        if name:
+            try:
+                signed = await self.gate.check(request, "form", fields.get("token", ""), name)
+                error = "wrong name or token" if self.gate.users is not None else "wrong token"
+            except NotLetIn as refused:
+                status, headers, error = refused.status, refused.headers, str(refused)
         if signed is None:
-            wrong = "wrong name or token" if self.gate.users is not None else "wrong token"
-            return await self.render(
+            page = await self.render(
                 request,
                 None,
                 "login.html",
-                status=401,
-                error=wrong if name else "your name is needed, for the history",
+                status=status,
+                error=error,
                 next=local_path(fields.get("next")),
                 users=self.gate.users is not None,
             )
+            page.headers.update(headers)
+            return page
         target = local_path(fields.get("next")) or str(request.url_for("overview").path)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(

@@ -16,8 +16,10 @@ Ways in, tried in this order:
   in, their role, its times) stays in the server's memory, and signing out ends it.
 - `auth=`: the host app decides: a callable that returns an `Access` or None.
 
-A wrong token, by the form or by Bearer, waits longer each time from the same
-source (`Throttle`) and is logged. A read-only server makes everyone a viewer.
+A wrong token, by the form or by Bearer, is logged and puts its source in a
+back-off that grows with each (`Throttle`): until it ends, that source's
+credentials are answered at once with 429 and when to come back, never held.
+A read-only server makes everyone a viewer.
 Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
 and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie.
 """
@@ -31,6 +33,7 @@ import hmac
 import inspect
 import ipaddress
 import logging
+import math
 import secrets
 import time
 from collections import OrderedDict
@@ -43,7 +46,7 @@ from starlette.requests import Request
 
 from denpyo.domain.people import MAX_NAME, Role, clean_name, same_name
 from denpyo.errors import ConfigurationError
-from denpyo.web.people import Directory
+from denpyo.web.people import Directory, Person
 
 log = logging.getLogger("denpyo.web")
 
@@ -205,11 +208,15 @@ def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 
 class Throttle:
-    """Wrong credentials from one source wait longer each time: `first` seconds,
-    then twice as long each time, up to `most`; a success from the source starts it
-    over, and so do `quiet` seconds without a failure. Attempts from one source take
-    turns (`turn`), so guessing in parallel is no faster. At most `sources` sources
-    are remembered (the longest quiet forgotten first)."""
+    """Wrong credentials from one source put it in a back-off: `first` seconds after
+    the first, twice as long after each next one, up to `most`. No request is held:
+    a credential the source sends before its back-off ends is not checked, and is
+    answered at once (429, with when to come back: `wait`). A success does not end
+    the back-off (another client behind the same address may be the one guessing);
+    `quiet` seconds without a failure do. Checks from one source take turns
+    (`turn`), held only while a credential is checked, so that guesses sent in
+    parallel are checked one after the other. At most `sources` sources are
+    remembered (the longest quiet forgotten first)."""
 
     def __init__(
         self,
@@ -219,16 +226,15 @@ class Throttle:
         quiet: float = 15 * 60,
         sources: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.first, self.most, self.quiet, self.sources = first, most, quiet, sources
-        self.clock, self.sleep = clock, sleep
+        self.clock = clock
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # (in a row, last)
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # (lock, requests holding it)
 
     @contextlib.asynccontextmanager
     async def turn(self, source: str) -> AsyncIterator[None]:
-        """One attempt at a time from `source`; the lock is dropped when nobody waits."""
+        """One check at a time from `source`; the lock is dropped when nobody waits."""
         lock, waiting = self._turns.get(source) or (asyncio.Lock(), 0)
         self._turns[source] = (lock, waiting + 1)
         try:
@@ -242,15 +248,23 @@ class Throttle:
                 self._turns[source] = (lock, waiting - 1)
 
     def in_a_row(self, source: str) -> int:
-        """How many wrong credentials `source` sent since its last success or quiet spell."""
+        """How many wrong credentials `source` sent since its last quiet spell."""
         self._forget(self.clock())
         return self._failures.get(source, (0, 0.0))[0]
 
     def delay(self, in_a_row: int) -> float:
+        """The back-off after this many wrong credentials in a row."""
         return float(min(self.first * 2 ** (in_a_row - 1), self.most))
 
-    async def failed(self, source: str, way: str) -> float:
-        """Count a wrong credential from `source`, log it, and wait; returns the wait."""
+    def wait(self, source: str) -> float:
+        """Seconds before a credential from `source` is checked again (0: now)."""
+        now = self.clock()
+        self._forget(now)
+        count, last = self._failures.get(source, (0, now))
+        return max(last + self.delay(count) - now, 0.0) if count else 0.0
+
+    def failed(self, source: str, way: str) -> float:
+        """Count a wrong credential from `source` and log it; returns its back-off."""
         now = self.clock()
         self._forget(now)
         count = self._failures.pop(source, (0, now))[0] + 1
@@ -259,17 +273,13 @@ class Throttle:
             self._failures.popitem(last=False)
         wait = self.delay(count)
         log.warning(
-            "dashboard: a wrong token (%s) from %s, %d in a row; answered in %g s",
+            "dashboard: a wrong token (%s) from %s, %d in a row; the next checked in %g s",
             way,
             source,
             count,
             wait,
         )
-        await self.sleep(wait)
         return wait
-
-    def succeeded(self, source: str) -> None:
-        self._failures.pop(source, None)
 
     def _forget(self, now: float) -> None:
         while self._failures:
@@ -280,6 +290,30 @@ class Throttle:
 
     def __len__(self) -> int:
         return len(self._failures)
+
+
+class NotLetIn(Exception):
+    """A credential refused with a reason a person should read: the source's back-off
+    (429, `retry_after` seconds), or a name the shared token may not take (403)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"retry-after": str(max(1, math.ceil(self.retry_after)))}
+
+    @classmethod
+    def throttled(cls, wait: float) -> NotLetIn:
+        return cls(
+            429,
+            f"too many wrong tokens from your address: try again in {math.ceil(wait):g} s",
+            wait,
+        )
 
 
 # -- sessions ---------------------------------------------------------------------------
@@ -442,6 +476,8 @@ class Gate:
             return None
         if signed.how == "token":  # a script names itself, for the history
             name = clean_name(request.headers.get("x-denpyo-by")) or "token"
+            if self.listed(name):
+                raise NotLetIn(403, f"{name} is a person of the users file: send their own token")
             return Access(name, signed.role, typed=True)
         return Access(signed.name, signed.role)
 
@@ -509,16 +545,40 @@ class Gate:
     # -- credentials ---------------------------------------------------------------------
 
     async def check(self, request: Request, way: str, token: str, name: str = "") -> Signed | None:
-        """Who `token` (and, for the form, the `name` typed) signs in; a wrong one is
-        counted, logged and waited for, one attempt at a time per source."""
+        """Who `token` (and, for the form, the `name` typed) signs in, or None: a wrong
+        one is counted and logged, and puts its source in a back-off. During the
+        back-off a credential is not checked and NotLetIn (429) says when to come
+        back; only a token of the users file that signed in a moment ago
+        (`Directory.remembered`: proven, and no guess can hit one) is let in at once.
+        The shared token never takes the name of a person of the users file."""
         source = self.source(request)
+        given = token.strip()
         async with self.throttle.turn(source):
-            signed = await self._match(token.strip(), name)
-            if signed is None:
-                await self.throttle.failed(source, way)
+            wait = self.throttle.wait(source)
+            if wait > 0:
+                signed = self._remembered(given, name)
+                if signed is None:
+                    raise NotLetIn.throttled(wait)
             else:
-                self.throttle.succeeded(source)
+                signed = await self._match(given, name)
+                if signed is None:
+                    self.throttle.failed(source, way)
+                    return None
+        if signed.how == "token" and self.listed(name):
+            raise NotLetIn(
+                403,
+                f"{name} is a person of the users file: sign in with your own token, "
+                "not the shared one",
+            )
         return signed
+
+    def listed(self, name: str) -> bool:
+        """`name` is a person of the users file."""
+        return bool(name) and self.users is not None and self.users.by_name(name) is not None
+
+    def _remembered(self, token: str, name: str) -> Signed | None:
+        person = self.users.remembered(token) if self.users is not None and token else None
+        return self._person(person, name) if person is not None else None
 
     async def _match(self, token: str, name: str) -> Signed | None:
         if not token:
@@ -530,10 +590,16 @@ class Gate:
             person = self.users.remembered(token) or await asyncio.to_thread(
                 self.users.verify, token
             )
-            if person is not None and (not name or same_name(person.name, name)):
-                role = person.role.at_most(self.ceiling)
-                return Signed(person.name, "users", role, person.id, person.token_hash)
+            if person is not None:
+                return self._person(person, name)
         return None
+
+    def _person(self, person: Person, name: str) -> Signed | None:
+        """A person of the users file signed in, if the name typed (if any) is theirs."""
+        if name and not same_name(person.name, name):
+            return None
+        role = person.role.at_most(self.ceiling)
+        return Signed(person.name, "users", role, person.id, person.token_hash)
 
     # -- POSTs ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from denpyo.web.auth import (
     CSRF_COOKIE,
     Access,
     Gate,
+    NotLetIn,
     new_csrf,
 )
 
@@ -261,6 +262,7 @@ class Shell:
         decides its answer."""
         return {
             Refused: self._refused,
+            NotLetIn: self._not_let_in,
             HTTPException: self._http_error,
             SubmissionNotFound: self._not_found,
             InvalidInput: self._invalid,
@@ -277,6 +279,12 @@ class Shell:
     async def _refused(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
         return await self.error(request, self._viewer(request), exc.status, str(exc))
+
+    async def _not_let_in(self, request: Request, exc: Exception) -> Response:
+        """A credential refused with a reason (a back-off, a name the shared token may
+        not take): said at once, with when to come back."""
+        assert isinstance(exc, NotLetIn)
+        return PlainTextResponse(str(exc), status_code=exc.status, headers=exc.headers)
 
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own answers (no such page, a method a route does not take) as
