@@ -226,3 +226,15 @@ def _written_forms(value: str) -> set[str]:
         json.dumps(value, ensure_ascii=False)[1:-1],
         json.dumps(value)[1:-1],
     }
+
+
+def still_redacted(value: Any, path: str = "$") -> list[str]:
+    """Where `value` still holds REDACTED as a value (`$.card.number`): a payload
+    edited from the redacted view whose hidden field was renamed or moved, so
+    that `Redaction.restore` could not give it its value back. Sent as is, the
+    provider would get the marker instead of the value."""
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in still_redacted(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for n, item in enumerate(value) for p in still_redacted(item, f"{path}[{n}]")]
+    return [path] if value == REDACTED else []
