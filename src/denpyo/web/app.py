@@ -47,6 +47,7 @@ from denpyo.web.auth import (
 )
 from denpyo.web.people import Directory
 from denpyo.web.shell import (
+    HostCheck,
     Refused,
     SecurityHeaders,
     local_path,
@@ -391,6 +392,7 @@ def create_app(
     approval: Approval | None = None,
     redact: Iterable[str] = (),
     refresh: float = 5.0,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve with uvicorn or mount in your own app.
 
@@ -419,7 +421,9 @@ def create_app(
     as "[redacted]", added to the ledger's rule (`Ledger(redact=...)`: the defaults,
     or the ledger's own `Redaction`, and $DENPYO_REDACT). An admin may see a row
     whole (`?full=1`, logged). `refresh`: seconds between the overview's and the
-    queue's refreshes.
+    queue's refreshes. `allowed_hosts`: the names it is served as (`Host`), besides
+    IP addresses and `localhost`; another Host is answered 400 (`["*"]`: any; None,
+    the default: not checked here, as when mounted in an app that checks it).
     """
     if token is None and users is None and trusted_header is None and auth is None:
         raise ConfigurationError(
@@ -446,6 +450,7 @@ def create_app(
         trusted_proxies=parse_proxies(trusted_proxies),
         proxy_role=_role(proxy_role),
         session_key=session_key,
+        allowed_hosts=_hosts(allowed_hosts),
     )
     if approval is not None and not isinstance(approval, Approval):
         raise ConfigurationError(f"approval is an Approval or None, not {approval!r}")
@@ -468,6 +473,17 @@ def create_app(
     return app
 
 
+def _hosts(hosts: Sequence[str] | None) -> list[str] | None:
+    if hosts is None:
+        return None
+    if isinstance(hosts, str):
+        raise ConfigurationError(f"allowed_hosts is a list of names, not the string {hosts!r}")
+    found = [h.strip() for h in hosts]
+    if not all(found):
+        raise ConfigurationError("allowed_hosts: a name cannot be empty")
+    return found
+
+
 def _role(role: Role | str) -> Role:
     try:
         return parse_role(role)
@@ -477,7 +493,9 @@ def _role(role: Role | str) -> Role:
 
 class DashboardApp(Starlette):
     """Starlette with `SecurityHeaders` outside everything, its error middleware
-    included: the 500 page is sent from there, and carries the headers too."""
+    included: the 500 page is sent from there, and carries the headers too; then
+    `HostCheck`, before anything reads the request."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return SecurityHeaders(super().build_middleware_stack())
+        inner = HostCheck(super().build_middleware_stack(), self.state.dashboard.gate)
+        return SecurityHeaders(inner)

@@ -21,7 +21,8 @@ back-off that grows with each (`Throttle`): until it ends, that source's
 credentials are answered at once with 429 and when to come back, never held.
 A read-only server makes everyone a viewer.
 Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
-and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie.
+and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie; the `Host`
+that origin is compared with is one the dashboard is served as (`known_host`).
 """
 
 from __future__ import annotations
@@ -192,6 +193,14 @@ def parse_proxies(cidrs: Sequence[str]) -> tuple[Network, ...]:
                 f"trusted proxy {cidr!r} is no address or network: {exc}"
             ) from None
     return tuple(found)
+
+
+def _host_name(host: str) -> str:
+    """A Host header's name, without its port and brackets, in lower case."""
+    text = host.strip().lower()
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
 
 
 def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -426,6 +435,7 @@ class Gate:
         proxy_role: Role = Role.VIEWER,
         session_key: bytes | None = None,
         throttle: Throttle | None = None,
+        allowed_hosts: Sequence[str] | None = None,
     ) -> None:
         self.token = token
         self._token_digest = hashlib.sha256(token.encode()).digest() if token else None
@@ -438,6 +448,9 @@ class Gate:
         self.proxy_role = proxy_role
         self.sessions = Sessions(session_key or secrets.token_bytes(32))
         self.throttle = throttle or Throttle()
+        self.allowed_hosts = (
+            None if allowed_hosts is None else frozenset(_host_name(h) for h in allowed_hosts)
+        )
         self._warned: set[str] = set()
 
     @property
@@ -602,6 +615,17 @@ class Gate:
         return Signed(person.name, "users", role, person.id, person.token_hash)
 
     # -- POSTs ---------------------------------------------------------------------------
+
+    def known_host(self, host: str) -> bool:
+        """A `Host` this dashboard answers: any without `allowed_hosts` (the host app
+        checks it), else an IP address (no name to rebind), `localhost`, or a name
+        of the list (`*`: any), whatever its port."""
+        if self.allowed_hosts is None or "*" in self.allowed_hosts:
+            return True
+        name = _host_name(host)
+        return bool(name) and (
+            name in self.allowed_hosts or name == "localhost" or _address(name) is not None
+        )
 
     def same_origin(self, request: Request) -> bool:
         """A browser names the page a POST comes from; it must be this site."""
