@@ -22,6 +22,7 @@ from starlette.responses import RedirectResponse, Response
 
 from denpyo.domain.actions import (
     BULK_KINDS,
+    ROW_KINDS,
     ActionKind,
     ActionRecord,
     ActionState,
@@ -146,8 +147,10 @@ class ActionPages(Shell):
             op.action_detail, self.ledger, action_id, after=after, outcome=outcome, limit=PAGE
         )
         now = await self.call(self.ledger.store.now)
-        if record.state is ActionState.RUNNING and (
-            record.locked_until is None or record.locked_until < now
+        if (
+            record.kind in ROW_KINDS
+            and record.state is ActionState.RUNNING
+            and (record.locked_until is None or record.locked_until < now)
         ):
             self.bulk_threads.start(record.id)  # nobody carries it on: this dashboard does
         mine = same_name(record.person, access.name)

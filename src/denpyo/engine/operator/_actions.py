@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from denpyo.domain import rules
 from denpyo.domain.actions import (
     BULK_KINDS,
+    ROW_KINDS,
     ActionKind,
     ActionRecord,
     ActionRow,
@@ -137,6 +138,8 @@ def run(
             f"action #{action_id} is a forget: run it again to carry it on "
             f"(denpyo forget {record.target} --note …)"
         )
+    if record.kind not in ROW_KINDS:  # a prune, an archive: run once, by their command
+        raise InvalidInput(f"action #{action_id} is a {record.kind}: nothing to carry on")
     if store.take_action(action_id, holder=holder, lease=lease):
         try:
             after = 0

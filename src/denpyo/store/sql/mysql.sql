@@ -359,6 +359,13 @@ SELECT * FROM (
 ORDER BY created_at
 LIMIT %(limit)s;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(youngest)s * 1000000) MICROSECOND
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remembered: which of a list of rows have their key remembered (MysqlStore.remove_in deletes no other)
 SELECT submission_id AS id FROM denpyo_keys WHERE submission_id IN %(ids)s ORDER BY submission_id;
 

@@ -249,6 +249,13 @@ WHERE created_at < now() - make_interval(secs => %(youngest)s::float8)
 ORDER BY created_at
 LIMIT %(limit)s;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < now() - make_interval(secs => %(youngest)s::float8)
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values now (a removal run again after a crash); back how many, and this transaction's id, which the removal waits past before it deletes (PostgresStore.remove_in)
 WITH kept AS (
     INSERT INTO denpyo_keys (

@@ -311,6 +311,13 @@ WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' se
 ORDER BY created_at
 LIMIT :limit;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' seconds')
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each (ids: a JSON array)
 INSERT INTO denpyo_keys (
     channel, key, idempotency_key, submission_id, status, attempts, error_kind, remote_id,
