@@ -53,6 +53,15 @@ def users(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return path, tokens
 
 
+def login(browser: Any, csrf: str, name: str, token: str) -> Any:
+    """The sign-in form sent from its page: the answer."""
+    return browser.post(
+        "/login",
+        data={"name": name, "token": token, "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+
+
 def fake_clock(app: Any) -> FakeTime:
     """The throttle's clock, moved by the test (no back-off is waited for)."""
     fake = FakeTime()
@@ -149,19 +158,11 @@ def test_the_form_wants_the_tokens_own_name(
     assert "Your token" in page and "denpyo users add" in page
     csrf = csrf_of(page)
     for name, token in (("vera", tokens["otto"]), ("otto", tokens["otto"] + "x"), ("otto", "")):
-        answer = browser.post(
-            "/login",
-            data={"name": name, "token": token, "csrf_token": csrf},
-            headers={"origin": ORIGIN},
-        )
+        answer = login(browser, csrf, name, token)
         assert answer.status_code == 401 and "wrong name or token" in answer.text
         assert "denpyo_session" not in browser.cookies
         fake.now += 4  # past each back-off
-    answer = browser.post(
-        "/login",
-        data={"name": " OTTO ", "token": tokens["otto"], "csrf_token": csrf},
-        headers={"origin": ORIGIN},
-    )
+    answer = login(browser, csrf, " OTTO ", tokens["otto"])
     assert answer.status_code == 303
     assert '<span class="person">otto</span>' in browser.get("/").text
 
@@ -416,17 +417,9 @@ def test_during_a_back_off_a_guess_is_answered_at_once_with_when_to_come_back(
     # The sign-in page says why.
     browser = client(app, peer="198.51.100.7")
     csrf = csrf_of(browser.get("/login").text)
-    page = browser.post(
-        "/login",
-        data={"name": "otto", "token": tokens["otto"], "csrf_token": csrf},
-        headers={"origin": ORIGIN},
-    )
+    page = login(browser, csrf, "otto", tokens["otto"])
     assert page.status_code == 303  # remembered: in at once
-    page = browser.post(
-        "/login",
-        data={"name": "mallory", "token": TOKEN, "csrf_token": csrf},
-        headers={"origin": ORIGIN},
-    )
+    page = login(browser, csrf, "mallory", TOKEN)
     assert page.status_code == 429 and page.headers["retry-after"] == "16"
     assert "too many wrong tokens from your address: try again in 16 s" in page.text
     fake.now += 16
@@ -459,11 +452,7 @@ def test_a_wrong_form_sign_in_is_answered_at_once_and_logged(
     browser = client(app)
     csrf = csrf_of(browser.get("/login").text)
     with caplog.at_level(logging.WARNING, logger="denpyo.web"):
-        answer = browser.post(
-            "/login",
-            data={"name": "mallory", "token": "guess", "csrf_token": csrf},
-            headers={"origin": ORIGIN},
-        )
+        answer = login(browser, csrf, "mallory", "guess")
     assert answer.status_code == 401 and "wrong token" in answer.text
     assert "a wrong token (form) from testclient, 1 in a row" in caplog.text
 
@@ -479,11 +468,7 @@ def test_the_shared_token_does_not_take_a_listed_persons_name(
     browser = client(app)
     csrf = csrf_of(browser.get("/login").text)
     for name in ("april", " APRIL "):
-        answer = browser.post(
-            "/login",
-            data={"name": name, "token": TOKEN, "csrf_token": csrf},
-            headers={"origin": ORIGIN},
-        )
+        answer = login(browser, csrf, name, TOKEN)
         assert answer.status_code == 403 and "sign in with your own token" in answer.text
         assert "denpyo_session" not in browser.cookies
     script = client(app)

@@ -87,8 +87,7 @@ def prune(
     if dry_run:
         _show_dry_run(env, ages, told, "remove", as_json)
         return
-    record = op.prune(env.ledger, ages=ages, shown=told, by=by, note=note or "",
-                      batch_size=batch_size)  # fmt: skip
+    record = op.prune(env.ledger, op.Keeping(ages, told, by, note or "", batch_size))
     removed = record.done
     if as_json:
         render.emit_json(
@@ -154,10 +153,8 @@ def archive(
         bar.update(task, completed=rows)
 
     try:
-        done, record = op.archive(
-            env.ledger, to, ages=ages, shown=told, by=by, note=note or "",
-            batch_size=batch_size, progress=progress,
-        )  # fmt: skip
+        asked = op.Keeping(ages, told, by, note or "", batch_size)
+        done, record = op.archive(env.ledger, to, asked, progress)
     finally:
         if bar.live.is_started:
             bar.stop()

@@ -84,7 +84,7 @@ from denpyo.engine.operator._channels import (
     resume,
 )
 from denpyo.engine.operator._forget import ForgetResult, forget
-from denpyo.engine.operator._keeping import archive, prune, removable_counts
+from denpyo.engine.operator._keeping import Keeping, archive, prune, removable_counts
 from denpyo.engine.operator._read import (
     PREVIEW_CHARS,
     History,
@@ -126,6 +126,7 @@ __all__ = [
     "DryRun",
     "ForgetResult",
     "History",
+    "Keeping",
     "Progress",
     "ReconcileSummary",
     "Requested",

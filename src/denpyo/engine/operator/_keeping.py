@@ -5,6 +5,7 @@ run that counts what would go and writes nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from denpyo.domain.actions import ActionKind, ActionRecord, ActionState, Scope
@@ -25,39 +26,35 @@ def removable_counts(ledger: Ledger, **ages: float) -> list[tuple[str, str, int]
     return ledger.store.count_removable(Retention.of(**ages))
 
 
-def prune(
-    ledger: Ledger,
-    *,
-    ages: dict[str, float],
-    shown: str,
-    by: str | None = None,
-    note: str = "",
-    batch_size: int = 1000,
-) -> ActionRecord:
-    """`Ledger.prune` with these ages, logged: an entry of kind `prune` naming the
-    ages (`shown`, as the person typed them), done with how many rows went."""
+@dataclass(frozen=True, slots=True)
+class Keeping:
+    """What a person asks of a prune or an archive: the ages in seconds (`older_than`,
+    `synced`, `rejected`, `abandoned`), the same as typed (`shown`, for the log),
+    who, why, and the rows per batch."""
+
+    ages: dict[str, float]
+    shown: str
+    by: str | None = None
+    note: str = ""
+    batch_size: int = 1000
+
+
+def prune(ledger: Ledger, asked: Keeping) -> ActionRecord:
+    """`Ledger.prune`, logged: an entry of kind `prune` naming the ages, done with how
+    many rows went."""
     return _logged(
-        ledger, ActionKind.PRUNE, f"settled rows, {shown}", {"ages": ages}, by, note,
-        lambda: ledger.prune(**ages, batch_size=batch_size), lambda removed: removed,
+        ledger, ActionKind.PRUNE, asked, {},
+        lambda: ledger.prune(**asked.ages, batch_size=asked.batch_size), lambda n: n,
     )[1]  # fmt: skip
 
 
 def archive(
-    ledger: Ledger,
-    to: str,
-    *,
-    ages: dict[str, float],
-    shown: str,
-    by: str | None = None,
-    note: str = "",
-    batch_size: int = 1000,
-    progress: Callable[[int], None] | None = None,
+    ledger: Ledger, to: str, asked: Keeping, progress: Callable[[int], None] | None = None
 ) -> tuple[ArchiveReport, ActionRecord]:
-    """`Ledger.archive` with these ages, logged as `prune` is, with where the rows went."""
+    """`Ledger.archive` to `to`, logged as `prune` is, with where the rows went."""
     return _logged(
-        ledger, ActionKind.ARCHIVE, f"settled rows, {shown}, to {to}", {"ages": ages, "to": to},
-        by, note,
-        lambda: ledger.archive(to, **ages, batch_size=batch_size, progress=progress),
+        ledger, ActionKind.ARCHIVE, asked, {"to": to},
+        lambda: ledger.archive(to, **asked.ages, batch_size=asked.batch_size, progress=progress),
         lambda report: report.rows,
     )  # fmt: skip
 
@@ -65,18 +62,20 @@ def archive(
 def _logged(
     ledger: Ledger,
     kind: ActionKind,
-    target: str,
-    params: dict[str, Any],
-    by: str | None,
-    note: str,
+    asked: Keeping,
+    more: dict[str, Any],
     work: Callable[[], T],
     removed: Callable[[T], int],
 ) -> tuple[T, ActionRecord]:
     """Run `work` behind an entry of the action log: written running before the
     first row goes (a run that dies leaves who started it), then done with how many
     rows went, or cancelled when it failed (and the error raised on)."""
-    Retention.of(**params["ages"])  # refused ages write no entry
-    entry = NewAction(kind, Scope.TABLE, target, operator_actor(by), note.strip(), params=params)
+    Retention.of(**asked.ages)  # refused ages write no entry
+    target = f"settled rows, {asked.shown}" + (f", to {more['to']}" if "to" in more else "")
+    entry = NewAction(
+        kind, Scope.TABLE, target, operator_actor(asked.by), asked.note.strip(),
+        params={"ages": asked.ages, **more},
+    )  # fmt: skip
     record = ledger.store.add_action(entry)
     try:
         result = work()
