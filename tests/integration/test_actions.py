@@ -264,6 +264,7 @@ def test_people_are_one_person_whatever_the_case_of_their_names(ledger: denpyo.L
     dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
     started = op.confirm_bulk(ledger, dry.action.id, by="ADA")
     assert isinstance(started, op.Requested) or started.state is ActionState.RUNNING
+    assert [r.person for r in op.action_log(ledger, by="Bob")] == ["bob"]
 
 
 def test_a_name_given_on_the_command_line_is_cleaned_as_the_dashboards(

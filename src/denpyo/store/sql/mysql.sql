@@ -645,10 +645,10 @@ WHERE id = %(id)s;
 -- action_get: one action, and the database clock
 SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions WHERE id = %(id)s;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions
 WHERE id < %(before)s
-  AND (%(actor)s IS NULL OR actor = %(actor)s)
+  AND (%(actor)s IS NULL OR LOWER(actor) = LOWER(%(actor)s))
   AND (%(kind)s IS NULL OR kind = %(kind)s)
   AND (%(state)s IS NULL OR state = %(state)s)
   AND (%(since)s IS NULL OR created_at >= CONVERT_TZ(

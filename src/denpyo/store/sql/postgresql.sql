@@ -901,10 +901,10 @@ WHERE id = %(id)s::bigint;
 -- action_get: one action, and the database clock
 SELECT *, now() AS now FROM denpyo_actions WHERE id = %(id)s::bigint;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, now() AS now FROM denpyo_actions
 WHERE id < %(before)s::bigint
-  AND (%(actor)s::text IS NULL OR actor = %(actor)s::text)
+  AND (%(actor)s::text IS NULL OR lower(actor) = lower(%(actor)s::text))
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)

@@ -574,10 +574,10 @@ WHERE id = :id;
 -- action_get: one action, and the database clock
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions WHERE id = :id;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions
 WHERE id < :before
-  AND (:actor IS NULL OR actor = :actor)
+  AND (:actor IS NULL OR LOWER(actor) = LOWER(:actor))
   AND (:kind IS NULL OR kind = :kind)
   AND (:state IS NULL OR state = :state)
   AND (:since IS NULL OR created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
