@@ -479,6 +479,8 @@ def test_the_shared_token_does_not_take_a_listed_persons_name(
     assert not any("april" in line for line in history(ledger, ids["rejected"]))
     stranger, _ = sign_in(app, "zed", TOKEN)  # a name nobody has: the history says zed
     assert '<span class="person">zed</span>' in stranger.get("/").text
+    people.add(path, "zed", "viewer")  # now a person's name: that session is over
+    assert stranger.get("/attention").status_code == 401
 
 
 @pytest.mark.parametrize(

@@ -526,6 +526,9 @@ class Gate:
         if session is None:
             return None
         signed = session.signed
+        if signed.how == "token" and self.listed(signed.name):
+            self.sessions.end(cookie)  # the name became a person's of the users file
+            return None
         if signed.how != "users":
             return Access(signed.name, signed.role, typed=signed.how == "token")
         # A person of the users file: their role now; removed, or given a new token,
