@@ -392,12 +392,18 @@ def test_during_a_back_off_a_guess_is_answered_at_once_with_when_to_come_back(
 ) -> None:
     """Four wrong tokens from one address: the next guess is not checked, and is told
     at once (429, Retry-After) rather than held; a person's token that signed in a
-    moment ago is let in meanwhile, and its success does not end the back-off."""
+    moment ago, and a browser that signed in here before, are let in meanwhile, and
+    their successes do not end the back-off."""
     path, tokens = users
     app = create_app(ledger, token=TOKEN, users=path)
     fake = fake_clock(app)
     otto = {"authorization": f"Bearer {tokens['otto']}"}
     assert client(app, peer="198.51.100.7").get("/metrics", headers=otto).is_success
+    carol = client(app, peer="198.51.100.7")  # signed in here before, and out again
+    carol_csrf = csrf_of(carol.get("/login").text)
+    assert login(carol, carol_csrf, "carol", TOKEN).status_code == 303
+    carol.post("/logout", data={"csrf_token": carol_csrf}, headers={"origin": ORIGIN})
+    assert "denpyo_session" not in carol.cookies and "denpyo_device" in carol.cookies
     guesser = client(app, peer="198.51.100.7")
     for i in range(4):
         guess = guesser.get("/metrics", headers={"authorization": f"Bearer no-{i}"})
@@ -417,12 +423,17 @@ def test_during_a_back_off_a_guess_is_answered_at_once_with_when_to_come_back(
     # The sign-in page says why.
     browser = client(app, peer="198.51.100.7")
     csrf = csrf_of(browser.get("/login").text)
-    page = login(browser, csrf, "otto", tokens["otto"])
-    assert page.status_code == 303  # remembered: in at once
     page = login(browser, csrf, "mallory", TOKEN)
     assert page.status_code == 429 and page.headers["retry-after"] == "16"
     assert "too many wrong tokens from your address: try again in 16 s" in page.text
-    fake.now += 16
+    assert login(browser, csrf, "otto", tokens["otto"]).status_code == 303  # remembered
+    # A browser that signed in here before has a back-off of its own: in at once.
+    assert login(carol, carol_csrf, "carol", "mistyped").status_code == 401
+    assert login(carol, carol_csrf, "carol", TOKEN).status_code == 429  # its own 1 s
+    fake.now += 1
+    assert login(carol, carol_csrf, "carol", TOKEN).status_code == 303
+    assert app.state.dashboard.gate.throttle.in_a_row("198.51.100.7") == 5
+    fake.now += 15
     assert guesser.get("/metrics", headers={"authorization": f"Bearer {TOKEN}"}).is_success
 
 

@@ -36,6 +36,8 @@ from denpyo.web import present
 from denpyo.web.action_pages import ActionPages
 from denpyo.web.actions import Actions, done_text
 from denpyo.web.auth import (
+    DEVICE_COOKIE,
+    DEVICE_SECONDS,
     SESSION_COOKIE,
     SESSION_SECONDS,
     Access,
@@ -187,6 +189,16 @@ class Dashboard(ActionPages, Actions):
             path=self._path(request),
             secure=request.url.scheme == "https",
         )
+        if self.gate.sessions.device(request.cookies.get(DEVICE_COOKIE)) is None:
+            response.set_cookie(
+                DEVICE_COOKIE,
+                self.gate.sessions.new_device(),
+                max_age=DEVICE_SECONDS,
+                httponly=True,
+                samesite="strict",
+                path=self._path(request),
+                secure=request.url.scheme == "https",
+            )
         return response
 
     async def logout(

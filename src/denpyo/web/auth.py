@@ -19,6 +19,7 @@ Ways in, tried in this order:
 A wrong token, by the form or by Bearer, is logged and puts its source in a
 back-off that grows with each (`Throttle`): until it ends, that source's
 credentials are answered at once with 429 and when to come back, never held.
+A browser that signed in here before is its own source (a signed device cookie).
 A read-only server makes everyone a viewer.
 Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
 and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie; the `Host`
@@ -53,6 +54,9 @@ log = logging.getLogger("denpyo.web")
 
 SESSION_COOKIE = "denpyo_session"
 CSRF_COOKIE = "denpyo_csrf"
+DEVICE_COOKIE = "denpyo_device"
+DEVICE_SECONDS = 30 * 86400
+"""A browser that signed in here is known this long (its own back-off, not its address's)."""
 SESSION_SECONDS = 12 * 3600
 """A session ends this long after its sign-in, however busy."""
 IDLE_SECONDS = 2 * 3600
@@ -399,6 +403,21 @@ class Sessions:
         if sid:
             self._open.pop(sid, None)
 
+    def new_device(self) -> str:
+        """The cookie of a browser that just signed in rightly: a random id and its
+        signature, nothing else; its later sign-ins are throttled on their own."""
+        device = secrets.token_urlsafe(16)
+        return f"{device}.{self._sign('device:' + device)}"
+
+    def device(self, cookie: str | None) -> str | None:
+        """The id of a browser that signed in here before (its cookie signed by this
+        server's key), else None."""
+        device, _, signature = (cookie or "").partition(".")
+        expected = self._sign("device:" + device).encode()
+        if not device or not hmac.compare_digest(signature.encode(), expected):
+            return None
+        return device
+
     def _alive(self, session: Session, now: float) -> bool:
         return now < session.created + self.lifetime and now < session.seen + self.idle
 
@@ -543,6 +562,14 @@ class Gate:
         ip = _address(host)
         return ip is not None and any(ip in network for network in self.trusted_proxies)
 
+    def throttled_as(self, request: Request) -> str:
+        """Whose wrong credentials a check counts, and whose back-off it waits: a
+        browser that signed in here rightly before (its device cookie) its own, so
+        that a guesser behind the same address does not lock its people out;
+        anyone else, their address (`source`)."""
+        device = self.sessions.device(request.cookies.get(DEVICE_COOKIE))
+        return f"browser {device}" if device else self.source(request)
+
     def source(self, request: Request) -> str:
         """Where a request comes from, for the throttle: its peer's address, or behind a
         trusted proxy the address that proxy saw (the last of `X-Forwarded-For`). An
@@ -567,7 +594,7 @@ class Gate:
         back; only a token of the users file that signed in a moment ago
         (`Directory.remembered`: proven, and no guess can hit one) is let in at once.
         The shared token never takes the name of a person of the users file."""
-        source = self.source(request)
+        source = self.throttled_as(request)
         given = token.strip()
         async with self.throttle.turn(source):
             wait = self.throttle.wait(source)
