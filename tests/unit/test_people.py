@@ -211,28 +211,29 @@ def test_wrong_credentials_back_off_longer_each_time_and_are_logged(
             assert throttle.wait("203.0.113.9") == 0
             back_offs.append(throttle.failed("203.0.113.9", "bearer"))
             assert throttle.wait("203.0.113.9") == back_offs[-1]
-            fake.now += back_offs[-1] - 0.5
-            assert throttle.wait("203.0.113.9") == 0.5  # not yet
-            fake.now += 0.5
-    assert back_offs == [1, 2, 4, 8, 16, 30, 30, 30]
+            if back_offs[-1]:
+                fake.now += back_offs[-1] - 0.5
+                assert throttle.wait("203.0.113.9") == 0.5  # not yet
+                fake.now += 0.5
+    assert back_offs == [0, 1, 2, 4, 8, 16, 30, 30]  # the first mistake is free
     lines = [r.getMessage() for r in caplog.records if r.name == "denpyo.web"]
     assert len(lines) == 8 and all(r.levelno == logging.WARNING for r in caplog.records)
     assert (
         lines[2]
-        == "dashboard: a wrong token (bearer) from 203.0.113.9, 3 in a row; the next checked in 4 s"
+        == "dashboard: a wrong token (bearer) from 203.0.113.9, 3 in a row; the next checked in 2 s"
     )
 
 
 def test_a_quiet_spell_starts_over_a_success_does_not_and_sources_count_apart() -> None:
     fake = FakeTime()
     throttle = Throttle(clock=fake.clock)
-    assert [throttle.failed("a", "form") for _ in range(3)] == [1, 2, 4]
-    assert throttle.failed("b", "form") == 1  # another source starts at 1 s
+    assert [throttle.failed("a", "form") for _ in range(3)] == [0, 1, 2]
+    assert throttle.failed("b", "form") == 0  # another source starts over
     assert throttle.wait("c") == 0  # and another has no back-off at all
     assert throttle.in_a_row("a") == 3  # nothing but a quiet spell ends it
     fake.now += 15 * 60  # quiet for 15 minutes: forgotten
     assert throttle.in_a_row("a") == 0 and len(throttle) == 0 and throttle.wait("a") == 0
-    assert throttle.failed("a", "bearer") == 1
+    assert throttle.failed("a", "bearer") == 0
 
 
 def test_the_throttle_remembers_a_bounded_number_of_sources() -> None:

@@ -221,8 +221,8 @@ def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 
 class Throttle:
-    """Wrong credentials from one source put it in a back-off: `first` seconds after
-    the first, twice as long after each next one, up to `most`. No request is held:
+    """Wrong credentials from one source put it in a back-off: none after the first,
+    `first` seconds after the second, twice as long after each next one, up to `most`. No request is held:
     a credential the source sends before its back-off ends is not checked, and is
     answered at once (429, with when to come back: `wait`). A success does not end
     the back-off (another client behind the same address may be the one guessing);
@@ -266,8 +266,11 @@ class Throttle:
         return self._failures.get(source, (0, 0.0))[0]
 
     def delay(self, in_a_row: int) -> float:
-        """The back-off after this many wrong credentials in a row."""
-        return float(min(self.first * 2 ** (in_a_row - 1), self.most))
+        """The back-off after this many wrong credentials in a row: none after the
+        first (a person who mistyped types it again at once), then `first`, doubling."""
+        if in_a_row <= 1:
+            return 0.0
+        return float(min(self.first * 2 ** (in_a_row - 2), self.most))
 
     def wait(self, source: str) -> float:
         """Seconds before a credential from `source` is checked again (0: now)."""
