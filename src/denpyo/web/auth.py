@@ -222,8 +222,9 @@ def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 class Throttle:
     """Wrong credentials from one source put it in a back-off: none after the first,
-    `first` seconds after the second, twice as long after each next one, up to `most`. No request is held:
-    a credential the source sends before its back-off ends is not checked, and is
+    `first` seconds after the second, twice as long after each next one, up to
+    `most`. No request is held: a credential the source sends before its back-off
+    ends is not checked, and is
     answered at once (429, with when to come back: `wait`). A success does not end
     the back-off (another client behind the same address may be the one guessing);
     `quiet` seconds without a failure do. Checks from one source take turns
