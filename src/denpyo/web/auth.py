@@ -224,13 +224,12 @@ class Throttle:
     """Wrong credentials from one source put it in a back-off: none after the first,
     `first` seconds after the second, twice as long after each next one, up to
     `most`. No request is held: a credential the source sends before its back-off
-    ends is not checked, and is
-    answered at once (429, with when to come back: `wait`). A success does not end
-    the back-off (another client behind the same address may be the one guessing);
-    `quiet` seconds without a failure do. Checks from one source take turns
-    (`turn`), held only while a credential is checked, so that guesses sent in
-    parallel are checked one after the other. At most `sources` sources are
-    remembered (the longest quiet forgotten first)."""
+    ends is not checked, and is answered at once (429, with when to come back:
+    `wait`). A success does not end the back-off (another client behind the same
+    address may be the one guessing); `quiet` seconds without a failure do.
+    Checks from one source take turns (`turn`), held only while a credential is
+    checked, so that guesses sent in parallel are checked one after the other. At
+    most `sources` sources are remembered (the longest quiet forgotten first)."""
 
     def __init__(
         self,
