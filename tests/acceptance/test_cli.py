@@ -847,6 +847,10 @@ def test_prune_and_archive_are_logged_and_have_a_dry_run(db_url: str, tmp_path: 
     assert dry["counts"] == [{"channel": "c", "status": "synced", "rows": 3}]
     said = ok(denpyo_cli("prune", "--older-than", "0s", "--dry-run", db=db_url)).stdout
     assert "dry run: would remove 3 settled row(s) (older than 0s)" in said
+    where = tmp_path / "not-written"
+    dry = as_json(denpyo_cli("archive", "--to", str(where), "--older-than", "0s", "--dry-run",
+                             "--json", db=db_url))  # fmt: skip
+    assert (dry["rows"], where.exists()) == (3, False)
     assert as_json(denpyo_cli("actions", "--json", db=db_url)) == []  # nothing written
     with denpyo.Ledger(db_url) as ledger:
         assert ledger.get("c", "a").removed_at is None  # type: ignore[union-attr]
