@@ -1,10 +1,9 @@
 """What the dashboard's HTTP tests share: a client as a browser (no redirect
 followed), the page's CSRF token, a sign-in through the form, and a clock for the
-wrong-token throttle whose waits are recorded, not slept."""
+wrong-token throttle that moves only when told."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -37,16 +36,11 @@ def sign_in(app: Any, name: str, token: str, base_url: str = ORIGIN) -> tuple[Te
 
 
 class FakeTime:
-    """A clock that moves only when a throttle's wait is 'slept'."""
+    """A clock that moves only when a test moves it (`now`): the wrong-token
+    throttle's back-off and the sessions' ages, without waiting."""
 
     def __init__(self) -> None:
         self.now = 1000.0
-        self.waits: list[float] = []
 
     def clock(self) -> float:
         return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)  # let another attempt run, were it not made to wait its turn

@@ -852,6 +852,48 @@ def test_prune(db_url: str) -> None:
         assert still is not None and still.removed_at is None
 
 
+def test_prune_and_archive_are_logged_and_have_a_dry_run(db_url: str, tmp_path: Path) -> None:
+    """A dry run counts what would go and changes nothing; a prune and an archive are
+    each an entry of the action log: who, the ages, how many rows went."""
+    with denpyo.Ledger(db_url) as ledger:
+        ledger.channel("c")(lambda sub: "r")
+        for key in ("a", "b", "c"):
+            ledger.submit("c", key, {})
+        ledger.enqueue("c", "open", {})
+    dry = as_json(denpyo_cli("prune", "--older-than", "0s", "--dry-run", "--json", db=db_url))
+    assert (dry["dry_run"], dry["rows"]) == (True, 3)
+    assert dry["counts"] == [{"channel": "c", "status": "synced", "rows": 3}]
+    said = ok(denpyo_cli("prune", "--older-than", "0s", "--dry-run", db=db_url)).stdout
+    assert "dry run: would remove 3 settled row(s) (older than 0s)" in said
+    where = tmp_path / "not-written"
+    dry = as_json(denpyo_cli("archive", "--to", str(where), "--older-than", "0s", "--dry-run",
+                             "--json", db=db_url))  # fmt: skip
+    assert (dry["rows"], where.exists()) == (3, False)
+    assert as_json(denpyo_cli("actions", "--json", db=db_url)) == []  # nothing written
+    with denpyo.Ledger(db_url) as ledger:
+        assert ledger.get("c", "a").removed_at is None  # type: ignore[union-attr]
+    done = as_json(denpyo_cli("prune", "--synced", "0s", "--by", "ops\x1b[2J",
+                              "--note", "monthly", "--json", db=db_url))  # fmt: skip
+    assert done["deleted"] == 3
+    archived = ok(
+        denpyo_cli("archive", "--to", str(tmp_path / "a"), "--older-than", "0s", "--by", "ada",
+                   db=db_url)
+    )  # fmt: skip
+    assert "(action #" in archived.stdout
+    log = as_json(denpyo_cli("actions", "--json", db=db_url))
+    assert [(r["kind"], r["by"], r["state"], r["rows"], r["done"]) for r in log] == [
+        ("archive", "ada", "done", 0, 0),
+        ("prune", "ops[2J", "done", 3, 3),
+    ]
+    assert log[1]["id"] == done["action"] and log[1]["note"] == "monthly"
+    assert log[1]["target"] == "settled rows, synced 0s"
+    assert log[1]["params"] == {"ages": {"synced": 0.0}}
+    assert log[0]["params"]["to"] == str(tmp_path / "a")
+    refused = denpyo_cli("prune", db=db_url)
+    assert refused.returncode == 2 and "how old" in refused.stderr
+    assert len(as_json(denpyo_cli("actions", "--json", db=db_url))) == 2  # a refusal: no entry
+
+
 def test_prune_by_state_report_and_archive(db_url: str, tmp_path: Path) -> None:
     """Per-state ages, the report before and after, the archive, `show` of an
     archived key, and bad input: one line, exit 2, nothing removed."""

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -19,7 +20,9 @@ import psycopg
 import pytest
 
 import denpyo
+from denpyo.domain.actions import ActionKind
 from denpyo.domain.filters import Filter
+from denpyo.engine import operator as op
 
 APP = """
 import denpyo
@@ -203,6 +206,25 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
     done = as_json(cli("bulk", "continue", str(killed.id), "--json", db=db_url))
     assert (done["state"], done["done"], done["skipped"]) == ("done", total, 0)
     assert set(retries_per_row(db_url).values()) == {1}
+
+
+def test_bulk_continue_says_when_it_can_take_over_a_live_lease(db_url: str) -> None:
+    """A holder that died a moment ago still holds the action until its lease ends:
+    `bulk continue` does nothing then, and says so, and when it can take over."""
+    failed_rows(db_url, 3)
+    with denpyo.Ledger(db_url) as ledger:
+        dry = op.plan_bulk(
+            ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
+        )
+        op.confirm_bulk(ledger, dry.action.id, by="ada")
+        assert ledger.store.take_action(dry.action.id, holder="gone-host:4242:dead", lease=600)
+    proc = cli("bulk", "continue", str(dry.action.id), db=db_url)
+    refused(proc, "is held by gone-host:4242:dead until")
+    left = re.search(r"takes it over then, in (\d+) s", proc.stderr)
+    assert left is not None and 500 <= int(left.group(1)) <= 600, proc.stderr
+    with denpyo.Ledger(db_url) as ledger:
+        still = ledger.store.action(dry.action.id)
+    assert still is not None and still.done == 0
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])

@@ -165,6 +165,7 @@ def test_dashboard_signs_people_in_from_the_users_file_and_the_proxy(
     ("args", "message"),
     [
         (["--token", "password"], "secrets.token_urlsafe(24)"),
+        (["--token", "password12345678", "--host", "0.0.0.0"], "runs, repeats or common words"),
         (["--trusted-header", "X-Forwarded-User"], "--trusted-proxy"),
         (["--token", "correct-horse-battery", "--proxy-role", "boss"], "no role named 'boss'"),
         (["--users", "no-such-users.json"], "no users file at no-such-users.json"),

@@ -17,6 +17,7 @@ from denpyo.engine import operator as op
 from denpyo.errors import InvalidInput
 
 S = denpyo.Status
+EMAIL = Filter(channel="email")
 
 
 def channel(ledger: denpyo.Ledger) -> None:
@@ -230,14 +231,59 @@ def test_a_large_bulk_over_the_rule_waits_for_approval(ledger: denpyo.Ledger) ->
 def test_bad_input_is_refused(ledger: denpyo.Ledger) -> None:
     channel(ledger)
     with pytest.raises(InvalidInput, match="note"):
-        op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note=" ", by="ada", target="x")
+        op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note=" ", by="ada", target="x")
     with pytest.raises(InvalidInput, match="not mark_synced"):
         op.plan_bulk(ledger, ActionKind.MARK_SYNCED, Filter(), note="n", by="ada", target="x")
     with pytest.raises(InvalidInput, match="no action #999"):
         op.approve(ledger, 999, note="n", by="bob")
-    dry = op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note="n", by="ada", target="x")
+    dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
     with pytest.raises(InvalidInput, match="ada's to confirm"):
         op.confirm_bulk(ledger, dry.action.id, by="bob")
+
+
+def test_a_bulk_action_needs_a_filter(ledger: denpyo.Ledger) -> None:
+    """Every row of the table is never one click away: the CLI and the dashboard
+    both plan through `plan_bulk`, which refuses a filter without a condition."""
+    failed_rows(ledger, 2)
+    with pytest.raises(InvalidInput, match="needs a filter"):
+        op.plan_bulk(ledger, ActionKind.ABANDON, Filter(), note="all", by="ada", target="x")
+    assert op.action_log(ledger) == []
+
+
+def test_people_are_one_person_whatever_the_case_of_their_names(ledger: denpyo.Ledger) -> None:
+    """`bob` asks and `BOB` may not approve: the same person, as the sign-in compares
+    them; `ADA` confirms `ada`'s dry run."""
+    [row] = failed_rows(ledger, 1)
+    ledger.approval = Approval()
+    asked = op.resolve_mark_synced(ledger, row, remote_id="r", note="seen", by="bob").requested
+    assert asked is not None
+    for same in ("BOB", " Bob "):
+        with pytest.raises(InvalidInput, match="second person"):
+            op.approve(ledger, asked.action.id, note="ok", by=same)
+    assert row_of(ledger, row).status is S.FAILED
+    dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
+    started = op.confirm_bulk(ledger, dry.action.id, by="ADA")
+    assert isinstance(started, op.Requested) or started.state is ActionState.RUNNING
+    assert [r.person for r in op.action_log(ledger, by="Bob")] == ["bob"]
+
+
+def test_a_name_given_on_the_command_line_is_cleaned_as_the_dashboards(
+    ledger: denpyo.Ledger,
+) -> None:
+    [row] = failed_rows(ledger, 1)
+    op.resolve_abandon(ledger, row, note="gone", by="\x1b]0;pwned\x07mallory\n")
+    [entry] = op.action_log(ledger)
+    assert entry.person == "]0;pwnedmallory"
+    assert ledger.events(row)[-1].actor == "operator:]0;pwnedmallory"
+
+
+def test_the_csv_of_the_action_log_holds_no_control_character(ledger: denpyo.Ledger) -> None:
+    [row] = failed_rows(ledger, 1)
+    op.resolve_abandon(ledger, row, note="\x1b[2Jcleared\x07 then\nsecond line", by="ada")
+    text = op.actions_csv(op.action_log(ledger))
+    assert not any(ch in text for ch in "\x1b\x07")
+    assert "\\x1b[2Jcleared\\x07 then\\nsecond line" in text
+    assert len(text.splitlines()) == 2  # the heading and one action
 
 
 def test_a_filter_by_error_text_and_key_prefix(ledger: denpyo.Ledger) -> None:
@@ -270,7 +316,7 @@ def test_an_old_dry_run_is_not_confirmed(
     from denpyo.engine.operator import _actions
 
     monkeypatch.setattr(_actions, "PLAN_EXPIRES", 0.1)
-    dry = op.plan_bulk(ledger, ActionKind.RETRY, Filter(), note="n", by="ada", target="x")
+    dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
     time.sleep(0.3)
     with pytest.raises(InvalidInput, match="make a new one"):
         op.confirm_bulk(ledger, dry.action.id, by="ada")

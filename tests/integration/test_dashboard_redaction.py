@@ -127,3 +127,32 @@ def test_the_dashboard_follows_the_ledgers_rule(
         )
         page = browser.get(f"/submissions/{sid}").text
     assert CARD not in page and ADDRESS not in page and "t0k" in page
+
+
+def test_a_resend_whose_edited_payload_still_holds_the_marker_is_refused(
+    ledger: denpyo.Ledger, row: int, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """The hidden field kept its name: its value comes back. Renamed (or moved), its
+    value is not known there, and the marker would go to the provider: refused."""
+    from dashboard_client import ORIGIN
+
+    app = create_app(ledger, users=tmp_path / "users.json")
+    otto, csrf = sign_in(app, "otto", tokens["otto"])
+    renamed = '{"card_number": "[redacted]", "cardNumber": "[redacted]", "amount": 6}'
+    refused = otto.post(
+        f"/submissions/{row}/resend",
+        data={"payload": renamed, "note": "fixed amount", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert refused.status_code == 409 and "$.card_number" in refused.text
+    assert "$.cardNumber" not in refused.text  # its value came back
+    assert ledger.store.find_superseding(row) is None  # nothing sent, nothing written
+    kept = '{"cardNumber": "[redacted]", "address": "1 Main Street", "amount": 6}'
+    done = otto.post(
+        f"/submissions/{row}/resend",
+        data={"payload": kept, "note": "fixed amount", "csrf_token": csrf},
+        headers={"origin": ORIGIN},
+    )
+    assert done.status_code == 303
+    new = ledger.store.find_superseding(row)
+    assert new is not None and new.payload == {"cardNumber": CARD, "address": ADDRESS, "amount": 6}

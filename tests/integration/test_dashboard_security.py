@@ -359,3 +359,38 @@ def test_the_done_flash_shows_only_the_known_outcomes(
     assert resent.status_code == 303 and resent.headers["location"].endswith("?done=resent")
     shown = browser.get(resent.headers["location"]).text
     assert f"Done: created as the resend of #{ids['rejected']}." in shown
+
+
+def test_a_host_it_is_not_served_as_is_refused_and_cannot_carry_a_matching_origin(
+    ledger: denpyo.Ledger, ids: dict[str, int]
+) -> None:
+    """A page under another name (DNS rebinding: evil.example resolves to this
+    server) sends Host and Origin alike; the Host is checked first, so the origin
+    check compares with a Host the dashboard is really served as."""
+    app = create_app(ledger, token=TOKEN, allowed_hosts=["ops.example.com"])
+    before = ledger.store.channel_history("sms")
+    for base in ("http://evil.example:8470", "http://ops.example.com.evil.example"):
+        forged = TestClient(app, base_url=base, follow_redirects=False)
+        assert forged.get("/login").status_code == 400
+        answer = forged.post(
+            "/channels/sms/pause",
+            data={"note": "n", "csrf_token": "x"},
+            headers={"origin": base, "authorization": f"Bearer {TOKEN}"},
+        )
+        assert answer.status_code == 400 and "not served as" in answer.text
+    assert ledger.store.channel_history("sms") == before
+    for base in ("http://ops.example.com:8470", "http://OPS.example.com", ORIGIN,
+                 "http://[::1]:8470", "http://localhost:8470"):  # fmt: skip
+        assert TestClient(app, base_url=base).get("/login").status_code == 200, base
+    # Without allowed_hosts (mounted in an app that checks the Host), any Host.
+    anywhere = TestClient(create_app(ledger, token=TOKEN), base_url="http://evil.example")
+    assert anywhere.get("/login").status_code == 200
+
+
+def test_the_command_line_serves_its_own_address_and_the_names_given() -> None:
+    import socket
+
+    from denpyo.cli.commands import served_as
+
+    assert served_as("10.1.2.3", ("ops.example.com",)) == ["ops.example.com", "10.1.2.3"]
+    assert socket.gethostname() in served_as("0.0.0.0", ())

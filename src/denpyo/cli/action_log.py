@@ -4,6 +4,7 @@ on every row a filter finds (`bulk retry|abandon|resend`, `bulk continue|pause|c
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from denpyo.cli.app import Env, fail, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, row_filters
 from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionState, person_of
 from denpyo.domain.filters import parse_when
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 
@@ -390,7 +392,8 @@ def _carry_on(
 @pass_env
 def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: bool) -> None:
     """Carry a bulk action on to its end: a paused one is resumed, one whose holder
-    stopped (a closed terminal, a dead process) is taken over after its lease.
+    stopped (a closed terminal, a dead process) is taken over after its lease
+    (before that, refused with the time it can be).
 
     \b
     Example: denpyo bulk continue 12
@@ -400,6 +403,14 @@ def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: b
     record, _ = op.action_detail(ledger, action_id, limit=1)
     if record.state is not ActionState.RUNNING:
         fail(f"action #{action_id} is {record.state}: nothing to carry on")
+    now = ledger.store.now()
+    if record.locked_by and record.locked_until is not None and record.locked_until > now:
+        left = math.ceil((record.locked_until - now).total_seconds())
+        fail(
+            f"action #{action_id} is held by {visible(record.locked_by)} until "
+            f"{record.locked_until:%Y-%m-%d %H:%M:%S} UTC: if that holder is gone, "
+            f"`denpyo bulk continue {action_id}` takes it over then, in {left} s"
+        )
     _carry_on(ledger, record, batch, lease, as_json)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import click
 
@@ -143,11 +144,21 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
     "--port", type=click.IntRange(min=1, max=65535), default=8470, show_default=True, help="Port."
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A name people reach the dashboard by (the Host a browser sends: "
+    "ops.example.com; repeat for more; * for any). Always: IP addresses, localhost, "
+    "--host, and this machine's name when --host is 0.0.0.0 or ::.",
+)
+@click.option(
     "--token",
     metavar="TOKEN",
     help="What people sign in with, as admins (and scripts send as Bearer); else "
     "$DENPYO_DASHBOARD_TOKEN; with none of --users and --trusted-header either, one is "
-    "made up and printed. At least 16 characters, 8 of them different.",
+    "made up and printed. At least 16 characters, 8 of them different, not runs, "
+    "repeats or common words.",
 )
 @click.option(
     "--users",
@@ -211,6 +222,7 @@ def dashboard(
     env: Env,
     host: str,
     port: int,
+    allowed_hosts: tuple[str, ...],
     token: str | None,
     users_file: str | None,
     trusted_header: str | None,
@@ -250,6 +262,7 @@ def dashboard(
         read_only=read_only,
         approval=Approval(bulk_over=bulk_over) if two_person else None,
         redact=redact,
+        allowed_hosts=served_as(host, allowed_hosts),
     )
     import socket
 
@@ -276,6 +289,18 @@ def dashboard(
     config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
     with listening:
         uvicorn.Server(config).run(sockets=[listening])
+
+
+def served_as(host: str, allowed: Sequence[str]) -> list[str]:
+    """The names the dashboard answers to besides IP addresses and localhost: those
+    given, the address it listens on, and on every address (0.0.0.0, ::) this
+    machine's own names."""
+    import socket
+
+    names = [*allowed, host]
+    if host in ("0.0.0.0", "::", ""):
+        names += [socket.gethostname(), socket.getfqdn()]
+    return list(dict.fromkeys(name for name in names if name))
 
 
 def _session_key(path: str | None) -> bytes | None:

@@ -8,9 +8,12 @@ from collections.abc import Callable
 import click
 
 from denpyo.cli import render
+from denpyo.cli.actions import by_option, note_option
 from denpyo.cli.app import Env, F, json_option, main, pass_env
 from denpyo.domain.filters import parse_duration, parse_when
 from denpyo.domain.report import PERIODS
+from denpyo.domain.text import visible
+from denpyo.engine import operator as op
 
 
 def retention_options(batch: str) -> Callable[[F], F]:
@@ -40,8 +43,19 @@ def retention_options(batch: str) -> Callable[[F], F]:
     return decorate
 
 
+def keeping_options(fn: F) -> F:
+    """Who runs a prune or an archive, why, and its dry run."""
+    fn = click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Count what would go, per channel and status; remove nothing.",
+    )(fn)
+    return by_option(note_option(fn))
+
+
 @main.command()
 @retention_options("Rows removed per transaction, so no lock is held for long.")
+@keeping_options
 @json_option
 @pass_env
 def prune(
@@ -51,25 +65,41 @@ def prune(
     rejected: str | None,
     abandoned: str | None,
     batch_size: int,
+    note: str | None,
+    by: str | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Remove settled rows once they are old enough, each state after its own age:
     synced rows, and rejected or failed rows a person resolved (abandoned or resent).
     Rows still open, in doubt, or waiting for a person are never removed. Each
     removed row's key and outcome stay known (submitting the key again calls
-    nothing) and its counts stay in `denpyo report`.
+    nothing) and its counts stay in `denpyo report`. Each run is an entry of the
+    action log (`denpyo actions --kind prune`): who, the ages, how many rows went.
 
+    \b
     Example: denpyo --db postgresql://app@db/app prune --synced 30d --rejected 365d --abandoned 365d
+    Example: denpyo prune --older-than 90d --dry-run
     """
     given = {"older_than": older_than, "synced": synced, "rejected": rejected}
     given["abandoned"] = abandoned
-    ages = _ages(**given)
-    removed = env.ledger.prune(**ages, batch_size=batch_size)
+    ages, told = _ages(**given), _told(given)
+    if dry_run:
+        _show_dry_run(env, ages, told, "remove", as_json)
+        return
+    record = op.prune(env.ledger, op.Keeping(ages, told, by, note or "", batch_size))
+    removed = record.done
     if as_json:
-        render.emit_json({"deleted": removed, **{f"{k}_seconds": v for k, v in ages.items()}})
+        render.emit_json(
+            {"deleted": removed, "action": record.id,
+             **{f"{k}_seconds": v for k, v in ages.items()}}
+        )  # fmt: skip
     else:
-        told = ", ".join(f"{name.replace('_', ' ')} {given[name]}" for name in ages)
-        render.out.print(f"removed {removed} settled row(s) ({told}); their keys and counts stay")
+        render.out.print(
+            f"removed {removed} settled row(s) ({told}); their keys and counts stay "
+            f"(action #{record.id})",
+            markup=False,
+        )
 
 
 @main.command()
@@ -81,6 +111,7 @@ def prune(
     help="Where the Parquet files go: a folder, or s3://bucket/prefix.",
 )
 @retention_options("Rows written, read back and removed at a time.")
+@keeping_options
 @json_option
 @pass_env
 def archive(
@@ -91,15 +122,25 @@ def archive(
     rejected: str | None,
     abandoned: str | None,
     batch_size: int,
+    note: str | None,
+    by: str | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Write old settled rows and their history as Parquet (by channel and month),
     read the files back, and only then remove the rows, as `prune` does: their keys
-    and counts stay, and `show` says where each went. Needs denpyo[archive].
+    and counts stay, and `show` says where each went. Each run is an entry of the
+    action log, as a prune's. Needs denpyo[archive].
 
+    \b
     Example: denpyo archive --to s3://ledger-archive/shop --synced 30d --older-than 365d
     """
-    ages = _ages(older_than=older_than, synced=synced, rejected=rejected, abandoned=abandoned)
+    given = {"older_than": older_than, "synced": synced, "rejected": rejected}
+    given["abandoned"] = abandoned
+    ages, told = _ages(**given), _told(given)
+    if dry_run:
+        _show_dry_run(env, ages, told, f"archive to {to}", as_json)
+        return
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
     columns = (SpinnerColumn(), TextColumn("archiving: {task.completed} rows"))
@@ -112,19 +153,42 @@ def archive(
         bar.update(task, completed=rows)
 
     try:
-        done = env.ledger.archive(to, **ages, batch_size=batch_size, progress=progress)
+        asked = op.Keeping(ages, told, by, note or "", batch_size)
+        done, record = op.archive(env.ledger, to, asked, progress)
     finally:
         if bar.live.is_started:
             bar.stop()
     if as_json:
-        render.emit_json(done.to_json())
+        render.emit_json({**done.to_json(), "action": record.id})
     else:
         render.out.print(
             f"archived and removed {done.rows} row(s) and {done.events} event(s) to "
             f"{done.target} ({done.files} file(s), {done.bytes:,} bytes); their keys and "
-            "counts stay",
+            f"counts stay (action #{record.id})",
             markup=False,
         )
+
+
+def _told(given: dict[str, str | None]) -> str:
+    """The ages as the person typed them: `synced 30d, rejected 365d`."""
+    return ", ".join(f"{name.replace('_', ' ')} {text}" for name, text in given.items() if text)
+
+
+def _show_dry_run(env: Env, ages: dict[str, float], told: str, what: str, as_json: bool) -> None:
+    """What a prune or an archive would remove now, per channel and status: nothing
+    removed, nothing written (not even to the action log)."""
+    counts = op.removable_counts(env.ledger, **ages)
+    total = sum(n for _, _, n in counts)
+    if as_json:
+        render.emit_json(
+            {"dry_run": True, "rows": total,
+             "counts": [{"channel": c, "status": s, "rows": n} for c, s, n in counts],
+             **{f"{k}_seconds": v for k, v in ages.items()}}
+        )  # fmt: skip
+        return
+    render.out.print(f"dry run: would {what} {total} settled row(s) ({told})", markup=False)
+    for channel, status, n in counts:
+        render.out.print(f"  {n:>9}  {visible(channel)}  {status}", markup=False)
 
 
 def _ages(**given: str | None) -> dict[str, float]:

@@ -23,9 +23,9 @@ from typing import Any
 
 class ActionKind(StrEnum):
     """A person's action: on rows (the CLI's `retry` and `resolve`, the dashboard's
-    buttons; `ROW_KINDS`, which domain/rules.py judges), on a channel, or the erasure
+    buttons; `ROW_KINDS`, which domain/rules.py judges), on a channel, the erasure
     of payloads (`forget`: no move of a row, so neither a row kind nor a bulk kind;
-    domain/forgetting.py)."""
+    domain/forgetting.py), or old rows leaving the table (`prune`, `archive`)."""
 
     RETRY = "retry"
     ABANDON = "abandon"
@@ -34,6 +34,8 @@ class ActionKind(StrEnum):
     PAUSE = "pause"
     RESUME = "resume"
     FORGET = "forget"
+    PRUNE = "prune"
+    ARCHIVE = "archive"
 
 
 ROW_KINDS = (ActionKind.RETRY, ActionKind.ABANDON, ActionKind.RESEND, ActionKind.MARK_SYNCED)
@@ -42,11 +44,13 @@ BULK_KINDS = (ActionKind.RETRY, ActionKind.ABANDON, ActionKind.RESEND)
 
 
 class Scope(StrEnum):
-    """What an action names: rows by id, every row a filter found, or a channel."""
+    """What an action names: rows by id, every row a filter found, a channel, or the
+    table's rows retention lets go (a prune, an archive)."""
 
     ROWS = "rows"
     FILTER = "filter"
     CHANNEL = "channel"
+    TABLE = "table"
 
 
 class ActionState(StrEnum):

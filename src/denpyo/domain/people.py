@@ -10,9 +10,12 @@ makes every person a viewer on it.
 
 from __future__ import annotations
 
+import unicodedata
 from enum import StrEnum
 
 from denpyo.errors import InvalidInput
+
+MAX_NAME = 100
 
 
 class Role(StrEnum):
@@ -59,3 +62,19 @@ def parse_role(text: str) -> Role:
     except ValueError:
         names = ", ".join(role.value for role in Role)
         raise InvalidInput(f"no role named {text!r}: choose {names}") from None
+
+
+def clean_name(value: str | None) -> str:
+    """A person's name for the history, however it came (a form, a header, `--by`):
+    trimmed, without control characters, at most MAX_NAME characters."""
+    text = "".join(
+        ch for ch in (value or "").strip() if not unicodedata.category(ch).startswith("C")
+    )
+    return text[:MAX_NAME].strip()
+
+
+def same_name(a: str, b: str) -> bool:
+    """Names are one person whatever their case: `Alice` is `alice`. The one
+    comparison of people: sign-in, the second person of a two-person rule, whose
+    action it is."""
+    return a.strip().casefold() == b.strip().casefold()

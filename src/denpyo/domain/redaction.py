@@ -212,3 +212,15 @@ def _checked(names: Iterable[str]) -> Iterator[str]:
         if not normalized:
             raise InvalidInput(f"{name!r} is no field name to redact: it is all separators")
         yield normalized
+
+
+def still_redacted(value: Any, path: str = "$") -> list[str]:
+    """Where `value` still holds REDACTED as a value (`$.card.number`): a payload
+    edited from the redacted view whose hidden field was renamed or moved, so
+    that `Redaction.restore` could not give it its value back. Sent as is, the
+    provider would get the marker instead of the value."""
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in still_redacted(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for n, item in enumerate(value) for p in still_redacted(item, f"{path}[{n}]")]
+    return [path] if value == REDACTED else []

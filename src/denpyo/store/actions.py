@@ -190,6 +190,14 @@ class ActionLog(ConnectionModes, Rows, Params):
         tx.execute("action_counted", {**counts, "skipped": len(results) - done})
         return action_id
 
+    def counted(self, action_id: int, done: int) -> ActionRecord:
+        with self.transaction() as tx:
+            tx.execute("action_counted", {"id": action_id, "total": done, "done": done,
+                                          "skipped": 0})  # fmt: skip
+            row = tx.fetch_one("action_get", {"id": action_id})
+        assert row is not None
+        return self._action(row)
+
     # -- reading ------------------------------------------------------------------------
 
     def action(self, action_id: int) -> ActionRecord | None:

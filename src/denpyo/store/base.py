@@ -279,6 +279,11 @@ class Store(ABC):
         age), oldest first, as read now."""
 
     @abstractmethod
+    def count_removable(self, retention: Retention) -> list[tuple[str, str, int]]:
+        """How many rows `retention` lets go now, per channel and status:
+        [(channel, status, n)] (a dry run of `prune` or `archive`)."""
+
+    @abstractmethod
     def remove(
         self, ids: Sequence[int], retention: Retention, *, archived_to: str | None = None
     ) -> int:
@@ -596,6 +601,10 @@ class Store(ABC):
     @abstractmethod
     def move_action(self, action_id: int, to: ActionState, *, from_: Sequence[ActionState]) -> bool:
         """Pause, resume or cancel an action; False when it is in none of `from_`."""
+
+    @abstractmethod
+    def counted(self, action_id: int, done: int) -> ActionRecord:
+        """An action on no listed rows (a prune, an archive) done: `done` rows."""
 
     @abstractmethod
     def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:

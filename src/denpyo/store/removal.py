@@ -38,8 +38,8 @@ class Removal(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_removable", "key_remember", "key_expire", "key_get",
-            "key_get_by_id", "key_find_superseding", "key_get_by_idempotency_keys",
+            "submission_removable", "submission_removable_count", "key_remember", "key_expire",
+            "key_get", "key_get_by_id", "key_find_superseding", "key_get_by_idempotency_keys",
             "key_resent", "report_counts", "event_list_many",
         }
     )  # fmt: skip
@@ -55,6 +55,11 @@ class Removal(ConnectionModes, Rows, Params):
                 "submission_removable", {**retention_params(retention), "limit": limit}
             )
         return [self.to_submission(row) for row in rows]
+
+    def count_removable(self, retention: Retention) -> list[tuple[str, str, int]]:
+        with self.reading() as tx:
+            rows = tx.fetch_all("submission_removable_count", retention_params(retention))
+        return [(str(r["channel"]), str(r["status"]), int(r["n"])) for r in rows]
 
     def remove(
         self, ids: Sequence[int], retention: Retention, *, archived_to: str | None = None

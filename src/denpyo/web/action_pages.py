@@ -22,11 +22,13 @@ from starlette.responses import RedirectResponse, Response
 
 from denpyo.domain.actions import (
     BULK_KINDS,
+    ROW_KINDS,
     ActionKind,
     ActionRecord,
     ActionState,
 )
 from denpyo.domain.filters import parse_when
+from denpyo.domain.people import same_name
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import InvalidInput
@@ -145,11 +147,13 @@ class ActionPages(Shell):
             op.action_detail, self.ledger, action_id, after=after, outcome=outcome, limit=PAGE
         )
         now = await self.call(self.ledger.store.now)
-        if record.state is ActionState.RUNNING and (
-            record.locked_until is None or record.locked_until < now
+        if (
+            record.kind in ROW_KINDS
+            and record.state is ActionState.RUNNING
+            and (record.locked_until is None or record.locked_until < now)
         ):
             self.bulk_threads.start(record.id)  # nobody carries it on: this dashboard does
-        mine = record.person == access.name
+        mine = same_name(record.person, access.name)
         return {
             "r": record,
             "rows": rows,
@@ -272,7 +276,7 @@ class ActionPages(Shell):
         record: ActionRecord = (await self.call(op.action_detail, self.ledger, action_id, limit=1))[
             0
         ]
-        if record.person != access.name and not access.can_manage:
+        if not same_name(record.person, access.name) and not access.can_manage:
             raise Refused(403, f"action #{action_id} is {record.person}'s: an admin may steer it")
         change = {"pause": op.pause_action, "resume": op.resume_action, "cancel": op.cancel_action}
         if verb not in change:

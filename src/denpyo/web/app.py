@@ -22,7 +22,7 @@ from starlette.types import ASGIApp
 
 from denpyo.domain.actions import Approval
 from denpyo.domain.filters import Filter, parse_statuses
-from denpyo.domain.people import Role, parse_role
+from denpyo.domain.people import Role, clean_name, parse_role
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import Status
@@ -36,17 +36,20 @@ from denpyo.web import present
 from denpyo.web.action_pages import ActionPages
 from denpyo.web.actions import Actions, done_text
 from denpyo.web.auth import (
+    DEVICE_COOKIE,
+    DEVICE_SECONDS,
     SESSION_COOKIE,
     SESSION_SECONDS,
     Access,
     AuthHook,
     Gate,
-    clean_name,
+    NotLetIn,
     parse_proxies,
     strong_token,
 )
 from denpyo.web.people import Directory
 from denpyo.web.shell import (
+    HostCheck,
     Refused,
     SecurityHeaders,
     local_path,
@@ -143,8 +146,9 @@ class Dashboard(ActionPages, Actions):
 
     async def login(self, request: Request) -> Response:
         """The sign-in form: a name and a token (the dashboard's, or the person's own of
-        the users file, whose name must then be theirs). A wrong one waits (the
-        throttle) and is logged; a right one starts a session on this server."""
+        the users file, whose name must then be theirs). A wrong one is logged and
+        puts the address in a back-off (the throttle), which the page then names; a
+        right one starts a session on this server."""
         if not self.gate.has_form:
             return await self.error(request, None, 404, "this dashboard signs in through its host")
         form = await request.form()
@@ -154,20 +158,26 @@ class Dashboard(ActionPages, Actions):
         ):
             return PlainTextResponse("refused: not from the sign-in page", status_code=403)
         name = clean_name(fields.get("name"))
-        signed = (
-            await self.gate.check(request, "form", fields.get("token", ""), name) if name else None
-        )
+        status, headers, error = 401, {}, "your name is needed, for the history"
+        signed = None
+        if name:
+            try:
+                signed = await self.gate.check(request, "form", fields.get("token", ""), name)
+                error = "wrong name or token" if self.gate.users is not None else "wrong token"
+            except NotLetIn as refused:
+                status, headers, error = refused.status, refused.headers, str(refused)
         if signed is None:
-            wrong = "wrong name or token" if self.gate.users is not None else "wrong token"
-            return await self.render(
+            page = await self.render(
                 request,
                 None,
                 "login.html",
-                status=401,
-                error=wrong if name else "your name is needed, for the history",
+                status=status,
+                error=error,
                 next=local_path(fields.get("next")),
                 users=self.gate.users is not None,
             )
+            page.headers.update(headers)
+            return page
         target = local_path(fields.get("next")) or str(request.url_for("overview").path)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
@@ -179,6 +189,16 @@ class Dashboard(ActionPages, Actions):
             path=self._path(request),
             secure=request.url.scheme == "https",
         )
+        if self.gate.sessions.device(request.cookies.get(DEVICE_COOKIE)) is None:
+            response.set_cookie(
+                DEVICE_COOKIE,
+                self.gate.sessions.new_device(),
+                max_age=DEVICE_SECONDS,
+                httponly=True,
+                samesite="strict",
+                path=self._path(request),
+                secure=request.url.scheme == "https",
+            )
         return response
 
     async def logout(
@@ -384,6 +404,7 @@ def create_app(
     approval: Approval | None = None,
     redact: Iterable[str] = (),
     refresh: float = 5.0,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve with uvicorn or mount in your own app.
 
@@ -412,7 +433,9 @@ def create_app(
     as "[redacted]", added to the ledger's rule (`Ledger(redact=...)`: the defaults,
     or the ledger's own `Redaction`, and $DENPYO_REDACT). An admin may see a row
     whole (`?full=1`, logged). `refresh`: seconds between the overview's and the
-    queue's refreshes.
+    queue's refreshes. `allowed_hosts`: the names it is served as (`Host`), besides
+    IP addresses and `localhost`; another Host is answered 400 (`["*"]`: any; None,
+    the default: not checked here, as when mounted in an app that checks it).
     """
     if token is None and users is None and trusted_header is None and auth is None:
         raise ConfigurationError(
@@ -439,6 +462,7 @@ def create_app(
         trusted_proxies=parse_proxies(trusted_proxies),
         proxy_role=_role(proxy_role),
         session_key=session_key,
+        allowed_hosts=_hosts(allowed_hosts),
     )
     if approval is not None and not isinstance(approval, Approval):
         raise ConfigurationError(f"approval is an Approval or None, not {approval!r}")
@@ -461,6 +485,17 @@ def create_app(
     return app
 
 
+def _hosts(hosts: Sequence[str] | None) -> list[str] | None:
+    if hosts is None:
+        return None
+    if isinstance(hosts, str):
+        raise ConfigurationError(f"allowed_hosts is a list of names, not the string {hosts!r}")
+    found = [h.strip() for h in hosts]
+    if not all(found):
+        raise ConfigurationError("allowed_hosts: a name cannot be empty")
+    return found
+
+
 def _role(role: Role | str) -> Role:
     try:
         return parse_role(role)
@@ -470,7 +505,9 @@ def _role(role: Role | str) -> Role:
 
 class DashboardApp(Starlette):
     """Starlette with `SecurityHeaders` outside everything, its error middleware
-    included: the 500 page is sent from there, and carries the headers too."""
+    included: the 500 page is sent from there, and carries the headers too; then
+    `HostCheck`, before anything reads the request."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return SecurityHeaders(super().build_middleware_stack())
+        inner = HostCheck(super().build_middleware_stack(), self.state.dashboard.gate)
+        return SecurityHeaders(inner)

@@ -16,10 +16,14 @@ Ways in, tried in this order:
   in, their role, its times) stays in the server's memory, and signing out ends it.
 - `auth=`: the host app decides: a callable that returns an `Access` or None.
 
-A wrong token, by the form or by Bearer, waits longer each time from the same
-source (`Throttle`) and is logged. A read-only server makes everyone a viewer.
+A wrong token, by the form or by Bearer, is logged and puts its source in a
+back-off that grows with each (`Throttle`): until it ends, that source's
+credentials are answered at once with 429 and when to come back, never held.
+A browser that signed in here before is its own source (a signed device cookie).
+A read-only server makes everyone a viewer.
 Every POST a browser sends must come from this origin (`Origin`, else `Referer`,
-and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie.
+and `Sec-Fetch-Site`) and carry `csrf_token` equal to the CSRF cookie; the `Host`
+that origin is compared with is one the dashboard is served as (`known_host`).
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ import hmac
 import inspect
 import ipaddress
 import logging
+import math
 import secrets
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -42,14 +46,17 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from denpyo.domain.people import Role
+from denpyo.domain.people import MAX_NAME, Role, clean_name, same_name
 from denpyo.errors import ConfigurationError
-from denpyo.web.people import MAX_NAME, Directory, same_name
+from denpyo.web.people import Directory, Person
 
 log = logging.getLogger("denpyo.web")
 
 SESSION_COOKIE = "denpyo_session"
 CSRF_COOKIE = "denpyo_csrf"
+DEVICE_COOKIE = "denpyo_device"
+DEVICE_SECONDS = 30 * 86400
+"""A browser that signed in here is known this long (its own back-off, not its address's)."""
 SESSION_SECONDS = 12 * 3600
 """A session ends this long after its sign-in, however busy."""
 IDLE_SECONDS = 2 * 3600
@@ -57,6 +64,12 @@ IDLE_SECONDS = 2 * 3600
 MAX_SESSIONS = 10_000
 MIN_TOKEN = 16
 MIN_DISTINCT = 8
+MIN_SURPRISE = 8
+COMMON_WORDS = (
+    "password", "passwort", "passw0rd", "secret", "admin", "letmein", "qwerty", "azerty",
+    "welcome", "changeme", "iloveyou", "dashboard", "denpyo", "token", "monkey", "dragon",
+)  # fmt: skip
+"""Words a guesser tries first: each counts as one character in a token."""
 MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -131,19 +144,46 @@ AuthHook = Callable[[Request], "Access | Awaitable[Access | None] | None"]
 
 def strong_token(token: str) -> str:
     """The dashboard's token, trimmed, if it is hard enough to guess: at least
-    MIN_TOKEN characters, MIN_DISTINCT of them different; else a ConfigurationError
-    that says how to make one."""
+    MIN_TOKEN characters, MIN_DISTINCT of them different, and MIN_SURPRISE of them
+    not guessed from what comes before (`surprise`: no run such as `12345678` or
+    `abcdefgh`, no word such as `password`, no part said twice); else a
+    ConfigurationError that says how to make one. With the shared token one
+    guess signs in as an admin: it is held to what a made-up token looks like."""
     text = token.strip()
     reason = None
     if len(text) < MIN_TOKEN:
         reason = f"{len(text)} characters (without spaces around), at least {MIN_TOKEN} needed"
     elif len(set(text)) < MIN_DISTINCT:
         reason = f"{len(set(text))} different characters, at least {MIN_DISTINCT} needed"
+    elif surprise(text) < MIN_SURPRISE:
+        reason = (
+            "it is made of runs, repeats or common words "
+            f"({surprise(text)} characters not guessed from the others, at least "
+            f"{MIN_SURPRISE} needed)"
+        )
     if reason is not None:
         raise ConfigurationError(
             f"the dashboard's token is too easy to guess ({reason}); make one with: {MAKE_TOKEN}"
         )
     return text
+
+
+def surprise(text: str) -> int:
+    """How many characters of `text` a guesser would not foresee: a common word
+    (COMMON_WORDS, any case) counts as one (said again, as none); a character one
+    step from the one before it (`1`→`2`, `b`→`a`, `x`→`x`) as none, and so does
+    one that ends three characters seen together earlier (a part said twice)."""
+    lowered = text.lower()
+    for word in COMMON_WORDS:
+        lowered = lowered.replace(word, "\x00", 1).replace(word, "")
+    count, seen = 0, set()
+    for i, ch in enumerate(lowered):
+        trigram = lowered[max(0, i - 2) : i + 1]
+        step = i > 0 and abs(ord(ch) - ord(lowered[i - 1])) <= 1 and ch != "\x00"
+        if not step and not (len(trigram) == 3 and trigram in seen):
+            count += 1
+        seen.add(trigram)
+    return count
 
 
 def parse_proxies(cidrs: Sequence[str]) -> tuple[Network, ...]:
@@ -157,6 +197,14 @@ def parse_proxies(cidrs: Sequence[str]) -> tuple[Network, ...]:
                 f"trusted proxy {cidr!r} is no address or network: {exc}"
             ) from None
     return tuple(found)
+
+
+def _host_name(host: str) -> str:
+    """A Host header's name, without its port and brackets, in lower case."""
+    text = host.strip().lower()
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
 
 
 def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -173,11 +221,15 @@ def _address(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 
 class Throttle:
-    """Wrong credentials from one source wait longer each time: `first` seconds,
-    then twice as long each time, up to `most`; a success from the source starts it
-    over, and so do `quiet` seconds without a failure. Attempts from one source take
-    turns (`turn`), so guessing in parallel is no faster. At most `sources` sources
-    are remembered (the longest quiet forgotten first)."""
+    """Wrong credentials from one source put it in a back-off: none after the first,
+    `first` seconds after the second, twice as long after each next one, up to
+    `most`. No request is held: a credential the source sends before its back-off
+    ends is not checked, and is answered at once (429, with when to come back:
+    `wait`). A success does not end the back-off (another client behind the same
+    address may be the one guessing); `quiet` seconds without a failure do.
+    Checks from one source take turns (`turn`), held only while a credential is
+    checked, so that guesses sent in parallel are checked one after the other. At
+    most `sources` sources are remembered (the longest quiet forgotten first)."""
 
     def __init__(
         self,
@@ -187,16 +239,15 @@ class Throttle:
         quiet: float = 15 * 60,
         sources: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.first, self.most, self.quiet, self.sources = first, most, quiet, sources
-        self.clock, self.sleep = clock, sleep
+        self.clock = clock
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # (in a row, last)
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # (lock, requests holding it)
 
     @contextlib.asynccontextmanager
     async def turn(self, source: str) -> AsyncIterator[None]:
-        """One attempt at a time from `source`; the lock is dropped when nobody waits."""
+        """One check at a time from `source`; the lock is dropped when nobody waits."""
         lock, waiting = self._turns.get(source) or (asyncio.Lock(), 0)
         self._turns[source] = (lock, waiting + 1)
         try:
@@ -210,15 +261,26 @@ class Throttle:
                 self._turns[source] = (lock, waiting - 1)
 
     def in_a_row(self, source: str) -> int:
-        """How many wrong credentials `source` sent since its last success or quiet spell."""
+        """How many wrong credentials `source` sent since its last quiet spell."""
         self._forget(self.clock())
         return self._failures.get(source, (0, 0.0))[0]
 
     def delay(self, in_a_row: int) -> float:
-        return float(min(self.first * 2 ** (in_a_row - 1), self.most))
+        """The back-off after this many wrong credentials in a row: none after the
+        first (a person who mistyped types it again at once), then `first`, doubling."""
+        if in_a_row <= 1:
+            return 0.0
+        return float(min(self.first * 2 ** (in_a_row - 2), self.most))
 
-    async def failed(self, source: str, way: str) -> float:
-        """Count a wrong credential from `source`, log it, and wait; returns the wait."""
+    def wait(self, source: str) -> float:
+        """Seconds before a credential from `source` is checked again (0: now)."""
+        now = self.clock()
+        self._forget(now)
+        count, last = self._failures.get(source, (0, now))
+        return max(last + self.delay(count) - now, 0.0) if count else 0.0
+
+    def failed(self, source: str, way: str) -> float:
+        """Count a wrong credential from `source` and log it; returns its back-off."""
         now = self.clock()
         self._forget(now)
         count = self._failures.pop(source, (0, now))[0] + 1
@@ -227,17 +289,13 @@ class Throttle:
             self._failures.popitem(last=False)
         wait = self.delay(count)
         log.warning(
-            "dashboard: a wrong token (%s) from %s, %d in a row; answered in %g s",
+            "dashboard: a wrong token (%s) from %s, %d in a row; the next checked in %g s",
             way,
             source,
             count,
             wait,
         )
-        await self.sleep(wait)
         return wait
-
-    def succeeded(self, source: str) -> None:
-        self._failures.pop(source, None)
 
     def _forget(self, now: float) -> None:
         while self._failures:
@@ -248,6 +306,30 @@ class Throttle:
 
     def __len__(self) -> int:
         return len(self._failures)
+
+
+class NotLetIn(Exception):
+    """A credential refused with a reason a person should read: the source's back-off
+    (429, `retry_after` seconds), or a name the shared token may not take (403)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"retry-after": str(max(1, math.ceil(self.retry_after)))}
+
+    @classmethod
+    def throttled(cls, wait: float) -> NotLetIn:
+        return cls(
+            429,
+            f"too many wrong tokens from your address: try again in {math.ceil(wait):g} s",
+            wait,
+        )
 
 
 # -- sessions ---------------------------------------------------------------------------
@@ -324,6 +406,21 @@ class Sessions:
         if sid:
             self._open.pop(sid, None)
 
+    def new_device(self) -> str:
+        """The cookie of a browser that just signed in rightly: a random id and its
+        signature, nothing else; its later sign-ins are throttled on their own."""
+        device = secrets.token_urlsafe(16)
+        return f"{device}.{self._sign('device:' + device)}"
+
+    def device(self, cookie: str | None) -> str | None:
+        """The id of a browser that signed in here before (its cookie signed by this
+        server's key), else None."""
+        device, _, signature = (cookie or "").partition(".")
+        expected = self._sign("device:" + device).encode()
+        if not device or not hmac.compare_digest(signature.encode(), expected):
+            return None
+        return device
+
     def _alive(self, session: Session, now: float) -> bool:
         return now < session.created + self.lifetime and now < session.seen + self.idle
 
@@ -360,6 +457,7 @@ class Gate:
         proxy_role: Role = Role.VIEWER,
         session_key: bytes | None = None,
         throttle: Throttle | None = None,
+        allowed_hosts: Sequence[str] | None = None,
     ) -> None:
         self.token = token
         self._token_digest = hashlib.sha256(token.encode()).digest() if token else None
@@ -372,6 +470,9 @@ class Gate:
         self.proxy_role = proxy_role
         self.sessions = Sessions(session_key or secrets.token_bytes(32))
         self.throttle = throttle or Throttle()
+        self.allowed_hosts = (
+            None if allowed_hosts is None else frozenset(_host_name(h) for h in allowed_hosts)
+        )
         self._warned: set[str] = set()
 
     @property
@@ -410,6 +511,8 @@ class Gate:
             return None
         if signed.how == "token":  # a script names itself, for the history
             name = clean_name(request.headers.get("x-denpyo-by")) or "token"
+            if self.listed(name):
+                raise NotLetIn(403, f"{name} is a person of the users file: send their own token")
             return Access(name, signed.role, typed=True)
         return Access(signed.name, signed.role)
 
@@ -445,6 +548,9 @@ class Gate:
         if session is None:
             return None
         signed = session.signed
+        if signed.how == "token" and self.listed(signed.name):
+            self.sessions.end(cookie)  # the name became a person's of the users file
+            return None
         if signed.how != "users":
             return Access(signed.name, signed.role, typed=signed.how == "token")
         # A person of the users file: their role now; removed, or given a new token,
@@ -458,6 +564,14 @@ class Gate:
     def from_proxy(self, host: str | None) -> bool:
         ip = _address(host)
         return ip is not None and any(ip in network for network in self.trusted_proxies)
+
+    def throttled_as(self, request: Request) -> str:
+        """Whose wrong credentials a check counts, and whose back-off it waits: a
+        browser that signed in here rightly before (its device cookie) its own, so
+        that a guesser behind the same address does not lock its people out;
+        anyone else, their address (`source`)."""
+        device = self.sessions.device(request.cookies.get(DEVICE_COOKIE))
+        return f"browser {device}" if device else self.source(request)
 
     def source(self, request: Request) -> str:
         """Where a request comes from, for the throttle: its peer's address, or behind a
@@ -477,16 +591,40 @@ class Gate:
     # -- credentials ---------------------------------------------------------------------
 
     async def check(self, request: Request, way: str, token: str, name: str = "") -> Signed | None:
-        """Who `token` (and, for the form, the `name` typed) signs in; a wrong one is
-        counted, logged and waited for, one attempt at a time per source."""
-        source = self.source(request)
+        """Who `token` (and, for the form, the `name` typed) signs in, or None: a wrong
+        one is counted and logged, and puts its source in a back-off. During the
+        back-off a credential is not checked and NotLetIn (429) says when to come
+        back; only a token of the users file that signed in a moment ago
+        (`Directory.remembered`: proven, and no guess can hit one) is let in at once.
+        The shared token never takes the name of a person of the users file."""
+        source = self.throttled_as(request)
+        given = token.strip()
         async with self.throttle.turn(source):
-            signed = await self._match(token.strip(), name)
-            if signed is None:
-                await self.throttle.failed(source, way)
+            wait = self.throttle.wait(source)
+            if wait > 0:
+                signed = self._remembered(given, name)
+                if signed is None:
+                    raise NotLetIn.throttled(wait)
             else:
-                self.throttle.succeeded(source)
+                signed = await self._match(given, name)
+                if signed is None:
+                    self.throttle.failed(source, way)
+                    return None
+        if signed.how == "token" and self.listed(name):
+            raise NotLetIn(
+                403,
+                f"{name} is a person of the users file: sign in with your own token, "
+                "not the shared one",
+            )
         return signed
+
+    def listed(self, name: str) -> bool:
+        """`name` is a person of the users file."""
+        return bool(name) and self.users is not None and self.users.by_name(name) is not None
+
+    def _remembered(self, token: str, name: str) -> Signed | None:
+        person = self.users.remembered(token) if self.users is not None and token else None
+        return self._person(person, name) if person is not None else None
 
     async def _match(self, token: str, name: str) -> Signed | None:
         if not token:
@@ -498,12 +636,29 @@ class Gate:
             person = self.users.remembered(token) or await asyncio.to_thread(
                 self.users.verify, token
             )
-            if person is not None and (not name or same_name(person.name, name)):
-                role = person.role.at_most(self.ceiling)
-                return Signed(person.name, "users", role, person.id, person.token_hash)
+            if person is not None:
+                return self._person(person, name)
         return None
 
+    def _person(self, person: Person, name: str) -> Signed | None:
+        """A person of the users file signed in, if the name typed (if any) is theirs."""
+        if name and not same_name(person.name, name):
+            return None
+        role = person.role.at_most(self.ceiling)
+        return Signed(person.name, "users", role, person.id, person.token_hash)
+
     # -- POSTs ---------------------------------------------------------------------------
+
+    def known_host(self, host: str) -> bool:
+        """A `Host` this dashboard answers: any without `allowed_hosts` (the host app
+        checks it), else an IP address (no name to rebind), `localhost`, or a name
+        of the list (`*`: any), whatever its port."""
+        if self.allowed_hosts is None or "*" in self.allowed_hosts:
+            return True
+        name = _host_name(host)
+        return bool(name) and (
+            name in self.allowed_hosts or name == "localhost" or _address(name) is not None
+        )
 
     def same_origin(self, request: Request) -> bool:
         """A browser names the page a POST comes from; it must be this site."""
@@ -524,11 +679,3 @@ class Gate:
 
 def new_csrf() -> str:
     return secrets.token_urlsafe(32)
-
-
-def clean_name(value: str | None) -> str:
-    """A person's name for the history: trimmed, printable, at most MAX_NAME characters."""
-    text = "".join(
-        ch for ch in (value or "").strip() if not unicodedata.category(ch).startswith("C")
-    )
-    return text[:MAX_NAME]

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from denpyo.domain.people import Role, parse_role
+from denpyo.domain.people import MAX_NAME, Role, parse_role, same_name
 from denpyo.errors import ConfigurationError, InvalidInput
 from denpyo.extras import missing
 
@@ -47,7 +47,6 @@ log = logging.getLogger("denpyo.web")
 
 VERSION = 1
 PREFIX = "dpy"
-MAX_NAME = 100
 CACHE_SECONDS = 300.0
 """How long a token that matched is believed without hashing it again."""
 CACHE_SIZE = 10_000
@@ -85,11 +84,6 @@ class Person:
             "added": self.added,
             "token": self.token_hash is not None,
         }
-
-
-def same_name(a: str, b: str) -> bool:
-    """Names are one person whatever their case: `Alice` is `alice`."""
-    return a.strip().casefold() == b.strip().casefold()
 
 
 def check_name(name: str) -> str:

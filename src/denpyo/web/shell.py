@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, 
 from denpyo.domain.actions import Approval
 from denpyo.domain.limits import MAX_ID
 from denpyo.domain.redaction import Redaction
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
 from denpyo.errors import (
@@ -40,6 +41,7 @@ from denpyo.web.auth import (
     CSRF_COOKIE,
     Access,
     Gate,
+    NotLetIn,
     new_csrf,
 )
 
@@ -96,6 +98,28 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_secured)
+
+
+class HostCheck:
+    """Answers only a `Host` the dashboard may be reached by (`Gate.known_host`), else
+    400 and nothing else: a page loaded under another name (DNS rebinding) cannot
+    pass the origin check by forging the Host its Origin is compared with."""
+
+    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = Headers(scope=scope).get("host", "")
+            if not self.gate.known_host(host):
+                refused = PlainTextResponse(
+                    f"refused: this dashboard is not served as {visible(host)[:100]!r}",
+                    status_code=400,
+                )
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class Static(StaticFiles):
@@ -261,6 +285,7 @@ class Shell:
         decides its answer."""
         return {
             Refused: self._refused,
+            NotLetIn: self._not_let_in,
             HTTPException: self._http_error,
             SubmissionNotFound: self._not_found,
             InvalidInput: self._invalid,
@@ -277,6 +302,12 @@ class Shell:
     async def _refused(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
         return await self.error(request, self._viewer(request), exc.status, str(exc))
+
+    async def _not_let_in(self, request: Request, exc: Exception) -> Response:
+        """A credential refused with a reason (a back-off, a name the shared token may
+        not take): said at once, with when to come back."""
+        assert isinstance(exc, NotLetIn)
+        return PlainTextResponse(str(exc), status_code=exc.status, headers=exc.headers)
 
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own answers (no such page, a method a route does not take) as

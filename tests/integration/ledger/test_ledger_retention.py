@@ -154,6 +154,13 @@ def test_retention_by_state_takes_only_what_it_is_told(ledger: denpyo.Ledger) ->
             if (sub := ledger.get(channel, key)) is not None and sub.removed_at is not None
         }
 
+    # A dry run counts exactly what the prune then takes, per channel and status.
+    assert op.removable_counts(ledger, older_than=0) == [
+        ("email", "synced", 1), ("push", "rejected", 1), ("sms", "failed", 1),
+    ]  # fmt: skip
+    assert op.removable_counts(ledger, synced=0) == [("email", "synced", 1)]
+    assert op.removable_counts(ledger, synced=3600, rejected=3600, abandoned=3600) == []
+    assert removed() == set()  # counting removed nothing
     assert ledger.prune(synced=3600, rejected=3600, abandoned=3600) == 0
     assert ledger.prune(synced=0) == 1 and removed() == {"synced"}
     assert ledger.prune(abandoned=0, rejected=3600) == 1

@@ -35,6 +35,8 @@ lease) is never touched; a row a person resolved is not retried.
 - **mark synced** (remote id and note required): ``failed`` or an attempted,
   not in-flight ``requesting`` row → ``synced`` with the provider's id. From
   ``rejected`` there is no such move: `TransitionNotAllowed`.
+- **prune**, **archive** (`_keeping.py`): rows retention lets go leave the
+  table, logged with who ran it, the ages and how many; a dry run counts them.
 - **forget** (note required; `_forget.py`): the payloads of a call's rows, or of
   every row whose payload names a person, erased, live and archived; no status
   moves, and a forgotten row takes no retry, resend nor mark synced again.
@@ -82,6 +84,7 @@ from denpyo.engine.operator._channels import (
     resume,
 )
 from denpyo.engine.operator._forget import ForgetResult, forget
+from denpyo.engine.operator._keeping import Keeping, archive, prune, removable_counts
 from denpyo.engine.operator._read import (
     PREVIEW_CHARS,
     History,
@@ -123,6 +126,7 @@ __all__ = [
     "DryRun",
     "ForgetResult",
     "History",
+    "Keeping",
     "Progress",
     "ReconcileSummary",
     "Requested",
@@ -136,6 +140,7 @@ __all__ = [
     "action_log",
     "actions_csv",
     "approve",
+    "archive",
     "attention",
     "audit",
     "cancel_action",
@@ -162,8 +167,10 @@ __all__ = [
     "pause",
     "pause_action",
     "plan_bulk",
+    "prune",
     "reconcile",
     "reject",
+    "removable_counts",
     "require_channels",
     "resolve_abandon",
     "resolve_mark_synced",

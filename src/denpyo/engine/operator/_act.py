@@ -17,7 +17,7 @@ from denpyo.domain.actions import ActionKind, ActionRecord, Approval, Scope
 from denpyo.domain.filters import Filter, resend_key
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
-from denpyo.domain.redaction import Redaction
+from denpyo.domain.redaction import REDACTED, Redaction, still_redacted
 from denpyo.domain.rules import Permit, label, sent_maybe
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Submission
@@ -313,6 +313,14 @@ def resolve_resend(
     worker of the application that registers it.
     """
     note = check_note(note)
+    if payload is not SAME_PAYLOAD:
+        left = still_redacted(payload)
+        if left:
+            raise InvalidInput(
+                f"the corrected payload still holds {REDACTED!r} at {', '.join(left[:5])}: "
+                "a hidden value cannot be renamed or moved (its value is not known there); "
+                "type the value itself, or keep the field as it was shown"
+            )
     sub = find(ledger, ref)
     rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force_in_doubt)
     body = _payload_of(ledger, sub) if payload is SAME_PAYLOAD else payload

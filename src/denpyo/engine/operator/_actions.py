@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from denpyo.domain import rules
 from denpyo.domain.actions import (
     BULK_KINDS,
+    ROW_KINDS,
     ActionKind,
     ActionRecord,
     ActionRow,
@@ -37,9 +38,11 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.forgetting import Scrubber
 from denpyo.domain.limits import check_key, encode_payload
 from denpyo.domain.moves import Move
+from denpyo.domain.people import same_name
 from denpyo.domain.rules import label
 from denpyo.domain.sealed import QUOTED, SealedPayload
 from denpyo.domain.submission import Submission
+from denpyo.domain.text import visible
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._read import operator_actor
 from denpyo.errors import InvalidInput, TransitionNotAllowed
@@ -137,6 +140,8 @@ def run(
             f"action #{action_id} is a forget: run it again to carry it on "
             f"(denpyo forget {record.target} --note …)"
         )
+    if record.kind not in ROW_KINDS:  # a prune, an archive: run once, by their command
+        raise InvalidInput(f"action #{action_id} is a {record.kind}: nothing to carry on")
     if store.take_action(action_id, holder=holder, lease=lease):
         try:
             after = 0
@@ -338,7 +343,7 @@ def decide(
         if "payload" in record.params:
             payloads += [corrected_payload(ledger, record, sub) for sub in rows.values()]
         text = unquoted(ledger, text, payloads)
-    if record.actor == approver:
+    if same_name(record.actor, approver):
         raise InvalidInput(
             f"action #{action_id} was asked by {record.person}: a second person decides it"
         )
@@ -367,6 +372,11 @@ def plan_bulk(
 
     if kind not in BULK_KINDS:
         raise InvalidInput(f"a bulk action retries, abandons or resends, not {kind}")
+    if flt.is_empty:
+        raise InvalidInput(
+            f"select the rows to {kind}: a bulk action needs a filter (a status, a channel, "
+            "a time range...), never every row of the table"
+        )
     text = check_note(note, f"a bulk {kind}")
     entry = NewAction(
         kind, Scope.FILTER, target, operator_actor(by), text, ActionState.PLANNED,
@@ -422,7 +432,7 @@ def confirm_bulk(
     record = _get(ledger, action_id)
     if record.state is not ActionState.PLANNED:
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
-    if record.actor != operator_actor(by):
+    if not same_name(record.actor, operator_actor(by)):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
     if record.expires_at is not None and record.expires_at <= ledger.store.now():
         raise InvalidInput(
@@ -569,5 +579,8 @@ def actions_csv(records: Sequence[ActionRecord]) -> str:
 
 
 def _csv_cell(value: Any) -> str:
-    text = "" if value is None else str(value)
+    """A cell as the auditor reads it: control characters written out (`visible`: an
+    ESC in a note cannot drive the terminal the CSV is printed to), and a formula
+    disarmed."""
+    text = visible("" if value is None else str(value))
     return "'" + text if text.startswith(FORMULA_START) else text

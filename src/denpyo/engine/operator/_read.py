@@ -23,6 +23,7 @@ from denpyo.domain.limits import (
     check_id,
     check_search_text,
 )
+from denpyo.domain.people import clean_name
 from denpyo.domain.policy import window_closes_at
 from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import Status
@@ -37,14 +38,16 @@ if TYPE_CHECKING:
 
 
 def operator_actor(by: str | None = None) -> str:
-    """`operator:<by>`, or `operator:<login name>` when `by` is not given."""
-    name = (by or "").strip()
+    """`operator:<by>`, or `operator:<login name>` when `by` is not given; the name
+    cleaned as the dashboard cleans the names it is given (no control character
+    reaches the history, a terminal or a CSV)."""
+    name = clean_name(by)
     if not name:
         try:
-            name = getpass.getuser()
+            name = clean_name(getpass.getuser())
         except (KeyError, OSError):  # no login name in some containers
-            name = "unknown"
-    return f"operator:{name}"
+            name = ""
+    return f"operator:{name or 'unknown'}"
 
 
 @dataclass(frozen=True, slots=True)

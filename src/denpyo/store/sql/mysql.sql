@@ -359,6 +359,13 @@ SELECT * FROM (
 ORDER BY created_at
 LIMIT %(limit)s;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ROUND(%(youngest)s * 1000000) MICROSECOND
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remembered: which of a list of rows have their key remembered (MysqlStore.remove_in deletes no other)
 SELECT submission_id AS id FROM denpyo_keys WHERE submission_id IN %(ids)s ORDER BY submission_id;
 
@@ -638,10 +645,10 @@ WHERE id = %(id)s;
 -- action_get: one action, and the database clock
 SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions WHERE id = %(id)s;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, UTC_TIMESTAMP(6) AS now FROM denpyo_actions
 WHERE id < %(before)s
-  AND (%(actor)s IS NULL OR actor = %(actor)s)
+  AND (%(actor)s IS NULL OR LOWER(actor) = LOWER(%(actor)s))
   AND (%(kind)s IS NULL OR kind = %(kind)s)
   AND (%(state)s IS NULL OR state = %(state)s)
   AND (%(since)s IS NULL OR created_at >= CONVERT_TZ(

@@ -252,6 +252,13 @@ WHERE created_at < now() - make_interval(secs => %(youngest)s::float8)
 ORDER BY created_at
 LIMIT %(limit)s;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < now() - make_interval(secs => %(youngest)s::float8)
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values now (a removal run again after a crash); back how many, and this transaction's id, which the removal waits past before it deletes (PostgresStore.remove_in)
 WITH kept AS (
     INSERT INTO denpyo_keys (
@@ -897,10 +904,10 @@ WHERE id = %(id)s::bigint;
 -- action_get: one action, and the database clock
 SELECT *, now() AS now FROM denpyo_actions WHERE id = %(id)s::bigint;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, now() AS now FROM denpyo_actions
 WHERE id < %(before)s::bigint
-  AND (%(actor)s::text IS NULL OR actor = %(actor)s::text)
+  AND (%(actor)s::text IS NULL OR lower(actor) = lower(%(actor)s::text))
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)

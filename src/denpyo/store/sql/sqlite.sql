@@ -311,6 +311,13 @@ WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' se
 ORDER BY created_at
 LIMIT :limit;
 
+-- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
+WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' seconds')
+  AND {{removable}}
+GROUP BY channel, status
+ORDER BY channel, status;
+
 -- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each (ids: a JSON array)
 INSERT INTO denpyo_keys (
     channel, key, idempotency_key, submission_id, status, attempts, error_kind, remote_id,
@@ -567,10 +574,10 @@ WHERE id = :id;
 -- action_get: one action, and the database clock
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions WHERE id = :id;
 
--- action_list: the action log, newest first: by person, kind, state and time (each optional)
+-- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions
 WHERE id < :before
-  AND (:actor IS NULL OR actor = :actor)
+  AND (:actor IS NULL OR LOWER(actor) = LOWER(:actor))
   AND (:kind IS NULL OR kind = :kind)
   AND (:state IS NULL OR state = :state)
   AND (:since IS NULL OR created_at >= strftime('%Y-%m-%d %H:%M:%f', :since))
