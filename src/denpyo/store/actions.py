@@ -190,10 +190,12 @@ class ActionLog(ConnectionModes, Rows, Params):
         tx.execute("action_counted", {**counts, "skipped": len(results) - done})
         return action_id
 
+    @retried
     def counted(self, action_id: int, done: int) -> ActionRecord:
+        """A prune's or an archive's entry with how many rows it took (all done)."""
         with self.transaction() as tx:
-            tx.execute("action_counted", {"id": action_id, "total": done, "done": done,
-                                          "skipped": 0})  # fmt: skip
+            counts = {"id": action_id, "total": done, "done": done, "skipped": 0}
+            tx.execute("action_counted", counts)
             row = tx.fetch_one("action_get", {"id": action_id})
         assert row is not None
         return self._action(row)
