@@ -230,8 +230,8 @@ class PostgresStore(SqlStore):
         except Exception as exc:
             # The first connection was made: the server went away, or is full.
             pool.close()
-            where = shown_url(self.conninfo)
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+            where, reason = shown_url(self.conninfo), masked(str(exc), self.conninfo)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {reason}") from exc
         try:
             if self.partitioned is None:
                 with ERRORS.wrapped(), pool.connection() as conn, conn.cursor() as cur:
@@ -788,7 +788,8 @@ class PostgresStore(SqlStore):
                     async for note in conn.notifies():
                         wake(note.payload)
             except psycopg.Error as exc:
-                log.info("LISTEN connection lost (%s); reconnecting in 1s", exc)
+                reason = masked(str(exc), self.conninfo)
+                log.info("LISTEN connection lost (%s); reconnecting in 1s", reason)
                 await asyncio.sleep(1.0)
 
     def close(self) -> None:
@@ -837,8 +838,8 @@ class PostgresAsync(AsyncStore):
                 await last.close()
             except psycopg.Error as why:
                 raise connect_failure(why, conninfo) from why
-            where = shown_url(conninfo)
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+            where, reason = shown_url(conninfo), masked(str(exc), conninfo)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {reason}") from exc
         if self.store.partitioned is None:  # the layout's queries, before the first claim
             with ERRORS.wrapped():
                 async with self.pool.connection() as conn:
