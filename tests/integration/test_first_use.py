@@ -121,6 +121,7 @@ def test_first_use_from_threads(
     loops: list[Any],
     round_: int,
 ) -> None:
+    """Threads that start together: one pool, one loop for the bridge, one tracer."""
     tracing.use(None)  # the tracer made anew, at the first span of these threads
     ledger = new_ledger(db_url)
     start = threading.Barrier(THREADS)
