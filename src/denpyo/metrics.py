@@ -23,11 +23,15 @@ never a key or an id.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import selectors
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -43,12 +47,12 @@ try:
         make_wsgi_app,
     )
     from prometheus_client.core import GaugeMetricFamily
-    from prometheus_client.exposition import ThreadingWSGIServer
     from prometheus_client.registry import Collector
 except ImportError as exc:  # the extra is not installed
     raise missing("dashboard", "denpyo.metrics", exc) from exc
 
 from denpyo.domain.channel_state import Mode
+from denpyo.domain.limits import IDLE_CONNECTION_SECONDS, MAX_IDLE_CONNECTIONS, SERVE_THREADS
 from denpyo.engine.alerts import Alert
 from denpyo.engine.observers import CallRecord
 
@@ -120,7 +124,7 @@ class Metrics:
         own server answers the metrics on any path, which hides a scrape config's
         mistyped path behind a working scrape."""
 
-        class Server(ThreadingWSGIServer):
+        class Server(BoundedWSGIServer):
             address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
 
         app = only_at(METRICS_PATH, make_wsgi_app(self.registry))
@@ -147,10 +151,101 @@ def only_at(path: str, app: WsgiApp) -> WsgiApp:
 
 
 class QuietHandler(WSGIRequestHandler):
-    """No line on stderr per scrape."""
+    """No line on stderr per scrape; a request that stops coming is given up."""
+
+    timeout = IDLE_CONNECTION_SECONDS
 
     def log_message(self, format: str, *args: Any) -> None:
         return
+
+
+class BoundedWSGIServer(WSGIServer):
+    """A thread per request, never per connection: a connection waits, on one
+    thread's selector, until its request arrives (then one of `SERVE_THREADS`
+    answers it), for at most `IDLE_CONNECTION_SECONDS`, and at most
+    `MAX_IDLE_CONNECTIONS` of them at once (one more closes the one that waited
+    longest). A thread per connection, as `ThreadingWSGIServer` has, lets any
+    number of silent sockets make as many threads."""
+
+    request_queue_size = 128  # accepted at once: a burst of connections waits in it
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._arrived: deque[tuple[socket.socket, Any]] = deque()
+        self._bell_in, self._bell = socket.socketpair()
+        self._bell_in.setblocking(False)
+        self._answering = ThreadPoolExecutor(SERVE_THREADS, thread_name_prefix="denpyo-metrics")
+        self._stopping = False
+        threading.Thread(target=self._wait, name="denpyo-metrics-wait", daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Called on the accepting thread: the connection joins the waiting ones."""
+        self._arrived.append((request, client_address))
+        self._ring()
+
+    def _ring(self) -> None:
+        with contextlib.suppress(OSError):
+            self._bell.send(b"!")
+
+    def _wait(self) -> None:
+        """The waiting connections' thread: hand each whose request arrives to an
+        answering thread; close the one that waited too long, or longest."""
+        selector = selectors.DefaultSelector()
+        selector.register(self._bell_in, selectors.EVENT_READ, None)
+        waiting: dict[socket.socket, float] = {}  # -> its deadline; oldest first
+
+        def drop(request: socket.socket) -> None:
+            selector.unregister(request)
+            del waiting[request]
+            self.shutdown_request(request)
+
+        try:
+            while not self._stopping:
+                while self._arrived:
+                    request, address = self._arrived.popleft()
+                    if len(waiting) >= MAX_IDLE_CONNECTIONS:
+                        drop(next(iter(waiting)))
+                    waiting[request] = time.monotonic() + IDLE_CONNECTION_SECONDS
+                    selector.register(request, selectors.EVENT_READ, address)
+                first = next(iter(waiting.values()), None)
+                timeout = None if first is None else max(first - time.monotonic(), 0.0)
+                for key, _ in selector.select(timeout):
+                    if key.data is None:  # the bell: connections arrived, or a stop
+                        with contextlib.suppress(OSError):
+                            self._bell_in.recv(4096)
+                        continue
+                    request = waiting_socket(key)
+                    selector.unregister(request)
+                    del waiting[request]
+                    self._answering.submit(self._answer, request, key.data)
+                now = time.monotonic()
+                for request in [r for r, deadline in waiting.items() if deadline <= now]:
+                    drop(request)
+        finally:
+            for request in list(waiting):
+                drop(request)
+            selector.close()
+            self._bell_in.close()
+
+    def _answer(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._stopping = True
+        self._ring()
+        self._answering.shutdown(wait=False, cancel_futures=True)
+        self._bell.close()
+
+
+def waiting_socket(key: selectors.SelectorKey) -> socket.socket:
+    assert isinstance(key.fileobj, socket.socket)
+    return key.fileobj
 
 
 class StoreCounts(Collector):

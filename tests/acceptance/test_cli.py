@@ -1091,3 +1091,30 @@ def _refused_apps(cases: list[tuple[list[str], str]], env: dict[str, str]) -> No
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("error: --app ") and text in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and proc.stdout == "", (args, proc.stderr)
+
+
+def test_a_password_in_any_form_is_never_printed(postgres_url: str) -> None:
+    """In the user's part, the query string (`password`, `passwd`) or a libpq key/value
+    string; whether the server takes it (this one trusts: the password is not even
+    needed), refuses it, or cannot be reached."""
+    base, _, name = postgres_url.rpartition("/")
+    server = base.partition("://")[2].rpartition("@")[2]
+    cases = [
+        [f"postgresql://{server}/{name}?user=postgres&password=S3cretQ", "status"],
+        [f"postgresql://postgres:S3cretQ@{server}/{name}", "status", "--json"],
+        [f"postgresql://{server}/no_such_db?user=postgres&password=S3cretQ", "status"],
+        ["postgresql://u:S3cretQ@127.0.0.1:1/x?connect_timeout=5", "status"],
+        ["postgresql://127.0.0.1:1/x?user=u&password=S3cretQ&connect_timeout=5", "status"],
+        ["postgresql://u@127.0.0.1:1,127.0.0.1:2/x?sslpassword=S3cretQ", "status"],
+        ["mysql://root@127.0.0.1:3306/test?password=S3cretQ", "status"],
+        ["mysql://root@127.0.0.1:3306/test?passwd=S3cretQ", "status"],
+        ["mysql://root:S3cretQ@127.0.0.1:3306/test", "status"],
+        ["mysql://root:S3cretQ@127.0.0.1:1/test", "status"],
+        ["host=127.0.0.1 dbname=x user=postgres password=S3cretQ", "status"],
+        ["host=127.0.0.1 dbname=x password='S3cretQ two' user=postgres", "status"],
+    ]
+    procs = run_all([["--db", *case] for case in cases])
+    assert procs[0].returncode == 0 and "***" in procs[0].stdout, procs[0].stderr
+    for case, proc in zip(cases, procs, strict=True):
+        assert "S3cretQ" not in proc.stdout + proc.stderr, (case, proc.stdout, proc.stderr)
+        assert proc.returncode == 0 or "Traceback" not in proc.stderr, (case, proc.stderr)

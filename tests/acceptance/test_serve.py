@@ -3,13 +3,14 @@ listen, how one signs in, and what Prometheus scrapes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,7 @@ import pytest
 
 import denpyo
 from conftest import free_port
+from denpyo.domain.limits import IDLE_CONNECTION_SECONDS
 from waiting import wait_until
 
 APP = """
@@ -223,3 +225,63 @@ def test_a_worker_serves_its_metrics(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert f"metrics on http://127.0.0.1:{port}/metrics" in err
+
+
+CROWD = 300
+"""Silent connections opened at once: more than `MAX_IDLE_CONNECTIONS` wait."""
+
+
+def threads_of(proc: subprocess.Popen[str]) -> int:
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    found = re.search(r"^Threads:\s+(\d+)", status, re.MULTILINE)
+    assert found, status
+    return int(found[1])
+
+
+def crowd_is_bounded(proc: subprocess.Popen[str], port: int, answers: Callable[[], None]) -> None:
+    """`CROWD` connections that send nothing: the threads stay few, a request is still
+    answered while they are open, and each is closed by the server within the idle
+    timeout (with a generous margin)."""
+    answers()
+    before = threads_of(proc)
+    crowd = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(CROWD)]
+    try:
+        answers()  # accepted after all of them: each of them was accepted first
+        assert threads_of(proc) <= before + 10
+        for silent in crowd:
+            silent.settimeout(IDLE_CONNECTION_SECONDS + 30)
+            with contextlib.suppress(ConnectionResetError):
+                assert silent.recv(1) == b""
+        answers()
+    finally:
+        for silent in crowd:
+            silent.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads read from /proc")
+def test_silent_connections_are_bounded_and_closed(
+    db: str, tmp_path: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    (tmp_path / "serve_test_app.py").write_text(APP)
+    metrics_port, dashboard_port = free_port(), free_port()
+    env = {
+        "DENPYO_DATABASE_URL": db,
+        "DENPYO_DASHBOARD_TOKEN": "crowd-token-12345678",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    worker = start(["--app", "serve_test_app:ledger", "worker", "--metrics-port",
+                    str(metrics_port)], env)  # fmt: skip
+    dashboard = start(["--db", db, "dashboard", "--port", str(dashboard_port)], env)
+    stopped.extend([worker, dashboard])
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    page = f"http://127.0.0.1:{dashboard_port}/metrics"
+    authorized = {"authorization": "Bearer crowd-token-12345678"}
+
+    def scraped() -> None:
+        assert "denpyo_store_up 1.0" in wait_for(metrics).text
+
+    def paged() -> None:
+        assert wait_for(page, headers=authorized).status_code == 200
+
+    crowd_is_bounded(worker, metrics_port, scraped)
+    crowd_is_bounded(dashboard, dashboard_port, paged)

@@ -14,6 +14,7 @@ import pytest
 import denpyo
 from denpyo import Status, Submission
 from denpyo.domain.channel_state import SPACING_MARGIN
+from denpyo.domain.status import ErrorKind
 from denpyo.engine.pacing import Pacing
 from denpyo.engine.worker import Worker
 
@@ -149,8 +150,9 @@ def test_rows_are_claimed_far_ahead_only_where_doubt_settles_itself(
 
     report = run_until(lambda: Worker(ledger, concurrency=16, grace=0.1), claimed)
     assert seen == [held]
-    assert report.attempted == 4 and report.released == held - 4
-    assert sql("SELECT COUNT(*) FROM denpyo_submissions WHERE locked_by IS NOT NULL") == [(4,)]
+    assert report.attempted == 4 and report.released == held - 4 and report.cut == 4
+    cut = "SELECT COUNT(*) FROM denpyo_submissions WHERE attempts = 1 AND error_kind = 'ambiguous'"
+    assert sql(cut) == [(4,)]  # begun, cut at the stop: counted, in doubt
 
 
 def test_a_freed_slot_sends_its_next_call_before_the_last_outcome_is_settled(
@@ -290,7 +292,7 @@ def test_postgres_workers_fold_the_running_counts(postgres_url: str) -> None:
         ledger.close()
 
 
-def test_stop_releases_calls_not_started_and_leaves_started_ones_to_verify(
+def test_stop_releases_calls_not_started_and_leaves_cut_ones_in_doubt(
     ledger: denpyo.Ledger,
 ) -> None:
     gate = threading.Event()
@@ -312,15 +314,19 @@ def test_stop_releases_calls_not_started_and_leaves_started_ones_to_verify(
         )
     finally:
         gate.set()
-    assert report.released == 8
+    assert report.released == 8 and report.cut == 32
     time.sleep(0.3)  # the pool threads are free now: what was given back never starts
     assert len(begun) == 32
     rows = [ledger.get("c", f"k{i:02}") for i in range(40)]
-    released = [r for r in rows if r is not None and r.locked_by is None]
-    held = [r for r in rows if r is not None and r.locked_by is not None]
+    released = [r for r in rows if r is not None and r.status is Status.REQUESTING]
+    cut = [r for r in rows if r is not None and r.status is Status.FAILED]
     assert len(released) == 8 and {r.attempts for r in released} == {0}
-    assert {r.key for r in held} == set(begun) and all(r.status is Status.REQUESTING for r in held)
+    assert all(r.locked_by is None for r in released)
     assert ledger.events(released[0].id)[-1].kind == "released"
+    # Begun and cut at the end of the grace: each counted, in doubt, to be verified.
+    assert {r.key for r in cut} == set(begun)
+    assert all(r.attempts == 1 and r.error_kind is ErrorKind.AMBIGUOUS for r in cut)
+    assert all(r.in_doubt for r in cut)
 
 
 def test_prune_deletes_old_settled_rows_in_batches(ledger: denpyo.Ledger, sql: Any) -> None:

@@ -54,3 +54,48 @@ def test_a_postgresql_url_may_name_several_hosts_for_a_failover() -> None:
         assert "Secret" not in shown_url(url)
     finally:
         ledger.close()
+
+
+SECRET_FORMS = [
+    ("postgresql://u:S3cretQ@127.0.0.1:5432/x", "S3cretQ"),
+    ("postgresql://127.0.0.1:5432/x?user=postgres&password=S3cretQ", "S3cretQ"),
+    ("postgresql://127.0.0.1:5432/x?password=S3cretQ&user=postgres", "S3cretQ"),
+    ("postgresql://u@h1:5432,h2:5433/x?sslmode=require&sslpassword=S3cretQ", "S3cretQ"),
+    ("postgresql://u:S3cretQ@h1:5432,h2:5433/x?target_session_attrs=read-write", "S3cretQ"),
+    ("postgresql://u@h/x?PASSWORD=S3cretQ%21", "S3cretQ!"),
+    ("postgresql://u@h/x?password=S3cretQ+x", "S3cretQ x"),
+    ("mysql://root@127.0.0.1:3306/db?password=S3cretQ", "S3cretQ"),
+    ("mysql://root@127.0.0.1:3306/db?charset=utf8mb4&passwd=S3cretQ", "S3cretQ"),
+    ("mysql://root:S3cretQ@127.0.0.1:3306/db?password=S3cretQ", "S3cretQ"),
+    ("host=127.0.0.1 port=5432 dbname=x user=postgres password=S3cretQ", "S3cretQ"),
+    ("host=127.0.0.1 password='S3cretQ with spaces' dbname=x", "S3cretQ with spaces"),
+    (r"host=127.0.0.1 password = 'S3cretQ\'s' dbname=x", "S3cretQ's"),
+    ("password=S3cretQ", "S3cretQ"),
+]
+
+
+@pytest.mark.parametrize(("url", "secret"), SECRET_FORMS)
+def test_every_form_of_password_is_hidden(url: str, secret: str) -> None:
+    assert "S3cretQ" not in shown_url(url)
+    assert "***" in shown_url(url)
+    quoted = f"the driver said: cannot read {url} near {secret!r}"
+    assert "S3cretQ" not in masked(quoted, url)
+
+
+@pytest.mark.parametrize(("url", "secret"), SECRET_FORMS)
+def test_a_url_refused_never_names_its_password(url: str, secret: str) -> None:
+    """A key/value string is no URL of denpyo's; a MySQL URL's password is not a query
+    option: each is refused without the password in the reason."""
+    try:
+        denpyo.Ledger(url).close()
+    except InvalidDatabaseURL as exc:
+        assert "S3cretQ" not in str(exc)
+
+
+def test_what_is_no_password_stays() -> None:
+    url = "postgresql://u@h:5432/x?passfile=/home/u/.pgpass&sslmode=require"
+    assert shown_url(url) == url
+    assert shown_url("host=h dbname=x passfile=/p") == "host=h dbname=x passfile=/p"
+    assert shown_url("postgresql://u:pw@h/x?password=q&a=1") == (
+        "postgresql://u:***@h/x?password=***&a=1"
+    )

@@ -76,3 +76,14 @@ def test_every_page_is_in_the_navigation() -> None:
     nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
     for page in sorted((ROOT / "docs").rglob("*.md")):
         assert f": {page.relative_to(ROOT / 'docs')}\n" in nav, f"{page} is in no menu"
+
+
+def test_the_connection_limits_are_the_ones_documented() -> None:
+    from denpyo.domain.limits import IDLE_CONNECTION_SECONDS, MAX_IDLE_CONNECTIONS, SERVE_THREADS
+
+    for page in ("guide/metrics.md", "guide/dashboard.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        assert f"nothing for {IDLE_CONNECTION_SECONDS:g} seconds" in text, page
+        assert f"at most {MAX_IDLE_CONNECTIONS} wait" in text, page
+    metrics = " ".join((ROOT / "docs/guide/metrics.md").read_text().split())
+    assert f"answers on {SERVE_THREADS} threads" in metrics

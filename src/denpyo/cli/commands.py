@@ -245,6 +245,7 @@ def dashboard(
     import secrets
 
     from denpyo.web import create_app
+    from denpyo.web.connections import server_options
 
     token = token or os.environ.get("DENPYO_DASHBOARD_TOKEN") or None
     users_file = users_file or os.environ.get("DENPYO_USERS") or None
@@ -286,7 +287,8 @@ def dashboard(
         render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
     # The peer address is the connection's: X-Forwarded-For is believed only from a
     # --trusted-proxy, by the dashboard itself.
-    config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
+    # Connections that send nothing are closed, and few wait at once (web/connections.py).
+    config = uvicorn.Config(app, log_level="warning", proxy_headers=False, **server_options())
     with listening:
         uvicorn.Server(config).run(sockets=[listening])
 

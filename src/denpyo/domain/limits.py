@@ -24,6 +24,18 @@ MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_KEY_LENGTH = 255
 """Longest business key (and ordering key), in characters. Keys sit in a unique index."""
 
+IDLE_CONNECTION_SECONDS = 10.0
+"""How long the worker's metrics endpoint and the dashboard keep a connection that
+sends nothing (before its request, or between two) before they close it."""
+
+MAX_IDLE_CONNECTIONS = 100
+"""The most connections each keeps waiting for a request; one more closes the one
+that has waited longest, so that a crowd of silent sockets never locks a scrape or
+a person out."""
+
+SERVE_THREADS = 4
+"""The threads the worker's metrics endpoint answers on: requests, not connections."""
+
 MAX_PAYLOAD_DEPTH = 31
 """Deepest nesting of arrays and objects in a payload: the most MariaDB's JSON accepts,
 kept on every database so that an application can move between them. Far below

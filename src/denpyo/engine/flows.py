@@ -29,6 +29,8 @@ from denpyo.domain.policy import (
     AttemptDecision,
     DoubtDecision,
     Next,
+    Outcome,
+    OutcomeKind,
     decide_attempt,
     decide_in_doubt,
     resend_in_window,
@@ -42,7 +44,7 @@ from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
 from denpyo.engine import tracing
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.gates import Gates
+from denpyo.engine.gates import RUNNING, Gates
 from denpyo.engine.observers import CallObservers
 from denpyo.engine.tracing import NO_SPAN, RowSpan
 from denpyo.errors import LeaseExpired
@@ -94,6 +96,13 @@ class CallResult:
     value: Any = None
     error: BaseException | None = None
     duration_ms: int = 0
+
+
+class CallCut(Exception):
+    """The worker stopped while the call was on the wire, its grace over: the call
+    started and may have arrived. Its attempt is counted and its row left in doubt
+    (an ambiguous failure), to be verified; never classified by the channel, and
+    never the provider's failure."""
 
 
 Effect = StoreOp | Apply | Call | Check
@@ -218,13 +227,19 @@ class Flows:
             if isinstance(result.error, LeaseExpired):
                 span.not_sent(str(result.error))
                 return (yield from self._give_back(sub, f"not sent: {result.error}"))
-            outcome = spec.outcome(result.value, result.error)
+            cut = isinstance(result.error, CallCut)  # by the worker's stop: not the provider
+            if cut:
+                outcome = Outcome(OutcomeKind.AMBIGUOUS, error=str(result.error))
+            else:
+                outcome = spec.outcome(result.value, result.error)
             self.calls.called(spec.name, outcome.kind, result.duration_ms)
-            # the channel's state outlives the row: its note keeps no hidden value
-            said = None if outcome.error is None else self.told(outcome.error, sub)
-            seen = self.gates.seen(spec, replace(outcome, error=said))
-            if seen.news:  # the provider asked the channel to wait, or is down, or is up again
-                yield StoreOp(self.gates.tell, (spec.name, seen))
+            seen = RUNNING
+            if not cut:
+                # the channel's state outlives the row: its note keeps no hidden value
+                said = None if outcome.error is None else self.told(outcome.error, sub)
+                seen = self.gates.seen(spec, replace(outcome, error=said))
+                if seen.news:  # the provider asked to wait, or is down, or is up again
+                    yield StoreOp(self.gates.tell, (spec.name, seen))
             # The call started: its settle counts it, as the row's next attempt, unless
             # the provider is down (then it is the provider's failure, not the row's).
             attempt = sub.attempts + 1 if seen.counted else max(sub.attempts, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -173,6 +174,7 @@ class Ledger:
         self._sync = SyncRunner(self.store, self.bridge)
         self._db: ThreadPoolExecutor | None = None
         self._calls: ThreadPoolExecutor | None = None
+        self._threads_lock = threading.Lock()
 
     # -- setup ----------------------------------------------------------------------
 
@@ -690,12 +692,13 @@ class Ledger:
     def async_runner(self, ops: AsyncStore | None = None) -> AsyncRunner:
         """A runner on the ledger's threads; `ops`: the claims and changes of a
         running worker (`Store.async_ops`), by default run in those threads."""
-        if self._db is None:
-            self.store.check_open()  # closed: not the threads again either
-            threads = DIALECTS[self.store.dialect].db_threads
-            self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
-            self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
-        return AsyncRunner(self.store, self._db, self._calls, ops)
+        with self._threads_lock:  # made once, whichever thread's loop comes first
+            if self._db is None:
+                self.store.check_open()  # closed: not the threads again either
+                threads = DIALECTS[self.store.dialect].db_threads
+                self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
+                self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
+            return AsyncRunner(self.store, self._db, self._calls, ops)
 
     def read_from(self, read_url: str) -> None:
         """Read for the people on call from `read_url`, a standby of the database
@@ -725,10 +728,12 @@ class Ledger:
             if callable(closer):
                 closer()
         self.bridge.close()
-        for pool in (self._db, self._calls):
+        with self._threads_lock:
+            pools = (self._db, self._calls)
+            self._db = self._calls = None
+        for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=True)
-        self._db = self._calls = None
         if self.reader is not self.store:
             self.reader.close()
         self.store.close()

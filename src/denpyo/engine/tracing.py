@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, MutableMapping
@@ -81,6 +82,7 @@ _NOT_CURRENT: AbstractContextManager[None] = nullcontext()
 
 _chosen: Any = None  # the provider `use()` set, or None: the global one
 _cached: Any = None  # denpyo's tracer from it, made at the first span
+_tracer_lock = threading.Lock()
 
 
 def use(provider: trace.TracerProvider | None) -> None:
@@ -97,8 +99,11 @@ def _tracer() -> trace.Tracer:
     global _cached
     tracer: trace.Tracer | None = _cached
     if tracer is None:
-        provider = _chosen if _chosen is not None else trace.get_tracer_provider()
-        tracer = _cached = provider.get_tracer("denpyo")
+        with _tracer_lock:  # one tracer, whichever thread's span comes first
+            tracer = _cached
+            if tracer is None:
+                provider = _chosen if _chosen is not None else trace.get_tracer_provider()
+                tracer = _cached = provider.get_tracer("denpyo")
     return tracer
 
 

@@ -58,7 +58,18 @@ from denpyo.domain.text import visible
 from denpyo.engine import tracing
 from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.flows import Apply, Call, Check, Done, Flow, Flows, StoreOp, step
+from denpyo.engine.flows import (
+    Apply,
+    Call,
+    CallCut,
+    CallResult,
+    Check,
+    Done,
+    Flow,
+    Flows,
+    StoreOp,
+    step,
+)
 from denpyo.engine.holders import holder_gone
 from denpyo.engine.pacing import Pacing
 
@@ -133,7 +144,9 @@ class WorkReport:
     `verified`, the status each of those ended in (`requesting`: still in doubt, or
     given back); `released`, rows given back before their call started (its lease ran
     out first, or the worker stopped); `errors`, flows that failed (their rows
-    recovered when their leases end)."""
+    recovered when their leases end); `cut`, calls still on the wire when the grace
+    of a stop ran out (each counted as an attempt, its row in doubt: `failed`,
+    ambiguous, and in `outcomes`)."""
 
     attempted: int = 0
     reconciled: int = 0
@@ -141,14 +154,21 @@ class WorkReport:
     verified: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     released: int = 0
+    cut: int = 0
 
     def summary(self) -> str:
         """One line for a person, as a worker stops."""
-        return (
+        line = (
             f"attempted {self.attempted}, outcomes: {_counts(self.outcomes)}; reconciled "
             f"{self.reconciled}, verified: {_counts(self.verified)}; released "
             f"{self.released}, errors {self.errors}"
         )
+        if self.cut:
+            line += (
+                f"; cut {self.cut} call{'s' if self.cut != 1 else ''} on the wire at the end "
+                "of the grace: their rows are in doubt and will be verified"
+            )
+        return line
 
 
 def _counts(counts: Counter[str]) -> str:
@@ -192,6 +212,7 @@ class Worker:
         self.runs: set[Run] = set()  # flows begun and not ended
         self.no_runs = asyncio.Event()  # set whenever the last run ends
         self.outside: deque[tuple[Run, StoreOp | Call | Check]] = deque()  # for a lane
+        self.on_wire: dict[Run, tuple[float, Submission]] = {}  # a lane's call: start, row
         self.idle_lanes: deque[asyncio.Future[None]] = deque()
         self.held: dict[int, HeldRow] = {}
         self.shapes: dict[str, Shape] = {}
@@ -638,10 +659,13 @@ class Worker:
                     continue
             else:
                 self._take_slot(effect.spec, effect.submission)
+                if isinstance(effect, Call):
+                    self.on_wire[run] = (time.monotonic(), effect.submission)
                 try:
                     value = await self.runner.outside(effect)
                 finally:
                     self._free_slot(effect.submission)
+                    self.on_wire.pop(run, None)
             self._step(run, value, None)
 
     async def _commit(self, changes: Sequence[Change]) -> list[Submission | None]:
@@ -787,9 +811,9 @@ class Worker:
 
     async def _drain(self, lanes: list[asyncio.Task[None]]) -> None:
         """Give back claimed rows not started; let calls in flight finish for `grace`
-        seconds; then stop the lanes and give back the rows whose call had not begun
-        (those that had are left to run out their lease and be verified: they may have
-        arrived)."""
+        seconds; then stop the lanes and give back the rows whose call had not begun.
+        A call that had begun is cut: it may have arrived, so its attempt is counted
+        and its row left in doubt (`CallCut`), to be verified."""
         waiting = []
         for queue in self.ready.values():
             for sub, doubt in queue:
@@ -810,10 +834,39 @@ class Worker:
             for run in self.runs
             if self.held.get(run.sub.id) is run.hold and run.hold.lease.revoke()
         }
+        on_wire = dict(self.on_wire)
         for lane in lanes:
             lane.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._release(unstarted, "stopped before the call started")
+        await self._cut(
+            {
+                run: since
+                for run, (since, sub) in on_wire.items()
+                if sub.lease is None or sub.lease.started  # (not revoked above: begun)
+            }
+        )
+
+    async def _cut(self, calls: dict[Run, float]) -> None:
+        """Settle the calls the stop cut as ambiguous: each started (its lease could not
+        be revoked), so each is an attempt, and its row is in doubt."""
+        why = CallCut(
+            f"the worker stopped during the call ({self.grace:g} s of grace ran out): "
+            "it may have arrived"
+        )
+        now = time.monotonic()
+        for run, since in calls.items():
+            self.report.cut += 1
+            self._step(run, CallResult(error=why, duration_ms=int((now - since) * 1000)), None)
+        while self.batcher.flushers:  # their settles committed before the worker ends
+            await asyncio.gather(*self.batcher.flushers, return_exceptions=True)
+        if calls:
+            log.warning(
+                "stopped with %d call(s) on the wire after %g s of grace: their rows are "
+                "in doubt and will be verified",
+                len(calls),
+                self.grace,
+            )
 
     async def _release(self, holds: dict[int, HeldRow], why: str) -> None:
         """Give back rows this worker holds but whose call never began: a row claimed

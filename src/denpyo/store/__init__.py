@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import unquote, urlsplit
+import re
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.base import NewSubmission, Store
@@ -17,11 +18,16 @@ def dialect_of(url: str) -> str:
     return _dialect(url).name
 
 
+def _shown_text(url: object) -> object:
+    """What a message may quote of a value given as a URL: its passwords hidden."""
+    return _without_password(url) if isinstance(url, str) else url
+
+
 def _dialect(url: str) -> Dialect:
     """The database a URL names (store/dialects.py), or InvalidDatabaseURL."""
     if not isinstance(url, str) or "://" not in url:
         raise InvalidDatabaseURL(
-            f"not a database URL: {url!r} (expected sqlite:///path.db, "
+            f"not a database URL: {_shown_text(url)!r} (expected sqlite:///path.db, "
             "postgresql://user@host/db or mysql://user@host/db)"
         )
     scheme = url.split("://", 1)[0].lower()
@@ -37,30 +43,61 @@ def _dialect(url: str) -> Dialect:
 def shown_url(url: str) -> str:
     """The URL for a header or a message: no password, a SQLite path made absolute."""
     if "://" not in url:
-        return url
+        return _without_password(url)
     dialect = _dialect(url)
     if dialect.embedded:
         return f"{dialect.name}:///{os.path.abspath(sqlite_path(url))}"
     return _without_password(url)
 
 
+_SECRET = r"[A-Za-z_]*pass(?:word|wd)?"
+"""A setting that holds a password: password, passwd, sslpassword (libpq, PyMySQL)."""
+_QUERY_SECRET = re.compile(rf"([?&]{_SECRET}=)([^&#]*)", re.IGNORECASE)
+"""One in a URL's query string: `?password=...`, `&sslpassword=...`."""
+_KV_SECRET = re.compile(rf"(?<![\w.])({_SECRET}\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']*)", re.IGNORECASE)
+"""One in a libpq key/value string: `password=abc`, `password = 'a b\\'c'`."""
+
+
 def _without_password(url: str) -> str:
-    """The URL with `***` for its password, whatever its scheme."""
+    """The URL with `***` for every password it holds, whatever its scheme or form:
+    the user's (`user:pw@host`, each host of several), a query string's
+    (`?password=`, `passwd`, `sslpassword`), a libpq key/value string's."""
     scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if sep and at and ":" in userinfo:
-        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
-    return url
+    if not sep:
+        return _KV_SECRET.sub(r"\1***", url)
+    authority, query_mark, query = rest.partition("?")
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}" + _QUERY_SECRET.sub(r"\1***", query_mark + query)
+
+
+def _passwords(url: str) -> set[str]:
+    """Every password `url` holds, as written and as decoded."""
+    found: set[str] = set()
+    _, sep, rest = url.partition("://")
+    if sep:
+        authority, _, query = rest.partition("?")
+        userinfo, at, _ = authority.rpartition("@")
+        if at:
+            found.add(userinfo.partition(":")[2])
+        found.update(match[2] for match in _QUERY_SECRET.finditer("?" + query))
+        found |= {unquote(value) for value in found} | {unquote_plus(value) for value in found}
+    else:
+        for match in _KV_SECRET.finditer(url):
+            value = match[2]
+            found.add(value)
+            if value.startswith("'"):
+                inner = value[1:].removesuffix("'")
+                found |= {inner, re.sub(r"\\(.)", r"\1", inner)}
+    return {value for value in found if value}
 
 
 def masked(text: str, url: str) -> str:
-    """`text` (a driver's message, say) with the URL's password hidden, as written
+    """`text` (a driver's message, say) with the URL's passwords hidden, as written
     and as decoded: a driver that cannot read a URL may quote any part of it."""
-    userinfo, at, _ = url.partition("://")[2].rpartition("@")
-    password = userinfo.partition(":")[2] if at else ""
-    for form in sorted({password, unquote(password)}, key=len, reverse=True):
-        if form:
-            text = text.replace(form, "***")
+    for form in sorted(_passwords(url), key=len, reverse=True):
+        text = text.replace(form, "***")
     return text
 
 

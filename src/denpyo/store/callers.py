@@ -12,6 +12,7 @@ their statements goes back to the event loop to run on that connection.
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ class CallerConnections(ConnectionModes):
     def __init__(self) -> None:
         super().__init__()
         self._own_identity: Row | None = None
+        self._identity_lock = threading.Lock()
         self._same: weakref.WeakSet[Any] = weakref.WeakSet()  # callers' connections checked
 
     def check_same_database(self, tx: Tx, conn: Any) -> None:
@@ -49,7 +51,9 @@ class CallerConnections(ConnectionModes):
         if remembered and conn in self._same:
             return
         if self._own_identity is None:
-            self._own_identity = self.own_identity()
+            with self._identity_lock:  # asked once, whichever thread's caller comes first
+                if self._own_identity is None:
+                    self._own_identity = self.own_identity()
         theirs = tx.fetch_one("database_identity")
         if theirs is None or not self.same_database(self._own_identity or {}, theirs):
             raise ConfigurationError(

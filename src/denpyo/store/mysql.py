@@ -485,9 +485,12 @@ class MysqlStore(PortableSqlStore):
         if conn is not None:
             self._discard(conn)
         conn = self._connect()
-        self._local.conn = conn
         with self._lock:
+            if self.closed:  # closed while it connected: not kept past close()
+                _close_quietly(conn)
+                self.check_open()
             self._all.append(conn)
+        self._local.conn = conn
         return conn
 
     def _connect(self) -> Connection:
@@ -589,8 +592,8 @@ class MysqlStore(PortableSqlStore):
         self._discard(conn)
 
     def close(self) -> None:
-        self.closed = True
         with self._lock:
+            self.closed = True
             for conn in self._all:
                 _close_quietly(conn)
             self._all.clear()

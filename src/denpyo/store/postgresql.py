@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
@@ -208,6 +209,7 @@ class PostgresStore(SqlStore):
         super().__init__()
         self.conninfo = conninfo
         self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        self._pool_lock = threading.Lock()
         self.max_connections = max_connections
         self.partitioned: bool | None = None
         """Whether the tables are the partitioned layout's (None: not looked yet)."""
@@ -229,30 +231,45 @@ class PostgresStore(SqlStore):
 
     @property
     def pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
-        if self._pool is None:
-            self.check_open()
-            self._first_connection()
-            try:
-                self._pool = ConnectionPool(
-                    self.conninfo,
-                    min_size=1,
-                    max_size=self.max_connections,
-                    # BEGIN and COMMIT are ours (see transaction): autocommit otherwise.
-                    kwargs={"row_factory": dict_row, "autocommit": True},
-                    connection_class=psycopg.Connection[dict[str, Any]],
-                    configure=self._durable_session,
-                    open=False,
-                )
-                self._pool.open(wait=True, timeout=15)
-            except Exception as exc:
-                # The first connection was made: the server went away, or is full.
-                self._pool = None
-                where = shown_url(self.conninfo)
-                raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+        """The pool, made by the first caller: threads that arrive together wait for
+        that one (a lock, checked again inside it), and see it only once it is open
+        and the layout known."""
+        pool = self._pool
+        if pool is not None:
+            return pool
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = self._open_pool()
+            return self._pool
+
+    def _open_pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+        self.check_open()
+        self._first_connection()
+        pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.max_connections,
+            # BEGIN and COMMIT are ours (see transaction): autocommit otherwise.
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            connection_class=psycopg.Connection[dict[str, Any]],
+            configure=self._durable_session,
+            open=False,
+        )
+        try:
+            pool.open(wait=True, timeout=15)
+        except Exception as exc:
+            # The first connection was made: the server went away, or is full.
+            pool.close()
+            where, reason = shown_url(self.conninfo), masked(str(exc), self.conninfo)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {reason}") from exc
+        try:
             if self.partitioned is None:
-                with ERRORS.wrapped(), self._pool.connection() as conn, conn.cursor() as cur:
+                with ERRORS.wrapped(), pool.connection() as conn, conn.cursor() as cur:
                     self._look_at_layout(PostgresTx(self, cur))
-        return self._pool
+        except BaseException:
+            pool.close()
+            raise
+        return pool
 
     def learn_layout(self, tx: Tx) -> None:
         if self.partitioned is None:
@@ -265,8 +282,9 @@ class PostgresStore(SqlStore):
         self._use_layout(bool(row and row["partitioned"]))
 
     def _use_layout(self, partitioned: bool) -> None:
-        self.partitioned = partitioned
+        # The queries first: a thread that sees `partitioned` set finds its queries.
         self.queries = load_queries(self.dialect, "partitioned" if partitioned else None)
+        self.partitioned = partitioned
 
     def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
         """Each new connection's commits wait for the disk and the synchronous standbys
@@ -811,14 +829,16 @@ class PostgresStore(SqlStore):
                     async for note in conn.notifies():
                         wake(note.payload)
             except psycopg.Error as exc:
-                log.info("LISTEN connection lost (%s); reconnecting in 1s", exc)
+                reason = masked(str(exc), self.conninfo)
+                log.info("LISTEN connection lost (%s); reconnecting in 1s", reason)
                 await asyncio.sleep(1.0)
 
     def close(self) -> None:
-        self.closed = True
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        with self._pool_lock:
+            self.closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
 
 class PostgresAsync(AsyncStore):
@@ -861,8 +881,8 @@ class PostgresAsync(AsyncStore):
                 await last.close()
             except psycopg.Error as why:
                 raise connect_failure(why, conninfo) from why
-            where = shown_url(conninfo)
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+            where, reason = shown_url(conninfo), masked(str(exc), conninfo)
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {reason}") from exc
         if self.store.partitioned is None:  # the layout's queries, before the first claim
             with ERRORS.wrapped():
                 async with self.pool.connection() as conn:

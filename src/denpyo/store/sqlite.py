@@ -131,9 +131,12 @@ class SqliteStore(PortableSqlStore):
         return conn if conn is not None else self._keep(self._open(create=False))
 
     def _keep(self, conn: sqlite3.Connection) -> sqlite3.Connection:
-        self._local.conn = conn
         with self._lock:
+            if self.closed:  # closed while it opened: not kept past close()
+                conn.close()
+                self.check_open()
             self._all.append(conn)
+        self._local.conn = conn
         return conn
 
     def _open(self, *, create: bool) -> sqlite3.Connection:
@@ -205,8 +208,8 @@ class SqliteStore(PortableSqlStore):
         return self.transaction(write=False)
 
     def close(self) -> None:
-        self.closed = True
         with self._lock:
+            self.closed = True
             for conn in self._all:
                 conn.close()
             self._all.clear()
