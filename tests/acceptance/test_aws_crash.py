@@ -52,7 +52,7 @@ CHILD = textwrap.dedent(
         time.sleep(120)  # killed here: AWS accepted, the ledger has not recorded it
         return remote_id
 
-    ledger.channel("aws", lease=float(lease), **channel.options)(send)
+    ledger.add_channel("aws", **{**channel.options, "send": send}, lease=float(lease))
     ledger.submit("aws", "order:42", payload)
     """
 )
@@ -94,7 +94,7 @@ def test_sqs_fifo_after_a_crash_holds_the_message_once(
     first_id = crash_child(tmp_path, db_url, moto, queue_url)
     queue = SqsFifoChannel(moto.client("sqs"), queue_url)
     with denpyo.Ledger(db_url) as ledger:
-        ledger.channel("aws", lease=LEASE, **queue.options)(queue.send)
+        ledger.add_channel("aws", **queue.options, lease=LEASE)
         doubted = in_doubt(ledger)
 
         def synced() -> bool:
@@ -120,7 +120,7 @@ def test_ses_after_a_crash_waits_for_a_person_and_sends_no_second_email(
     alerts: list[denpyo.Alert] = []
     with denpyo.Ledger(db_url) as ledger:
         ledger.on_alert(alerts.append)
-        ledger.channel("aws", lease=LEASE, **email.options)(email.send)
+        ledger.add_channel("aws", **email.options, lease=LEASE)
         in_doubt(ledger)
         for _ in range(3):
             ledger.reconcile()

@@ -65,7 +65,7 @@ def submitted(ledger: denpyo.Ledger, channel: str, key: str, payload: Any) -> de
 
 def test_a_message_is_synced_with_its_message_id(moto: Moto, ledger: denpyo.Ledger) -> None:
     queue = SqsFifoChannel(moto.client("sqs"), moto.fifo_queue())
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
     sent = ledger.submit("order-created", "order:1", {"order": 1, "total": "9.50"})
     [message] = moto.received(queue.queue_url)
     assert sent.status is Status.SYNCED and sent.remote_id == message["MessageId"]
@@ -78,7 +78,7 @@ def test_a_message_is_synced_with_its_message_id(moto: Moto, ledger: denpyo.Ledg
 
 def test_the_ordering_key_is_the_message_group(moto: Moto, ledger: denpyo.Ledger) -> None:
     queue = SqsFifoChannel(moto.client("sqs"), moto.fifo_queue(), group="orders")
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
     ledger.submit("order-created", "order:1", {"n": 1}, ordering_key="customer:7")
     ledger.submit("order-created", "order:2", {"n": 2})
     ledger.submit("order-created", "order:3", {"n": 3}, ordering_key="customer 8")
@@ -91,7 +91,7 @@ def test_a_resend_of_the_same_key_within_the_window_is_dropped_by_sqs(
     moto: Moto, ledger: denpyo.Ledger
 ) -> None:
     queue = SqsFifoChannel(moto.client("sqs"), moto.fifo_queue())
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
     sent = ledger.submit("order-created", "order:1", {"order": 1})
     assert queue.send(sent) and queue.send(sent)  # SQS accepts the copies...
     assert len(moto.received(queue.queue_url)) == 1  # ...and keeps one
@@ -104,7 +104,7 @@ def test_an_answer_lost_after_sqs_accepted_is_resent_and_held_once(
     answer_lost_once(client, "sqs.SendMessage")
     queue = SqsFifoChannel(client, moto.fifo_queue())
     quick = denpyo.Backoff(initial=0.05, maximum=0.05)
-    ledger.channel("order-created", backoff=quick, **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options, backoff=quick)
     first = submitted(ledger, "order-created", "order:1", {"order": 1})
     assert first.status is Status.FAILED and first.in_doubt
 
@@ -122,7 +122,7 @@ def test_a_missing_queue_is_rejected(moto: Moto, ledger: denpyo.Ledger) -> None:
     gone = moto.fifo_queue()
     moto.client("sqs").delete_queue(QueueUrl=gone)
     queue = SqsFifoChannel(moto.client("sqs"), gone)
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
     sent = submitted(ledger, "order-created", "order:1", {"order": 1})
     assert sent.status is Status.REJECTED
     assert sent.last_error is not None and "does not exist" in sent.last_error
@@ -132,7 +132,7 @@ def test_a_stopped_server_is_transient(ledger: denpyo.Ledger) -> None:
     with moto_server() as stopped:
         client, url = stopped.client("sqs"), stopped.fifo_queue()
     queue = SqsFifoChannel(client, url)
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
     sent = submitted(ledger, "order-created", "order:1", {"order": 1})
     assert (sent.status, sent.error_kind, sent.in_doubt) == (
         Status.FAILED, ErrorKind.TRANSIENT, False,
@@ -142,7 +142,7 @@ def test_a_stopped_server_is_transient(ledger: denpyo.Ledger) -> None:
 def test_the_options_say_idempotent_within_the_fifo_window() -> None:
     queue = SqsFifoChannel(object(), "https://sqs.example/1/q.fifo")
     assert queue.options == {
-        "verify": None, "list_remote": None, "idempotent": True, "idempotency_window": 270.0,
+        "send": queue.send, "idempotent": True, "idempotency_window": 270.0,
     }  # fmt: skip
     assert FIFO_WINDOW < 300
     with pytest.raises(ConfigurationError, match="FIFO queue"):
@@ -173,7 +173,7 @@ def fifo_topic_with_queue(moto: Moto) -> tuple[str, str]:
 def test_sns_fifo_publishes_once_per_key(moto: Moto, ledger: denpyo.Ledger) -> None:
     topic_arn, queue_url = fifo_topic_with_queue(moto)
     topic = SnsFifoChannel(moto.client("sns"), topic_arn)
-    ledger.channel("order-created", **topic.options)(topic.send)
+    ledger.add_channel("order-created", **topic.options)
     sent = ledger.submit("order-created", "order:1", {"order": 1})
     assert sent.status is Status.SYNCED and sent.remote_id
     topic.send(sent)  # a resend within the window: the subscriber gets one copy
@@ -184,7 +184,7 @@ def test_sns_fifo_publishes_once_per_key(moto: Moto, ledger: denpyo.Ledger) -> N
 
 def test_a_missing_topic_is_rejected(moto: Moto, ledger: denpyo.Ledger) -> None:
     topic = SnsFifoChannel(moto.client("sns"), "arn:aws:sns:us-east-1:123456789012:none.fifo")
-    ledger.channel("order-created", **topic.options)(topic.send)
+    ledger.add_channel("order-created", **topic.options)
     assert submitted(ledger, "order-created", "order:1", {"order": 1}).status is Status.REJECTED
 
 
@@ -212,7 +212,7 @@ def test_an_email_is_synced_with_its_message_id_and_tagged_with_its_key(
     client = moto.client("sesv2")
     bodies = sent_bodies(client)
     email = SesChannel(client, configuration_set="denpyo-events")
-    ledger.channel("receipt", **email.options)(email.send)
+    ledger.add_channel("receipt", **email.options)
     before = sent_count(moto)
     sent = ledger.submit("receipt", "order:1", EMAIL)
     assert sent.status is Status.SYNCED and sent.remote_id
@@ -225,7 +225,7 @@ def test_an_email_is_synced_with_its_message_id_and_tagged_with_its_key(
 
 def test_an_unverified_sender_is_rejected(moto: Moto, ledger: denpyo.Ledger) -> None:
     email = SesChannel(moto.client("sesv2"), from_address="nobody@unverified.example")
-    ledger.channel("receipt", **email.options)(email.send)
+    ledger.add_channel("receipt", **email.options)
     payload = {k: v for k, v in EMAIL.items() if k != "FromEmailAddress"}
     sent = submitted(ledger, "receipt", "order:1", payload)
     assert sent.status is Status.REJECTED
@@ -241,7 +241,7 @@ def test_an_email_in_doubt_waits_for_a_person_and_is_never_resent(
     email = SesChannel(client)
     alerts: list[denpyo.Alert] = []
     ledger.on_alert(alerts.append)
-    ledger.channel("receipt", lease=1.0, **email.options)(email.send)
+    ledger.add_channel("receipt", **email.options, lease=1.0)
     before = sent_count(moto)
     first = submitted(ledger, "receipt", "order:1", EMAIL)
     assert first.status is Status.FAILED and first.in_doubt
@@ -257,15 +257,14 @@ def test_an_email_in_doubt_waits_for_a_person_and_is_never_resent(
 def test_ses_wants_a_client_that_does_not_retry(moto: Moto) -> None:
     with pytest.raises(ConfigurationError, match="total_max_attempts"):
         SesChannel(moto.client("sesv2", Config()))
-    assert SesChannel(moto.client("sesv2")).options == {
-        "verify": None, "list_remote": None, "idempotent": False,
-    }  # fmt: skip
+    email = SesChannel(moto.client("sesv2"))
+    assert email.options == {"send": email.send, "idempotent": False}
 
 
 def test_a_payload_that_is_not_an_object_is_rejected_unsent(
     moto: Moto, ledger: denpyo.Ledger
 ) -> None:
     email = SesChannel(moto.client("sesv2"))
-    ledger.channel("receipt", **email.options)(email.send)
+    ledger.add_channel("receipt", **email.options)
     sent = submitted(ledger, "receipt", "order:1", ["not", "an", "object"])
     assert sent.status is Status.REJECTED and "nothing was sent" in (sent.last_error or "")

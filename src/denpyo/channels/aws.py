@@ -1,9 +1,9 @@
 """Amazon SQS FIFO, SNS FIFO and SES v2, called with boto3 (the extra ``denpyo[aws]``).
 
-Each channel is built with a boto3 client; its ``options`` go to `Ledger.channel`
-and its ``send`` is the channel's call::
+Each channel is built with a boto3 client; its ``options`` (its ``send`` and the
+settings of `Ledger.channel` it knows) register it::
 
-    ledger.channel("order-created", **queue.options)(queue.send)
+    ledger.add_channel("order-created", **queue.options)
 
 - `SqsFifoChannel`: ``send_message`` to a FIFO queue, ``MessageDeduplicationId``
   = the row's key (`_keys.fifo_dedup_id`). SQS drops a message whose
@@ -142,14 +142,17 @@ class _FifoChannel:
 
     @property
     def options(self) -> dict[str, Any]:
-        """`Ledger.channel`'s settings for this provider: a resend under the same
-        deduplication id within the window is dropped by AWS."""
+        """For ``ledger.add_channel(name, **options)``: `send`, and idempotent within
+        the window (a resend under the same deduplication id is dropped by AWS)."""
         return {
-            "verify": None,
-            "list_remote": None,
+            "send": self.send,
             "idempotent": True,
             "idempotency_window": self.idempotency_window,
         }
+
+    def send(self, sub: Submission) -> str:
+        """The call (each FIFO channel's own)."""
+        raise NotImplementedError
 
     def ids(self, sub: Submission) -> dict[str, str]:
         """``MessageGroupId`` (the row's ordering key, else `group`) and
@@ -269,9 +272,10 @@ class SesChannel:
 
     @property
     def options(self) -> dict[str, Any]:
-        """`Ledger.channel`'s settings: SES keeps no key and has no lookup, so not
-        idempotent and no verify: a row in doubt waits for the webhook or a person."""
-        return {"verify": None, "list_remote": None, "idempotent": False}
+        """For ``ledger.add_channel(name, **options)``: `send`; SES keeps no key and
+        has no lookup, so not idempotent and no verify: a row in doubt waits for the
+        webhook or a person."""
+        return {"send": self.send, "idempotent": False}
 
     def request(self, sub: Submission) -> dict[str, Any]:
         """The parameters of ``send_email`` for the row (its payload, the tag added)."""
