@@ -4,6 +4,7 @@ tests, and boto3 clients pointed at it with dummy credentials."""
 from __future__ import annotations
 
 import socket
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,9 +32,9 @@ class Moto:
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
 
-    def client(self, service: str, config: Config = ONCE) -> Any:
+    def client(self, service: str, config: Config = ONCE, region: str = REGION) -> Any:
         return boto3.client(
-            service, endpoint_url=self.url, region_name=REGION, config=config,
+            service, endpoint_url=self.url, region_name=region, config=config,
             aws_access_key_id="testing", aws_secret_access_key="testing",
         )  # fmt: skip
 
@@ -43,9 +44,9 @@ class Moto:
         made = self.client("sqs").create_queue(QueueName=name, Attributes={"FifoQueue": "true"})
         return str(made["QueueUrl"])
 
-    def received(self, queue_url: str) -> list[dict[str, Any]]:
+    def received(self, queue_url: str, region: str = REGION) -> list[dict[str, Any]]:
         """Every message the queue holds (received, so hidden for a while after)."""
-        sqs, found = self.client("sqs"), []
+        sqs, found = self.client("sqs", region=region), []
         while True:
             batch = sqs.receive_message(
                 QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
@@ -54,6 +55,12 @@ class Moto:
             if not batch:
                 return found
             found.extend(batch)
+
+    def reset(self) -> None:
+        """Forget every queue, topic and email: moto keeps them per process, whichever
+        of its servers made them."""
+        with urllib.request.urlopen(f"{self.url}/moto-api/reset", data=b"") as answer:
+            answer.read()
 
 
 @contextmanager
