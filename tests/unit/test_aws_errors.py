@@ -3,6 +3,9 @@ that is certain."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Any, NoReturn
 
 import botocore.exceptions
@@ -85,3 +88,19 @@ def test_an_answer_is_returned() -> None:
     assert call("SQS q", lambda **params: {"MessageId": "m-1", **params}, A=1) == {
         "MessageId": "m-1", "A": 1,
     }  # fmt: skip
+
+
+def test_without_the_extra_the_channels_say_which_to_install() -> None:
+    """The key helpers, which the webhooks use, need no boto3."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["botocore"] = sys.modules["boto3"] = None
+        import denpyo.channels._keys
+        try:
+            import denpyo.channels.aws
+        except denpyo.ConfigurationError as exc:
+            print(exc)
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'denpyo[aws]'" in done.stdout
