@@ -120,15 +120,21 @@ def _attributes(key: str) -> dict[str, Any]:
 
 
 class _FifoChannel:
-    """What SQS FIFO and SNS FIFO share: the ids, the window, the options."""
+    """What SQS FIFO and SNS FIFO share: the message, its ids, the window, the
+    options. Each subclass names its service, operation and parameter names."""
+
+    _SERVICE, _KIND, _OPERATION, _TARGET, _BODY = "", "", "", "", ""
 
     def __init__(
         self,
         client: Any,
+        target: str,
         *,
         group: Group = DEFAULT_GROUP,
         idempotency_window: float = FIFO_WINDOW,
     ) -> None:
+        if not target.endswith(".fifo"):
+            raise ConfigurationError(f"{target!r} is not a FIFO {self._KIND} (its name ends .fifo)")
         if not callable(group) and not (isinstance(group, str) and group):
             raise ConfigurationError("group must be non-empty text or a function of the row")
         if not 0 < idempotency_window <= 300:
@@ -137,8 +143,12 @@ class _FifoChannel:
                 " SQS and SNS keep a deduplication id"
             )
         self.client = client
+        self.target = target
         self.group = group
         self.idempotency_window = idempotency_window
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.target}>"
 
     @property
     def options(self) -> dict[str, Any]:
@@ -149,10 +159,6 @@ class _FifoChannel:
             "idempotent": True,
             "idempotency_window": self.idempotency_window,
         }
-
-    def send(self, sub: Submission) -> str:
-        """The call (each FIFO channel's own)."""
-        raise NotImplementedError
 
     def ids(self, sub: Submission) -> dict[str, str]:
         """``MessageGroupId`` (the row's ordering key, else `group`) and
@@ -166,10 +172,28 @@ class _FifoChannel:
             "MessageDeduplicationId": fifo_dedup_id(sub.idempotency_key),
         }
 
+    def send(self, sub: Submission) -> str:
+        """Send the message: the payload as its JSON body, the key as its
+        deduplication id and its ``denpyo_key`` attribute; the ``MessageId`` is the
+        remote id."""
+        params = {
+            self._TARGET: self.target,
+            self._BODY: wire_body(sub.payload).decode(),
+            "MessageAttributes": _attributes(sub.idempotency_key),
+            **self.ids(sub),
+        }
+        sub.check_lease()  # the last moment: nothing sent yet
+        operation = getattr(self.client, self._OPERATION)
+        answer = call(f"{self._SERVICE} {self.target}", operation, **params)
+        return str(answer["MessageId"])
+
 
 class SqsFifoChannel(_FifoChannel):
-    """Send each row as one message to the FIFO queue `queue_url`: the payload as
-    its JSON body, the key as its deduplication id and its ``denpyo_key`` attribute."""
+    """Send each row as one message to the FIFO queue `queue_url` (``send_message``)."""
+
+    _SERVICE, _KIND, _OPERATION, _TARGET, _BODY = (
+        "SQS", "queue", "send_message", "QueueUrl", "MessageBody",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -179,30 +203,17 @@ class SqsFifoChannel(_FifoChannel):
         group: Group = DEFAULT_GROUP,
         idempotency_window: float = FIFO_WINDOW,
     ) -> None:
-        if not queue_url.endswith(".fifo"):
-            raise ConfigurationError(f"{queue_url!r} is not a FIFO queue (its name ends .fifo)")
-        super().__init__(client, group=group, idempotency_window=idempotency_window)
+        super().__init__(client, queue_url, group=group, idempotency_window=idempotency_window)
         self.queue_url = queue_url
-
-    def __repr__(self) -> str:
-        return f"<SqsFifoChannel {self.queue_url}>"
-
-    def send(self, sub: Submission) -> str:
-        """Send the message; its ``MessageId`` is the remote id."""
-        params = {
-            "QueueUrl": self.queue_url,
-            "MessageBody": wire_body(sub.payload).decode(),
-            "MessageAttributes": _attributes(sub.idempotency_key),
-            **self.ids(sub),
-        }
-        sub.check_lease()  # the last moment: nothing sent yet
-        answer = call(f"SQS {self.queue_url}", self.client.send_message, **params)
-        return str(answer["MessageId"])
 
 
 class SnsFifoChannel(_FifoChannel):
-    """Publish each row as one message to the FIFO topic `topic_arn`, with the same
-    body, attribute and ids as `SqsFifoChannel`."""
+    """Publish each row as one message to the FIFO topic `topic_arn` (``publish``),
+    with the same body, attribute and ids as `SqsFifoChannel`."""
+
+    _SERVICE, _KIND, _OPERATION, _TARGET, _BODY = (
+        "SNS", "topic", "publish", "TopicArn", "Message",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -212,25 +223,8 @@ class SnsFifoChannel(_FifoChannel):
         group: Group = DEFAULT_GROUP,
         idempotency_window: float = FIFO_WINDOW,
     ) -> None:
-        if not topic_arn.endswith(".fifo"):
-            raise ConfigurationError(f"{topic_arn!r} is not a FIFO topic (its name ends .fifo)")
-        super().__init__(client, group=group, idempotency_window=idempotency_window)
+        super().__init__(client, topic_arn, group=group, idempotency_window=idempotency_window)
         self.topic_arn = topic_arn
-
-    def __repr__(self) -> str:
-        return f"<SnsFifoChannel {self.topic_arn}>"
-
-    def send(self, sub: Submission) -> str:
-        """Publish the message; its ``MessageId`` is the remote id."""
-        params = {
-            "TopicArn": self.topic_arn,
-            "Message": wire_body(sub.payload).decode(),
-            "MessageAttributes": _attributes(sub.idempotency_key),
-            **self.ids(sub),
-        }
-        sub.check_lease()
-        answer = call(f"SNS {self.topic_arn}", self.client.publish, **params)
-        return str(answer["MessageId"])
 
 
 def _retries_once(client: Any) -> bool:
