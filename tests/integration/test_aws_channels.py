@@ -254,9 +254,13 @@ def test_an_email_in_doubt_waits_for_a_person_and_is_never_resent(
     assert "in_doubt" in [a.reason for a in alerts]
 
 
-def test_ses_wants_a_client_that_does_not_retry(moto: Moto) -> None:
+def test_ses_wants_a_client_that_does_not_retry(
+    moto: Moto, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(ConfigurationError, match="total_max_attempts"):
         SesChannel(moto.client("sesv2", Config()))
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    SesChannel(moto.client("sesv2", Config()))  # boto3 reads the environment the same way
     email = SesChannel(moto.client("sesv2"))
     assert email.options == {"send": email.send, "idempotent": False}
 
