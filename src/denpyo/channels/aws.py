@@ -20,9 +20,12 @@ None of them can be asked "did K arrive?" or listed: no ``verify``, no
 ``list_remote``. How a call is classified:
 
 - an answer: the ``MessageId`` is the row's remote id;
-- throttling (``Throttling``, ``TooManyRequestsException``…), a 5xx, a request
-  timeout the service reports, expired credentials, no credentials found,
-  or no connection made (refused, DNS, connect timeout): `Transient`;
+- throttling (``Throttling``, ``TooManyRequestsException``…), a 503
+  (``ServiceUnavailable``), a request timeout the service reports, expired
+  credentials, no credentials found, or no connection made (refused, DNS, connect
+  timeout): `Transient`: the service did not act;
+- a 500, 502 or 504 (``InternalFailure``, ``InternalError``): raised as
+  `ConnectionError`, *ambiguous*: the service may have acted before it failed;
 - any other error answer (a missing queue or topic, a validation error, an
   unverified sender, access denied), or parameters boto3 refuses before sending:
   `Rejected`;
@@ -72,8 +75,8 @@ _THROTTLED = frozenset(
 _TRANSIENT = frozenset(
     {
         "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
-        "TransactionInProgressException", "ServiceUnavailable", "InternalFailure",
-        "InternalError", "ExpiredToken", "ExpiredTokenException", "RequestExpired",
+        "TransactionInProgressException", "ServiceUnavailable", "ExpiredToken",
+        "ExpiredTokenException", "RequestExpired",
     }
 )  # fmt: skip
 
@@ -94,8 +97,12 @@ def call(what: str, operation: Callable[..., dict[str, Any]], **params: Any) -> 
         code, status = _error_code(exc)
         if code in _THROTTLED:
             raise Transient(f"{what}: throttled ({code})", throttled=True) from exc
-        if code in _TRANSIENT or status >= 500:
+        if code in _TRANSIENT or status == 503:
             raise Transient(f"{what}: {code or status} (the service did not act)") from exc
+        if status >= 500:
+            raise ConnectionError(
+                f"{what}: {code or 'error'} (HTTP {status}); the service may have acted before it failed"
+            ) from exc
         raise Rejected(f"{what}: {exc}") from exc
     except botocore.exceptions.ParamValidationError as exc:
         raise Rejected(f"{what}: boto3 refused the parameters, nothing was sent: {exc}") from exc
