@@ -101,7 +101,8 @@ def call(what: str, operation: Callable[..., dict[str, Any]], **params: Any) -> 
             raise Transient(f"{what}: {code or status} (the service did not act)") from exc
         if status >= 500:
             raise ConnectionError(
-                f"{what}: {code or 'error'} (HTTP {status}); the service may have acted before it failed"
+                f"{what}: {code or 'error'} (HTTP {status});"
+                " the service may have acted before it failed"
             ) from exc
         raise Rejected(f"{what}: {exc}") from exc
     except botocore.exceptions.ParamValidationError as exc:
