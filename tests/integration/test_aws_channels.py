@@ -145,6 +145,9 @@ def test_the_options_say_idempotent_within_the_fifo_window() -> None:
         "send": queue.send, "idempotent": True, "idempotency_window": 270.0,
     }  # fmt: skip
     assert FIFO_WINDOW < 300
+    by_channel = SqsFifoChannel(object(), queue.queue_url, group=lambda sub: sub.channel)
+    row = denpyo.Submission(1, "invoices", "k", "idem", {}, Status.REQUESTING)
+    assert by_channel.ids(row) == {"MessageGroupId": "invoices", "MessageDeduplicationId": "idem"}
     with pytest.raises(ConfigurationError, match="FIFO queue"):
         SqsFifoChannel(object(), "https://sqs.example/1/q")
     with pytest.raises(ConfigurationError, match="at most the 300 s"):
