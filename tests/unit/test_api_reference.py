@@ -27,6 +27,7 @@ PUBLIC_MODULES = {
     "denpyo.channels.http": ["HttpChannel"],
     "denpyo.channels.rabbitmq": ["RabbitMQChannel"],
     "denpyo.channels.nats": ["JetStreamChannel"],
+    "denpyo.channels.aws": ["SqsFifoChannel", "SnsFifoChannel", "SesChannel"],
     "denpyo.metrics": ["Metrics"],
 }
 
