@@ -98,6 +98,9 @@ def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> N
     kept = store.get(closed)
     assert kept is not None and kept.payload == ADA, "a holder without the forget writes nothing"
 
+    nothing = store.forget_rows([], scrub=scrub, actor="operator:ada", note="erasure",
+                                action_id=action_id, holder="h", lease=60)  # fmt: skip
+    assert nothing == [], "an empty batch is no error"
     results = store.forget_rows([closed, waiting, gone], scrub=scrub, actor="operator:ada",
                                 note="erasure", action_id=action_id, holder="h", lease=60)  # fmt: skip
     assert results is not None and [(sid, outcome) for sid, outcome, _ in results] == [
