@@ -27,6 +27,7 @@ from denpyo.store.base import NewSubmission
 from doc_pages import commands, named
 from partitioned import DAY_NS, age
 
+
 @pytest.fixture
 def url(postgres_empty_url: str) -> str:
     with denpyo.Ledger(postgres_empty_url) as ledger:

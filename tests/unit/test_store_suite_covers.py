@@ -81,9 +81,10 @@ def interface() -> dict[str, str]:
 
 
 def test_every_store_method_is_called_by_the_store_suite() -> None:
-    called = names_used(sorted(SUITE.glob("test_*.py")) + [SUITE / "store_helpers.py"])
-    missing = sorted(f"{name} ({owner})" for name, owner in interface().items()
-                     if name not in called)  # fmt: skip
+    called = names_used([*sorted(SUITE.glob("test_*.py")), SUITE / "store_helpers.py"])
+    missing = sorted(
+        f"{name} ({owner})" for name, owner in interface().items() if name not in called
+    )
     assert not missing, (
         "no test in tests/integration/store calls these store methods; add one to the "
         "file of their group (test_store_<group>.py):\n  " + "\n  ".join(missing)

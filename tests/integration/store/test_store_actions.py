@@ -18,9 +18,12 @@ from denpyo.store.actions import NewAction, Resend
 
 def entry(kind: ActionKind = ActionKind.RETRY, **kwargs: object) -> NewAction:
     values: dict[str, object] = {
-        "kind": kind, "scope": Scope.ROWS, "target": "rows", "actor": "operator:ada",
+        "kind": kind,
+        "scope": Scope.ROWS,
+        "target": "rows",
+        "actor": "operator:ada",
         "note": "provider back",
-    }  # fmt: skip
+    }
     values.update(kwargs)
     return NewAction(**values)  # type: ignore[arg-type]
 
@@ -35,8 +38,9 @@ def test_an_entry_freezes_its_rows_and_the_log_reads_newest_first(store: Store) 
     assert all(r.outcome is None for r in store.action_rows(named.id))
 
     flt = Filter(statuses=(Status.FAILED,))
-    found = store.add_action(entry(scope=Scope.FILTER, target="failed", actor="operator:bob"),
-                             flt=flt)  # fmt: skip
+    found = store.add_action(
+        entry(scope=Scope.FILTER, target="failed", actor="operator:bob"), flt=flt
+    )
     assert found.total == 2, "every row the filter finds now, not the synced one"
     late = settled(store, "late", EXHAUSTED)
     assert late.id not in [r.submission_id for r in store.action_rows(found.id)]
@@ -64,19 +68,23 @@ def test_one_holder_carries_out_a_batch_under_its_lease(store: Store) -> None:
 
     ids, rows = store.pending_batch(record.id, after=0, limit=2)
     assert ids == [a.id, b.id] and set(rows) == {a.id, b.id}
-    assert not store.carry_out(record.id, holder="h2", lease=60,
-                               plan=[(a.id, Move.retry(a, "operator:ada", "n"), None)])  # fmt: skip
+    assert not store.carry_out(
+        record.id, holder="h2", lease=60, plan=[(a.id, Move.retry(a, "operator:ada", "n"), None)]
+    )
     assert store.get(a.id) == a, "a holder without the action writes nothing"
     results = store.carry_out(
-        record.id, holder="h1", lease=60,
+        record.id,
+        holder="h1",
+        lease=60,
         plan=[(a.id, Move.retry(a, "operator:ada", "n"), None), (b.id, None, "not failed")],
-    )  # fmt: skip
+    )
     assert results == [(a.id, RowOutcome.DONE, None), (b.id, RowOutcome.SKIPPED, "not failed")]
     moved = store.get(a.id)
     assert moved is not None and moved.next_attempt_at is not None
     assert store.events(a.id)[-1].kind == "retry"
-    assert [(r.submission_id, r.outcome) for r in store.action_rows(record.id, outcome="done")] \
-        == [(a.id, RowOutcome.DONE)]  # fmt: skip
+    assert [(r.submission_id, r.outcome) for r in store.action_rows(record.id, outcome="done")] == [
+        (a.id, RowOutcome.DONE)
+    ]
     assert store.pending_batch(record.id, after=b.id, limit=10) == ([c.id, gone], {c.id: c})
 
     store.let_go_action(record.id, holder="h2")
@@ -86,9 +94,11 @@ def test_one_holder_carries_out_a_batch_under_its_lease(store: Store) -> None:
 
     assert store.move([Move.mark_synced(c, "operator:bob", "r-9", "found", "n")]) != [None]
     results = store.carry_out(
-        record.id, holder="h2", lease=60,
+        record.id,
+        holder="h2",
+        lease=60,
         plan=[(c.id, Move.retry(c, "operator:ada", "n"), None), (gone, None, None)],
-    )  # fmt: skip
+    )
     assert results == [
         (c.id, RowOutcome.SKIPPED, "moved meanwhile: look again"),  # its compare-and-set lost
         (gone, RowOutcome.SKIPPED, "no longer in the ledger"),
@@ -104,14 +114,23 @@ def test_a_resend_in_a_batch_records_the_new_row_with_the_old_ones_move(store: S
     old = settled(store, "a", EXHAUSTED)
     record = store.add_action(entry(ActionKind.RESEND), ids=[old.id], holder="h", lease=60)
     assert record.locked_by == "h"
-    resend = Resend(new("a-2"), "operator:ada", "resend of #1",
-                    lambda created: Move.give_up(old, "operator:ada", "resend",
-                                                 f"resent as #{created.id}", "n"))  # fmt: skip
-    [(sid, outcome, reason)] = store.carry_out(record.id, holder="h", lease=60,
-                                               plan=[(old.id, resend, None)]) or [(0, None, "")]
+    resend = Resend(
+        new("a-2"),
+        "operator:ada",
+        "resend of #1",
+        lambda created: Move.give_up(
+            old, "operator:ada", "resend", f"resent as #{created.id}", "n"
+        ),
+    )
+    [(sid, outcome, reason)] = store.carry_out(
+        record.id, holder="h", lease=60, plan=[(old.id, resend, None)]
+    ) or [(0, None, "")]
     created = store.get_by_key("c", "a-2")
     assert created is not None and (sid, outcome, reason) == (
-        old.id, RowOutcome.DONE, f"resent as #{created.id}")  # fmt: skip
+        old.id,
+        RowOutcome.DONE,
+        f"resent as #{created.id}",
+    )
     gave_up = store.get(old.id)
     assert gave_up is not None and gave_up.resolution == f"resent as #{created.id}"
 
@@ -120,8 +139,9 @@ def test_people_steer_and_decide_actions(store: Store) -> None:
     planned = store.add_action(entry(state=ActionState.PLANNED))
     plan = {"count": 3, "sample": [1, 2]}
     assert not store.set_plan(planned.id, plan, to=ActionState.RUNNING, from_=ActionState.PAUSED)
-    assert store.set_plan(planned.id, plan, to=ActionState.REQUESTED,
-                          from_=ActionState.PLANNED, expires_in=3600)  # fmt: skip
+    assert store.set_plan(
+        planned.id, plan, to=ActionState.REQUESTED, from_=ActionState.PLANNED, expires_in=3600
+    )
     requested = store.action(planned.id)
     assert requested is not None and requested.plan == plan
     assert requested.state is ActionState.REQUESTED and requested.expires_at is not None
@@ -136,8 +156,9 @@ def test_people_steer_and_decide_actions(store: Store) -> None:
     assert store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.RUNNING])
     assert not store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.RUNNING])
     assert not store.take_action(planned.id, holder="h", lease=60), "a paused one waits"
-    assert store.move_action(planned.id, ActionState.CANCELLED,
-                             from_=[ActionState.RUNNING, ActionState.PAUSED])  # fmt: skip
+    assert store.move_action(
+        planned.id, ActionState.CANCELLED, from_=[ActionState.RUNNING, ActionState.PAUSED]
+    )
     cancelled = store.action(planned.id)
     assert cancelled is not None and cancelled.finished_at is not None
 

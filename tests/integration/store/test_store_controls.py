@@ -25,8 +25,11 @@ def test_a_pause_and_a_resume_are_written_once_with_their_history(store: Store) 
     assert store.pause_channel("c", actor="operator:ada", note="incident", log=log)
     assert not store.pause_channel("c", actor="operator:bob", note="me too"), "paused already"
     [state] = store.channel_states()
-    assert (state.mode, state.paused_by, state.paused_note) == (Mode.PAUSED, "operator:ada",
-                                                               "incident")  # fmt: skip
+    assert (state.mode, state.paused_by, state.paused_note) == (
+        Mode.PAUSED,
+        "operator:ada",
+        "incident",
+    )
     [entry] = store.actions()
     assert (entry.kind, entry.target) == (ActionKind.PAUSE, "c"), "the entry came with it"
 
@@ -35,8 +38,9 @@ def test_a_pause_and_a_resume_are_written_once_with_their_history(store: Store) 
     assert mode(store, "c") is Mode.RUNNING
     history = store.channel_history("c")
     assert [(e.kind, e.actor, e.note) for e in history] == [
-        ("resumed", "operator:bob", "fixed"), ("paused", "operator:ada", "incident"),
-    ]  # fmt: skip
+        ("resumed", "operator:bob", "fixed"),
+        ("paused", "operator:ada", "incident"),
+    ]
     assert [e.kind for e in store.channel_history("c", limit=1)] == ["resumed"]
     assert store.channel_history("sms") == []
 

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from store_helpers import REJECTED, new
+from store_helpers import REJECTED
 
 from denpyo.domain.actions import ActionKind, RowOutcome, Scope
 from denpyo.domain.forgetting import FORGOTTEN, Scrubber, Where
@@ -87,25 +87,52 @@ def test_the_encrypted_rows_are_read_one_by_one(store: Store) -> None:
 def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> None:
     closed = rejected(store, "a", ADA)
     waiting = recorded(store, "w", ADA)
-    retry = NewAction(ActionKind.RETRY, Scope.ROWS, "rows", "operator:bob",
-                      "asked ada@example.com again")  # fmt: skip
+    retry = NewAction(
+        ActionKind.RETRY, Scope.ROWS, "rows", "operator:bob", "asked ada@example.com again"
+    )
     earlier = store.add_action(retry, ids=[closed]).id
     gone = 10**9
     action_id = forget_entry(store, [closed, waiting, gone])
     scrub = Scrubber([ADA])
-    assert store.forget_rows([closed], scrub=scrub, actor="operator:ada", note="erasure",
-                             action_id=action_id, holder="other", lease=60) is None  # fmt: skip
+    assert (
+        store.forget_rows(
+            [closed],
+            scrub=scrub,
+            actor="operator:ada",
+            note="erasure",
+            action_id=action_id,
+            holder="other",
+            lease=60,
+        )
+        is None
+    )
     kept = store.get(closed)
     assert kept is not None and kept.payload == ADA, "a holder without the forget writes nothing"
 
-    nothing = store.forget_rows([], scrub=scrub, actor="operator:ada", note="erasure",
-                                action_id=action_id, holder="h", lease=60)  # fmt: skip
+    nothing = store.forget_rows(
+        [],
+        scrub=scrub,
+        actor="operator:ada",
+        note="erasure",
+        action_id=action_id,
+        holder="h",
+        lease=60,
+    )
     assert nothing == [], "an empty batch is no error"
-    results = store.forget_rows([closed, waiting, gone], scrub=scrub, actor="operator:ada",
-                                note="erasure", action_id=action_id, holder="h", lease=60)  # fmt: skip
+    results = store.forget_rows(
+        [closed, waiting, gone],
+        scrub=scrub,
+        actor="operator:ada",
+        note="erasure",
+        action_id=action_id,
+        holder="h",
+        lease=60,
+    )
     assert results is not None and [(sid, outcome) for sid, outcome, _ in results] == [
-        (closed, RowOutcome.DONE), (waiting, RowOutcome.SKIPPED), (gone, RowOutcome.SKIPPED),
-    ]  # fmt: skip
+        (closed, RowOutcome.DONE),
+        (waiting, RowOutcome.SKIPPED),
+        (gone, RowOutcome.SKIPPED),
+    ]
     row = store.get(closed)
     assert row is not None and row.payload is None and row.last_error is None
     assert row.forgotten_at is not None
@@ -119,11 +146,28 @@ def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> N
     forget = store.forget_action_of(closed)
     assert forget is not None and forget.id == action_id and store.forget_action_of(waiting) is None
 
-    assert store.forget_rows([closed], scrub=scrub, actor="operator:ada", note="erasure",
-                             action_id=action_id, holder="h", lease=60) is None, "it is done"
+    assert (
+        store.forget_rows(
+            [closed],
+            scrub=scrub,
+            actor="operator:ada",
+            note="erasure",
+            action_id=action_id,
+            holder="h",
+            lease=60,
+        )
+        is None
+    ), "it is done"
     second = forget_entry(store, [closed])
-    again = store.forget_rows([closed], scrub=scrub, actor="operator:ada", note="erasure",
-                              action_id=second, holder="h", lease=60)  # fmt: skip
+    again = store.forget_rows(
+        [closed],
+        scrub=scrub,
+        actor="operator:ada",
+        note="erasure",
+        action_id=second,
+        holder="h",
+        lease=60,
+    )
     assert again == [(closed, RowOutcome.SKIPPED, "forgotten already")]
 
 
@@ -142,13 +186,17 @@ def test_removed_rows_memories_are_forgotten(store: Store) -> None:
 
     action_id = forget_entry(store, [pruned, other, archived])
     scrub = Scrubber([ADA])
-    assert store.forget_kept([pruned], scrub=scrub, action_id=action_id, holder="x",
-                             lease=60) is None  # fmt: skip
-    done = store.forget_kept([pruned, other, 10**9], scrub=scrub, action_id=action_id,
-                             holder="h", lease=60)  # fmt: skip
+    assert (
+        store.forget_kept([pruned], scrub=scrub, action_id=action_id, holder="x", lease=60) is None
+    )
+    done = store.forget_kept(
+        [pruned, other, 10**9], scrub=scrub, action_id=action_id, holder="h", lease=60
+    )
     assert done is not None and [(sid, outcome) for sid, outcome, _ in done] == [
-        (pruned, RowOutcome.DONE), (other, RowOutcome.DONE), (10**9, RowOutcome.SKIPPED),
-    ]  # fmt: skip
+        (pruned, RowOutcome.DONE),
+        (other, RowOutcome.DONE),
+        (10**9, RowOutcome.SKIPPED),
+    ]
     memory = store.get(pruned)
     assert memory is not None and memory.removed_at is not None and memory.forgotten_at is not None
     assert not store.forget_pruned(), "every pruned row is forgotten now"

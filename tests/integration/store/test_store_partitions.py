@@ -5,20 +5,22 @@ ahead, and a day dropped whole once retention lets every row of it go. One table
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
-from partitioned import age
 from store_helpers import SYNCED, settled
 
 from conftest import POSTGRES_PARTITIONS
 from denpyo.domain.retention import Retention
 from denpyo.store import Store, open_store
 from denpyo.store.base import Partition
+from partitioned import age
 
 
 def days_in_a_row(parts: list[Partition]) -> bool:
-    return all(a.to_id == b.from_id and a.to_at == b.from_at for a, b in zip(parts, parts[1:]))
+    return all(a.to_id == b.from_id and a.to_at == b.from_at for a, b in pairwise(parts))
 
 
 def test_one_table_has_no_partitions(store: Store, backend: str) -> None:
@@ -38,7 +40,7 @@ def test_one_table_has_no_partitions(store: Store, backend: str) -> None:
 
 
 @pytest.fixture
-def partitioned(postgres_empty_url: str) -> tuple[Store, str]:
+def partitioned(postgres_empty_url: str) -> Iterator[tuple[Store, str]]:
     store = open_store(postgres_empty_url)
     applied = store.migrate_partitioned("daily")
     assert applied == list(range(1, store.latest_version() + 1))
@@ -72,10 +74,15 @@ def test_postgresql_partitions_are_read_and_dropped_a_day_at_a_time(
 
     archived: list[int] = []
     assert store.drop_partition(day, Retention.of(older_than=365 * 86_400)) == 0, "too young"
-    assert store.drop_partition(
-        day, Retention.of(older_than=86_400), before_drop=lambda: archived.append(1),
-        archived_to="file:///archive/day.jsonl",
-    ) == 3  # fmt: skip
+    assert (
+        store.drop_partition(
+            day,
+            Retention.of(older_than=86_400),
+            before_drop=lambda: archived.append(1),
+            archived_to="file:///archive/day.jsonl",
+        )
+        == 3
+    )
     assert archived == [1] and day not in store.partitions()
     kept = store.get(ids[0])
     assert kept is not None and kept.removed_at is not None

@@ -22,8 +22,11 @@ def test_a_batch_reads_the_payloads_as_stored(store: Store) -> None:
     store.sealing = Sealing(AesGcmKeys([os.urandom(32)]))
     c, _ = store.record(new("c"), actor="t")
     batch = store.payload_batch(0, 10)
-    assert [(p.id, p.channel, p.key) for p in batch] == [(a.id, "c", "a"), (b.id, "sms", "b"),
-                                                         (c.id, "c", "c")]  # fmt: skip
+    assert [(p.id, p.channel, p.key) for p in batch] == [
+        (a.id, "c", "a"),
+        (b.id, "sms", "b"),
+        (c.id, "c", "c"),
+    ]
     assert batch[0].value == {"n": 1} and list(batch[2].value) == [SEALED], "not opened"
     assert [p.id for p in store.payload_batch(a.id, 1)] == [b.id]
     assert [p.id for p in store.payload_batch(0, 10, channel="c")] == [a.id, c.id]
@@ -32,13 +35,15 @@ def test_a_batch_reads_the_payloads_as_stored(store: Store) -> None:
 def test_reseal_writes_only_the_payloads_still_as_read(store: Store) -> None:
     a, _ = store.record(new("a"), actor="t")
     b, _ = store.record(new("b"), actor="t")
-    [pa, pb] = store.payload_batch(0, 10)
+    [pa, _] = store.payload_batch(0, 10)
     assert store.reseal([]) == ([], [])
-    written, busy = store.reseal([
-        Reseal(a.id, pa.text, json.dumps({"n": 2})),
-        Reseal(b.id, '{"n": 0}', json.dumps({"n": 3})),  # changed since it was read
-        Reseal(10**9, pa.text, "{}"),  # gone
-    ])  # fmt: skip
+    written, busy = store.reseal(
+        [
+            Reseal(a.id, pa.text, json.dumps({"n": 2})),
+            Reseal(b.id, '{"n": 0}', json.dumps({"n": 3})),  # changed since it was read
+            Reseal(10**9, pa.text, "{}"),  # gone
+        ]
+    )
     assert (written, busy) == ([a.id], [10**9])
     after_a, after_b = store.get(a.id), store.get(b.id)
     assert after_a is not None and after_a.payload == {"n": 2}
@@ -55,10 +60,15 @@ def test_rows_waiting_for_a_key_are_made_due(store: Store) -> None:
     [sms] = store.claim("sms", holder="w", limit=1, lease=60)
     wait = waiting_for_key("abcd1234")
     changes = [
-        Move.release(sub.id, "w", "no key", retry_in=3600,
-                     last_error=wait if sub.key in ("a", "b") else "another reason")
+        Move.release(
+            sub.id,
+            "w",
+            "no key",
+            retry_in=3600,
+            last_error=wait if sub.key in ("a", "b") else "another reason",
+        )
         for sub in held
-    ] + [Move.release(sms.id, "w", "no key", retry_in=3600, last_error=wait)]  # fmt: skip
+    ] + [Move.release(sms.id, "w", "no key", retry_in=3600, last_error=wait)]
     assert None not in store.move(changes)
     assert store.due_for_keys("c", [waiting_for_key("ffff0000")]) == 0
     assert store.due_for_keys("c", [wait, waiting_for_key("ffff0000")]) == 2

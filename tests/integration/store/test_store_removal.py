@@ -47,9 +47,10 @@ def test_the_report_counts_removed_rows_as_they_went(store: Store) -> None:
     window = (today - timedelta(days=1), today + timedelta(days=1))
     before = store.report_counts(*window)
     assert sorted(before) == [
-        (today, "c", "rejected", "rejected", 1), (today, "c", "synced", "", 2),
+        (today, "c", "rejected", "rejected", 1),
+        (today, "c", "synced", "", 2),
         (today, "sms", "synced", "", 1),
-    ]  # fmt: skip
+    ]
     time.sleep(0.02)
     assert store.remove([a.id], EVERYTHING) == 1
     assert sorted(store.report_counts(*window)) == sorted(before), "a removed row still counts"

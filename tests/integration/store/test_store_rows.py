@@ -39,9 +39,13 @@ def test_a_removed_rows_resend_is_remembered_with_it(store: Store) -> None:
     assert store.remove([old.id], Retention.of(older_than=0)) == 1
     log = NewAction(ActionKind.RESEND, Scope.ROWS, "rows", "operator:ada", "resend")
     created, memory = store.record_resend_of_removed(
-        new("a-2"), actor="operator:ada", detail=f"resend of #{old.id}", old_id=old.id,
-        resolution=lambda new_id: f"resent as #{new_id}", log=log,
-    )  # fmt: skip
+        new("a-2"),
+        actor="operator:ada",
+        detail=f"resend of #{old.id}",
+        old_id=old.id,
+        resolution=lambda new_id: f"resent as #{new_id}",
+        log=log,
+    )
     assert created.status is Status.REQUESTING and created.supersedes is None
     assert (memory.resolution, memory.superseded_by) == (f"resent as #{created.id}", created.id)
     found = store.find_superseding(old.id)
@@ -51,9 +55,12 @@ def test_a_removed_rows_resend_is_remembered_with_it(store: Store) -> None:
 
     with pytest.raises(LeaseLost):
         store.record_resend_of_removed(
-            new("a-3"), actor="operator:bob", detail="again", old_id=old.id,
+            new("a-3"),
+            actor="operator:bob",
+            detail="again",
+            old_id=old.id,
             resolution=lambda new_id: f"resent as #{new_id}",
-        )  # fmt: skip
+        )
     assert store.get_by_key("c", "a-3") is None, "the second resend wrote nothing"
 
 
@@ -88,9 +95,11 @@ def test_rows_recorded_in_an_applications_transaction_commit_with_it(
         async with app_connection(backend, db_url) as conn:
             _, created = await store.arecord(new(f"one{suffix}"), actor="app", conn=conn)
             many = await store.arecord_many(
-                [new(f"two{suffix}"), new(f"three{suffix}"), new(f"one{suffix}")], actor="app",
-                check=lambda fresh, old: seen.append(old.key), conn=conn,
-            )  # fmt: skip
+                [new(f"two{suffix}"), new(f"three{suffix}"), new(f"one{suffix}")],
+                actor="app",
+                check=lambda fresh, old: seen.append(old.key),
+                conn=conn,
+            )
             await (conn.commit() if commit else conn.rollback())
         return created, many
 
