@@ -5,8 +5,8 @@ PostgreSQL and MariaDB; each test runs on a fresh real database of each (the
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from conftest import driver_connection
@@ -72,36 +72,3 @@ REJECTED = AttemptDecision(Status.REJECTED, ErrorKind.REJECTED, "no such address
 EXHAUSTED = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=None)
 RETRYING = AttemptDecision(Status.FAILED, ErrorKind.TRANSIENT, "503", retry_in=60)
 AMBIGUOUS = AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=60)
-
-
-@asynccontextmanager
-async def app_connection(backend: str, db_url: str) -> AsyncIterator[Any]:
-    """An asyncio application's own connection to the database, in a transaction it
-    commits itself (psycopg, aiosqlite, aiomysql: store/async_conn.py lists them all)."""
-    if backend == "postgresql":
-        import psycopg
-
-        pg = await psycopg.AsyncConnection.connect(db_url)
-        try:
-            yield pg
-        finally:
-            await pg.close()
-    elif backend == "sqlite":
-        import aiosqlite
-
-        async with aiosqlite.connect(db_url.removeprefix("sqlite:///"), timeout=30) as lite:
-            yield lite
-    else:
-        import aiomysql
-
-        from denpyo.store.mysql import connect_args
-
-        args = connect_args(db_url)
-        maria = await aiomysql.connect(
-            host=args["host"], port=args["port"], user=args.get("user", "root"),
-            password=args.get("password", ""), db=args["database"], autocommit=False,
-        )  # fmt: skip
-        try:
-            yield maria
-        finally:
-            maria.close()

@@ -20,6 +20,7 @@ from denpyo.domain.retention import Retention
 from denpyo.domain.sealed import SealedPayload
 from denpyo.store import NewSubmission, Store
 from denpyo.store.actions import NewAction
+from denpyo.store.forgetting import Outcomes
 from denpyo.store.sealing import CLEAR, AesGcmKeys, Sealing
 
 ADA = {"to": "ada@example.com", "customer": {"email": "ada@example.com"}}
@@ -52,6 +53,14 @@ def abandoned(store: Store, key: str, payload: dict[str, Any]) -> int:
 def forget_entry(store: Store, ids: list[int], holder: str = "h") -> int:
     entry = NewAction(ActionKind.FORGET, Scope.ROWS, "rows", "operator:ada", "erasure request")
     return store.add_action(entry, ids=ids, holder=holder, lease=60).id
+
+
+def forget(store: Store, ids: list[int], action_id: int, holder: str) -> Outcomes | None:
+    """`forget_rows` of Ada's payload, by Ada, under `holder`'s lease."""
+    return store.forget_rows(
+        ids, scrub=Scrubber([ADA]), actor="operator:ada", note="erasure",
+        action_id=action_id, holder=holder, lease=60,
+    )  # fmt: skip
 
 
 def test_the_live_rows_of_a_payloads_field_are_found_page_by_page(store: Store) -> None:
@@ -93,41 +102,13 @@ def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> N
     earlier = store.add_action(retry, ids=[closed]).id
     gone = 10**9
     action_id = forget_entry(store, [closed, waiting, gone])
-    scrub = Scrubber([ADA])
-    assert (
-        store.forget_rows(
-            [closed],
-            scrub=scrub,
-            actor="operator:ada",
-            note="erasure",
-            action_id=action_id,
-            holder="other",
-            lease=60,
-        )
-        is None
-    )
+    assert forget(store, [closed], action_id, "other") is None
     kept = store.get(closed)
     assert kept is not None and kept.payload == ADA, "a holder without the forget writes nothing"
 
-    nothing = store.forget_rows(
-        [],
-        scrub=scrub,
-        actor="operator:ada",
-        note="erasure",
-        action_id=action_id,
-        holder="h",
-        lease=60,
-    )
+    nothing = forget(store, [], action_id, "h")
     assert nothing == [], "an empty batch is no error"
-    results = store.forget_rows(
-        [closed, waiting, gone],
-        scrub=scrub,
-        actor="operator:ada",
-        note="erasure",
-        action_id=action_id,
-        holder="h",
-        lease=60,
-    )
+    results = forget(store, [closed, waiting, gone], action_id, "h")
     assert results is not None and [(sid, outcome) for sid, outcome, _ in results] == [
         (closed, RowOutcome.DONE),
         (waiting, RowOutcome.SKIPPED),
@@ -143,31 +124,12 @@ def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> N
     assert note is not None and note.note == FORGOTTEN, "another action's note is replaced"
     still = store.get(waiting)
     assert still is not None and still.payload == ADA, "an open row keeps its payload"
-    forget = store.forget_action_of(closed)
-    assert forget is not None and forget.id == action_id and store.forget_action_of(waiting) is None
+    by = store.forget_action_of(closed)
+    assert by is not None and by.id == action_id and store.forget_action_of(waiting) is None
 
-    assert (
-        store.forget_rows(
-            [closed],
-            scrub=scrub,
-            actor="operator:ada",
-            note="erasure",
-            action_id=action_id,
-            holder="h",
-            lease=60,
-        )
-        is None
-    ), "it is done"
+    assert forget(store, [closed], action_id, "h") is None, "it is done"
     second = forget_entry(store, [closed])
-    again = store.forget_rows(
-        [closed],
-        scrub=scrub,
-        actor="operator:ada",
-        note="erasure",
-        action_id=second,
-        holder="h",
-        lease=60,
-    )
+    again = forget(store, [closed], second, "h")
     assert again == [(closed, RowOutcome.SKIPPED, "forgotten already")]
 
 

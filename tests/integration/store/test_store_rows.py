@@ -11,8 +11,9 @@ import uuid
 from dataclasses import replace
 
 import pytest
-from store_helpers import REJECTED, SYNCED, app_connection, new, settled
+from store_helpers import REJECTED, SYNCED, new, settled
 
+from app_connections import app_connection
 from denpyo import Status
 from denpyo.domain.actions import ActionKind, Scope
 from denpyo.domain.moves import Move, Settle
