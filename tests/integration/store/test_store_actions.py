@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from store_helpers import EXHAUSTED, SYNCED, new, settled
+from store_helpers import EXHAUSTED, GONE, SYNCED, new, settled
 
 from denpyo.domain.actions import ActionKind, ActionState, RowOutcome, Scope
 from denpyo.domain.filters import Filter
@@ -61,7 +61,7 @@ def test_one_holder_carries_out_a_batch_under_its_lease(store: Store) -> None:
     a = settled(store, "a", EXHAUSTED)
     b = settled(store, "b", EXHAUSTED)
     c = settled(store, "c", EXHAUSTED)
-    gone = 10**9
+    gone = GONE
     record = store.add_action(entry(), ids=[a.id, b.id, c.id, gone])
     assert store.take_action(record.id, holder="h1", lease=60)
     assert not store.take_action(record.id, holder="h2", lease=60), "h1 holds it"

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from store_helpers import REJECTED
+from store_helpers import GONE, REJECTED
 
 from denpyo.domain.actions import ActionKind, RowOutcome, Scope
 from denpyo.domain.forgetting import FORGOTTEN, Scrubber, Where
@@ -100,7 +100,7 @@ def test_a_batch_forgets_closed_rows_and_the_texts_about_them(store: Store) -> N
         ActionKind.RETRY, Scope.ROWS, "rows", "operator:bob", "asked ada@example.com again"
     )
     earlier = store.add_action(retry, ids=[closed]).id
-    gone = 10**9
+    gone = GONE
     action_id = forget_entry(store, [closed, waiting, gone])
     assert forget(store, [closed], action_id, "other") is None
     kept = store.get(closed)
@@ -152,12 +152,12 @@ def test_removed_rows_memories_are_forgotten(store: Store) -> None:
         store.forget_kept([pruned], scrub=scrub, action_id=action_id, holder="x", lease=60) is None
     )
     done = store.forget_kept(
-        [pruned, other, 10**9], scrub=scrub, action_id=action_id, holder="h", lease=60
+        [pruned, other, GONE], scrub=scrub, action_id=action_id, holder="h", lease=60
     )
     assert done is not None and [(sid, outcome) for sid, outcome, _ in done] == [
         (pruned, RowOutcome.DONE),
         (other, RowOutcome.DONE),
-        (10**9, RowOutcome.SKIPPED),
+        (GONE, RowOutcome.SKIPPED),
     ]
     memory = store.get(pruned)
     assert memory is not None and memory.removed_at is not None and memory.forgotten_at is not None

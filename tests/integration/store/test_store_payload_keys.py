@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from store_helpers import new
+from store_helpers import GONE, new
 
 from denpyo.domain.moves import Move
 from denpyo.domain.sealed import SEALED, waiting_for_key
@@ -41,10 +41,10 @@ def test_reseal_writes_only_the_payloads_still_as_read(store: Store) -> None:
         [
             Reseal(a.id, pa.text, json.dumps({"n": 2})),
             Reseal(b.id, '{"n": 0}', json.dumps({"n": 3})),  # changed since it was read
-            Reseal(10**9, pa.text, "{}"),  # gone
+            Reseal(GONE, pa.text, "{}"),  # gone
         ]
     )
-    assert (written, busy) == ([a.id], [10**9])
+    assert (written, busy) == ([a.id], [GONE])
     after_a, after_b = store.get(a.id), store.get(b.id)
     assert after_a is not None and after_a.payload == {"n": 2}
     assert after_a.status is a.status and after_a.updated_at == a.updated_at, "nothing else"
