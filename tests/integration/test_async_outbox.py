@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import denpyo
+from app_connections import aiomysql_connection
 from conftest import driver_connection
 from denpyo import Status, Submission
 
@@ -63,21 +64,8 @@ def _connectors(backend: str, db_url: str) -> dict[str, Any]:
         async with aiosqlite.connect(db_url.removeprefix("sqlite:///"), timeout=30) as conn:
             yield conn
 
-    @contextlib.asynccontextmanager
-    async def aiomysql_conn() -> AsyncIterator[Any]:
-        import aiomysql
-
-        from denpyo.store.mysql import connect_args
-
-        args = connect_args(db_url)
-        conn = await aiomysql.connect(
-            host=args["host"], port=args["port"], user=args.get("user", "root"),
-            password=args.get("password", ""), db=args["database"], autocommit=False,
-        )  # fmt: skip
-        try:
-            yield conn
-        finally:
-            conn.close()
+    def aiomysql_conn() -> contextlib.AbstractAsyncContextManager[Any]:
+        return aiomysql_connection(db_url)
 
     def session(driver: str) -> Any:
         @contextlib.asynccontextmanager

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 import denpyo
+from app_connections import aiomysql_connection
 from denpyo import Status, Submission
 from denpyo.channels.http import HttpChannel
 from denpyo.domain.moves import Move
@@ -156,20 +157,9 @@ def test_an_asyncio_applications_own_transaction_keeps_the_trace(
             finally:
                 await conn.close()
         else:
-            import aiomysql
-
-            from denpyo.store.mysql import connect_args
-
-            args = connect_args(db_url)
-            conn = await aiomysql.connect(
-                host=args["host"], port=args["port"], user=args.get("user", "root"),
-                password=args.get("password", ""), db=args["database"], autocommit=False,
-            )  # fmt: skip
-            try:
+            async with aiomysql_connection(db_url) as conn:
                 await enqueue(conn)
                 await conn.commit()
-            finally:
-                conn.close()
 
     with traces.app.start_as_current_span("request") as request:
         asyncio.run(body())

@@ -148,7 +148,8 @@ class Forgetting(ConnectionModes, Rows, Params):
         written) when the forget's entry is no longer held by `holder`."""
         try:
             with self.transaction() as tx:
-                rows = tx.fetch_all("forget_lock", {"ids": self.id_list(ids)})
+                # MariaDB's driver writes an empty list as `IN ()`, an error
+                rows = tx.fetch_all("forget_lock", {"ids": self.id_list(ids)}) if ids else []
                 found = {sub.id: sub for sub in map(self.to_submission, rows)}
                 results = [self._forget_one(tx, sid, found.get(sid)) for sid in ids]
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]

@@ -45,6 +45,8 @@ class Removal(ConnectionModes, Rows, Params):
     )  # fmt: skip
 
     def events_of(self, ids: Sequence[int]) -> list[Event]:
+        if not ids:  # MariaDB's driver writes an empty list as `IN ()`, an error
+            return []
         with self.reading() as tx:
             rows = tx.fetch_all("event_list_many", {"ids": self.id_list(ids)})
         return [self.to_event(row) for row in rows]

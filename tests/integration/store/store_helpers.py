@@ -20,6 +20,11 @@ from denpyo.store import NewSubmission, Store
 SQL = Callable[[str], list[tuple[Any, ...]]]
 
 
+GONE = 2**62
+"""The id of no row: above every id, a creation time in nanoseconds on PostgreSQL's
+partitioned layout included."""
+
+
 def new(key: str, channel: str = "c") -> NewSubmission:
     return NewSubmission(channel, key, str(uuid.uuid4()), '{"n": 1}')
 

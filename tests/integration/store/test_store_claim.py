@@ -100,3 +100,22 @@ def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url:
         for name, index in CLAIM_INDEXES[backend].items():
             found = plan(name, params)
             assert index in found, (name, found)
+
+
+def test_the_ready_claim_and_the_in_doubt_claim_take_their_own_rows(store: Store) -> None:
+    """`claim_ready` starts the next attempt of due rows; `claim_in_doubt` holds rows
+    in doubt for one reconciler without changing their status (`claim` picks one)."""
+    waiting, _ = store.record(new("waiting"), actor="t")
+    doubtful, _ = store.record(new("doubt"), actor="h", lease=60)
+    [run_out] = store.move([Move.still_in_doubt(doubtful, "h", 0, "lease run out")])
+    assert run_out is not None and run_out.in_doubt
+    assert store.claim_in_doubt("sms", holder="r", limit=10, lease=60) == []
+
+    [ready] = store.claim_ready("c", holder="w", limit=10, lease=60)
+    assert (ready.id, ready.locked_by, ready.status) == (waiting.id, "w", waiting.status)
+    assert store.events(waiting.id)[-1].kind == "attempt"
+    [verify] = store.claim_in_doubt("c", holder="r", limit=10, lease=60)
+    assert (verify.id, verify.locked_by, verify.status) == (doubtful.id, "r", run_out.status)
+    assert verify.attempts == run_out.attempts, "verifying starts no attempt"
+    assert store.claim_in_doubt("c", holder="r2", limit=10, lease=60) == [], "one at a time"
+    assert store.claim_ready("c", holder="w2", limit=10, lease=60) == []

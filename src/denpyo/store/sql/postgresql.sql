@@ -1092,9 +1092,10 @@ SELECT DISTINCT archived_to FROM denpyo_keys
 WHERE archived_to IS NOT NULL AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 ORDER BY archived_to;
 
--- forget_pruned: whether a row (of one channel or all) was pruned and not forgotten: a search by a payload's field cannot find it
+-- forget_pruned: whether a row (of one channel or all) was pruned and not forgotten: a search by a payload's field cannot find it (the partitioned layout keeps the live rows' keys here too)
 SELECT 1 AS pruned FROM denpyo_keys
-WHERE archived_to IS NULL AND forgotten_at IS NULL AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
+WHERE removed_at IS NOT NULL AND archived_to IS NULL AND forgotten_at IS NULL
+  AND (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 LIMIT 1;
 
 -- forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
