@@ -58,14 +58,16 @@ def in_doubt(what: str) -> ConnectionError:
 
 
 def channel_options(
+    send: Callable[..., Any],
     verify: Callable[..., Any] | None,
     list_remote: Callable[..., Any] | None,
     *,
     idempotent: bool,
     idempotency_window: float | None,
 ) -> dict[str, Any]:
-    """The keyword arguments of `Ledger.channel` a ready-made channel fixes."""
-    options: dict[str, Any] = {"idempotent": idempotent}
+    """What a ready-made channel fixes, for ``ledger.add_channel(name, **options)``:
+    its `send` and the keyword arguments of `Ledger.channel` it knows."""
+    options: dict[str, Any] = {"send": send, "idempotent": idempotent}
     if verify is not None:
         options["verify"] = verify
     if list_remote is not None:

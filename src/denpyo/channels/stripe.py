@@ -71,8 +71,7 @@ class StripeChannel:
     """Create one Stripe object per submission with `client` (a `stripe.StripeClient`):
     ``kind="payment_intent"`` (the default) or ``"refund"``.
 
-    Register it with ``ledger.channel(name, **channel.options)(channel.send)``:
-    `options` holds `verify`, `list_remote`, ``idempotent=True`` and the window."""
+    Register it with ``ledger.add_channel(name, **channel.options, lease=…)``."""
 
     def __init__(
         self,
@@ -95,8 +94,10 @@ class StripeChannel:
 
     @property
     def options(self) -> dict[str, Any]:
-        """The keyword arguments for `Ledger.channel`."""
+        """`send`, `verify`, `list_remote`, ``idempotent=True`` and the window, for
+        ``ledger.add_channel(name, **channel.options)``."""
         return channel_options(
+            self.send,
             self.verify, self.list_remote, idempotent=True, idempotency_window=WINDOW
         )
 
