@@ -204,10 +204,8 @@ def _search_intents(core: ProviderCore, query: Query, headers: Headers, body: by
     if match is None:
         return _error(400, "invalid_request_error", "this fake searches metadata['k']:'v' only")
     name, value = match.group(1), re.sub(r"\\(.)", r"\1", match.group(2))
-    with core._lock:
-        core._counts["lookups"] += 1
-        if (fault := core.shaped_fault(core.options)) not in ("ok", "decline"):
-            return _fault_reply(fault if fault in ("throttle", "error") else "unavailable")  # type: ignore[return-value]
+    if core.lookup_fails():
+        return _error(503, "api_error", "search is unavailable")
     found = [o for o in _objects(core, "payment_intent") if o["metadata"].get(name) == value]
     found.sort(key=lambda o: (o["created"], o["id"]), reverse=True)
     return Reply(
