@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
-from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left
+from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left, younger_than
 from denpyo.domain.audit import RemoteRecord
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
@@ -145,7 +145,7 @@ class StripeChannel:
             return Unknown(f"Stripe could not be asked: {describe(exc)}")
         if found:
             return Delivered(found[0])
-        if self.kind == "payment_intent" and _younger_than(sub, self.search_lag):
+        if self.kind == "payment_intent" and younger_than(sub, self.search_lag):
             return Unknown(
                 f"not found by search yet, but the call is less than {self.search_lag:g} s "
                 "old and Stripe's search may take up to a minute to see it"
@@ -206,14 +206,6 @@ def _metadata(made: Any) -> dict[str, Any]:
 def _key_of(made: Any) -> str | None:
     value = _metadata(made).get(KEY)
     return str(value) if value else None
-
-
-def _younger_than(sub: Submission, seconds: float) -> bool:
-    """Was the row's last change (the start of its last attempt) under `seconds` ago?"""
-    if sub.updated_at is None or seconds <= 0:
-        return False
-    changed = sub.updated_at if sub.updated_at.tzinfo else sub.updated_at.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - changed).total_seconds() < seconds
 
 
 def describe(exc: stripe.StripeError) -> str:
