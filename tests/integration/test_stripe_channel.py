@@ -62,7 +62,10 @@ def test_a_payment_is_synced_with_the_intent_id_and_carries_the_key(
     intent = effect["payload"]
     assert sub.remote_id == intent["id"] and intent["id"].startswith("pi_")
     assert effect["idempotency_key"] == sub.idempotency_key  # the Idempotency-Key header
-    assert intent["metadata"] == {"denpyo_key": sub.idempotency_key, "denpyo_business_key": "order:1"}
+    assert intent["metadata"] == {
+        "denpyo_key": sub.idempotency_key,
+        "denpyo_business_key": "order:1",
+    }
     assert (intent["amount"], intent["status"]) == (4200, "succeeded")
 
 
@@ -92,7 +95,7 @@ def test_a_500_is_in_doubt_and_verify_settles_it(
     provider.fail_next("error")
     sub = submit(charges, "order:4")
     assert sub.status is denpyo.Status.FAILED and sub.in_doubt
-    settled = settle(charges, "charge", "order:4")
+    settle(charges, "charge", "order:4")
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
 
 

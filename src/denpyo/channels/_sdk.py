@@ -4,8 +4,8 @@ HTTP status are read, and the options they hand to `Ledger.channel`."""
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from denpyo.domain.submission import Submission

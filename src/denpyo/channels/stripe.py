@@ -97,8 +97,7 @@ class StripeChannel:
         """`send`, `verify`, `list_remote`, ``idempotent=True`` and the window, for
         ``ledger.add_channel(name, **channel.options)``."""
         return channel_options(
-            self.send,
-            self.verify, self.list_remote, idempotent=True, idempotency_window=WINDOW
+            self.send, self.verify, self.list_remote, idempotent=True, idempotency_window=WINDOW
         )
 
     # -- the call ---------------------------------------------------------------------
@@ -139,6 +138,8 @@ class StripeChannel:
         """Find the object by its ``denpyo_key`` metadata: Delivered with its id,
         NotDelivered, or Unknown when Stripe cannot answer now (or may not yet see a
         call made less than `search_lag` seconds ago)."""
+        if self.kind == "refund" and not _refunded(sub):
+            return Unknown("the refund's payload names no payment_intent or charge to list")
         try:
             found = self._find(sub)
         except stripe.StripeError as exc:
@@ -162,13 +163,7 @@ class StripeChannel:
             )
             matches = list(result.auto_paging_iter())
         else:
-            payload = sub.payload if isinstance(sub.payload, dict) else {}
-            target = {k: payload[k] for k in ("payment_intent", "charge") if k in payload}
-            if not target:
-                raise stripe.InvalidRequestError(
-                    "the refund's payload names no payment_intent or charge to list", None
-                )
-            listed = self._service.list(params={**target, "limit": 100})
+            listed = self._service.list(params={**_refunded(sub), "limit": 100})
             matches = [r for r in listed.auto_paging_iter() if _key_of(r) == key]
         matches.sort(key=lambda o: (o.created, o.id))
         return [str(o.id) for o in matches]
@@ -188,6 +183,12 @@ class StripeChannel:
             if key is None or not start <= made.created < end:
                 continue
             yield RemoteRecord(key, str(made.id), key=_metadata(made).get(BUSINESS_KEY))
+
+
+def _refunded(sub: Submission) -> dict[str, Any]:
+    """What a refund's payload refunds: its ``payment_intent`` and/or ``charge``."""
+    payload = sub.payload if isinstance(sub.payload, dict) else {}
+    return {k: payload[k] for k in ("payment_intent", "charge") if payload.get(k)}
 
 
 def _metadata(made: Any) -> dict[str, Any]:

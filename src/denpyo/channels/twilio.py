@@ -110,7 +110,10 @@ class TwilioChannel:
             return Unknown("the payload names no 'to' and 'body' to look for")
         since = (sub.created_at or datetime.now(UTC)) - _SKEW
         since = since if since.tzinfo else since.replace(tzinfo=UTC)
-        filters: dict[str, Any] = {"to": payload["to"], "date_sent_after": since - timedelta(days=1)}
+        filters: dict[str, Any] = {
+            "to": payload["to"],
+            "date_sent_after": since - timedelta(days=1),
+        }
         if payload.get("from_"):
             filters["from_"] = payload["from_"]
         try:

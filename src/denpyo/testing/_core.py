@@ -217,9 +217,19 @@ class ProviderCore:
         queued one (`fail_next`), else drawn from the rates (``fail`` answers 503)."""
         if self._queued:
             return self._queued.pop(0)
-        return {"fail": "unavailable", "reject": "decline"}.get(
-            fault := self._draw(options), fault
-        )
+        fault = self._draw(options)
+        return {"fail": "unavailable", "reject": "decline"}.get(fault, fault)
+
+    def after_effect(self, fault: str) -> Literal["drop", "slow"] | None:
+        """What the transport does once an effect is recorded under `fault`, counted
+        (with the lock held): drop the connection, answer late, or answer (None)."""
+        if fault == "drop":
+            self._counts["dropped"] += 1
+            return "drop"
+        if fault == "slow":
+            self._counts["slow"] += 1
+            return "slow"
+        return None
 
     def lookup_fails(self) -> bool:
         """Count one lookup; True when it must fail (`lookup_unknown_rate`)."""
@@ -465,7 +475,10 @@ class ProviderCore:
         return Reply(200, dataclasses.asdict(self._options))
 
 
-_HANDLERS: dict[tuple[str, str], Callable[[ProviderCore, Query, Headers, bytes], Reply]] = {
+Handler = Callable[["ProviderCore", Query, Headers, bytes], Reply]
+"""An endpoint: the provider, the query (and path parameters), the headers, the body."""
+
+_HANDLERS: dict[tuple[str, str], Handler] = {
     ("POST", "/send"): ProviderCore.on_send,
     ("GET", "/lookup/{idempotency_key}"): ProviderCore.on_lookup,
     ("GET", "/list"): ProviderCore.on_list,

@@ -18,7 +18,7 @@ import re
 import time
 from typing import Any
 
-from denpyo.testing._core import Headers, ProviderCore, Query, Reply
+from denpyo.testing._core import Handler, Headers, ProviderCore, Query, Reply
 
 _QUERY = re.compile(r"""^\s*\(?\s*unique_args\['([^']+)'\]\s*=\s*"((?:[^"\\]|\\.)*)"\s*\)?\s*$""")
 _REFUSALS = {
@@ -35,7 +35,7 @@ def _errors(status: int, message: str, field: str | None = None) -> Reply:
 
 def _send(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Reply:
     try:
-        mail = json.loads(body)
+        mail: Any = json.loads(body)
     except ValueError:
         mail = None
     with core._lock:
@@ -48,12 +48,11 @@ def _send(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Re
             core._counts["rejected" if fault == "decline" else "failed"] += 1
             return _errors(*_REFUSALS[fault])
         message_id = os.urandom(11).hex()
-        args = mail.get("custom_args") if isinstance(mail.get("custom_args"), dict) else {}
+        args = mail.get("custom_args")
+        args = args if isinstance(args, dict) else {}
         key = args.get("denpyo_key") if isinstance(args.get("denpyo_key"), str) else None
         core._record(key, message_id, mail, time.time())
-        then = fault if fault in ("drop", "slow") else None
-        if then is not None:
-            core._counts["dropped" if then == "drop" else "slow"] += 1
+        then = core.after_effect(fault)
     return Reply(202, "", {"X-Message-Id": message_id}, then)
 
 
@@ -70,6 +69,7 @@ def _messages(core: ProviderCore, query: Query, headers: Headers, body: bytes) -
         mail = effect["payload"]
         if not isinstance(mail, dict) or (mail.get("custom_args") or {}).get(name) != value:
             continue
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(effect["at"]))
         for n, person in enumerate(mail["personalizations"]):
             for to in person.get("to", []):
                 found.append({
@@ -80,12 +80,12 @@ def _messages(core: ProviderCore, query: Query, headers: Headers, body: bytes) -
                     "status": "delivered",
                     "opens_count": 0,
                     "clicks_count": 0,
-                    "last_event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(effect["at"])),
+                    "last_event_time": when,
                 })  # fmt: skip
     return Reply(200, {"messages": found[: int(query.get("limit", "10"))]})
 
 
-ROUTES = {
+ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "/v3/mail/send"): _send,
     ("GET", "/v3/messages"): _messages,
 }

@@ -20,6 +20,7 @@ up to a minute).
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import time
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from denpyo.testing._core import Headers, ProviderCore, Query, Reply
+from denpyo.testing._core import Handler, Headers, ProviderCore, Query, Reply
 
 DECLINED_CARDS = ("pm_card_chargeDeclined", "pm_card_visa_chargeDeclined")
 """Stripe's test payment methods that decline."""
@@ -103,9 +104,7 @@ def _create(kind: str, build: Callable[[ProviderCore, dict[str, Any]], Any]) -> 
                 return made
             core._record(key or None, made["id"], made, made["created"])
             core._effects[-1]["request"] = (kind, params)
-            then = fault if fault in ("drop", "slow") else None
-            if then is not None:
-                core._counts["dropped" if then == "drop" else "slow"] += 1
+            then = core.after_effect(fault)
         return Reply(200, made, {}, then)
 
     return handler
@@ -144,9 +143,7 @@ def _payment_intent(core: ProviderCore, params: dict[str, Any]) -> Any:
 
 def _refund(core: ProviderCore, params: dict[str, Any]) -> Any:
     target = params.get("payment_intent")
-    intent = next(
-        (e["payload"] for e in core._effects if e["id"] == target and target), None
-    )
+    intent = next((e["payload"] for e in core._effects if e["id"] == target and target), None)
     if intent is None:
         return _error(
             404, "invalid_request_error", f"No such payment_intent: '{target}'",
@@ -169,8 +166,7 @@ def _listed(core: ProviderCore, kind: str, query: Query, url: str) -> Reply:
     """Stripe's list: newest first, ``created[gte|gt|lt|lte]``, ``limit``, ``starting_after``."""
     found = _objects(core, kind)
     bounds = {
-        "gte": lambda c, v: c >= v, "gt": lambda c, v: c > v,
-        "lt": lambda c, v: c < v, "lte": lambda c, v: c <= v,
+        "gte": operator.ge, "gt": operator.gt, "lt": operator.lt, "lte": operator.le,
     }  # fmt: skip
     for op, test in bounds.items():
         value = query.get(f"created[{op}]")
@@ -225,7 +221,7 @@ def _retrieve_intent(core: ProviderCore, query: Query, headers: Headers, body: b
     return Reply(200, found[0])
 
 
-ROUTES: dict[tuple[str, str], Callable[[ProviderCore, Query, Headers, bytes], Reply]] = {
+ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "/v1/payment_intents"): _create("payment_intent", _payment_intent),
     ("GET", "/v1/payment_intents"): _list_intents,
     ("GET", "/v1/payment_intents/search"): _search_intents,

@@ -12,13 +12,14 @@ the rates): ``decline`` 400 (code 21211, an invalid ``To``), ``throttle`` 429
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
-from denpyo.testing._core import Headers, ProviderCore, Query, Reply
+from denpyo.testing._core import Handler, Headers, ProviderCore, Query, Reply
 
 _REFUSALS = {
     "decline": (400, 21211, "The 'To' number is not a valid phone number."),
@@ -43,7 +44,9 @@ def _create(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> 
         sender = form.get("From") or form.get("MessagingServiceSid")
         if not form.get("To") or not sender or not form.get("Body"):
             core._counts["rejected"] += 1
-            return _error(400, 21604, "A 'To', a 'From' (or 'MessagingServiceSid') and a 'Body' are required.")
+            return _error(
+                400, 21604, "A 'To', a 'From' (or 'MessagingServiceSid') and a 'Body' are required."
+            )
         fault = core.shaped_fault(core.options)
         if fault in _REFUSALS:
             core._counts["rejected" if fault == "decline" else "failed"] += 1
@@ -71,9 +74,7 @@ def _create(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> 
         }
         message["uri"] = message["uri"].replace("SM.json", message["sid"] + ".json")
         core._record(None, message["sid"], message, now)
-        then = fault if fault in ("drop", "slow") else None
-        if then is not None:
-            core._counts["dropped" if then == "drop" else "slow"] += 1
+        then = core.after_effect(fault)
     return Reply(201, message, {}, then)
 
 
@@ -84,7 +85,7 @@ def _list(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Re
     for name, field in (("To", "to"), ("From", "from")):
         if name in query:
             found = [e for e in found if e["payload"][field] == query[name]]
-    for name, keep in (("DateSent>", lambda at, b: at >= b), ("DateSent<", lambda at, b: at < b)):
+    for name, keep in (("DateSent>", operator.ge), ("DateSent<", operator.lt)):
         if name in query:
             bound = _day_or_date(query[name])
             found = [e for e in found if keep(e["at"], bound)]
@@ -112,7 +113,7 @@ def _day_or_date(value: str) -> float:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-ROUTES = {
+ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "/2010-04-01/Accounts/{account}/Messages.json"): _create,
     ("GET", "/2010-04-01/Accounts/{account}/Messages.json"): _list,
 }
