@@ -9,7 +9,9 @@ import stripe
 from twilio.http.http_client import TwilioHttpClient
 from twilio.rest import Client
 
+import denpyo
 from denpyo.testing import FakeProvider
+from waiting import wait_until
 
 
 def stripe_client(provider: FakeProvider) -> stripe.StripeClient:
@@ -40,3 +42,27 @@ class _ToFake(TwilioHttpClient):
 def twilio_client(provider: FakeProvider) -> Client:
     """Twilio's client on the fake provider."""
     return Client("ACdenpyo", "token", http_client=_ToFake(provider.url))
+
+
+def submitted(ledger: denpyo.Ledger, channel: str, key: str, payload: Any) -> denpyo.Submission:
+    """Submit and send now; the row whatever became of its call."""
+    try:
+        return ledger.submit(channel, key, payload)
+    except denpyo.SubmissionError as exc:
+        return exc.submission
+
+
+def settled(ledger: denpyo.Ledger, channel: str, key: str) -> denpyo.Submission:
+    """Run the worker (sends, retries, reconciles) until the row is synced: its
+    back-off is short, but on a busy machine it may take more than one pass."""
+    row = ledger.get(channel, key)
+
+    def synced() -> bool:
+        nonlocal row
+        ledger.work(until_idle=True, poll_interval=0.05)
+        row = ledger.get(channel, key)
+        return row is not None and row.status is denpyo.Status.SYNCED
+
+    wait_until(synced, f"{key} synced", moving=lambda: row, every=0.1)
+    assert row is not None
+    return row

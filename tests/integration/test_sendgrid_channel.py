@@ -10,8 +10,7 @@ import pytest
 import denpyo
 from denpyo.channels.sendgrid import SendGridChannel
 from denpyo.testing import FakeProvider
-from providers import sendgrid_client
-from waiting import wait_until
+from providers import sendgrid_client, settled, submitted
 
 MAIL = {
     "personalizations": [{"to": [{"email": "customer@example.com"}]}],
@@ -33,25 +32,7 @@ def mail(ledger: denpyo.Ledger, mailer: SendGridChannel) -> denpyo.Ledger:
 
 
 def submit(ledger: denpyo.Ledger, key: str, payload: Any = None) -> denpyo.Submission:
-    try:
-        return ledger.submit("mail", key, MAIL if payload is None else payload)
-    except denpyo.SubmissionError as exc:
-        return exc.submission
-
-
-def settle(ledger: denpyo.Ledger, key: str) -> denpyo.Submission:
-    """Run the worker until the row is synced (a short back-off, maybe several passes)."""
-    row = ledger.get("mail", key)
-
-    def synced() -> bool:
-        nonlocal row
-        ledger.work(until_idle=True, poll_interval=0.05)
-        row = ledger.get("mail", key)
-        return row is not None and row.status is denpyo.Status.SYNCED
-
-    wait_until(synced, f"{key} synced", moving=lambda: row, every=0.1)
-    assert row is not None
-    return row
+    return submitted(ledger, "mail", key, MAIL if payload is None else payload)
 
 
 def test_not_idempotent_with_verify_and_no_audit(mailer: SendGridChannel) -> None:
@@ -86,7 +67,7 @@ def test_429_and_503_fail_and_are_retried_to_one_email(
     provider.fail_next(fault)
     sub = submit(mail, "invoice:3")
     assert sub.status is denpyo.Status.FAILED and not sub.in_doubt
-    settle(mail, "invoice:3")
+    settled(mail, "mail", "invoice:3")
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
 
 
@@ -99,9 +80,9 @@ def test_a_500_or_a_lost_reply_is_verified_before_any_resend(
     provider.fail_next(fault)
     sub = submit(mail, "invoice:4")
     assert sub.status is denpyo.Status.FAILED and sub.in_doubt
-    settled = settle(mail, "invoice:4")
+    row = settled(mail, "mail", "invoice:4")
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
-    assert settled.remote_id == provider.accepted_ids_for(sub.idempotency_key)[0]
+    assert row.remote_id == provider.accepted_ids_for(sub.idempotency_key)[0]
 
 
 def test_verify_is_unknown_without_the_activity_api_or_while_it_lags(

@@ -8,25 +8,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import stripe
 
 import denpyo
 from denpyo.channels.stripe import WINDOW, StripeChannel
 from denpyo.testing import FakeProvider
-from waiting import wait_until
+from providers import settled, stripe_client, submitted
 
 CARD = {"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa", "confirm": True}
 
 
-def client_for(provider: FakeProvider) -> stripe.StripeClient:
-    return stripe.StripeClient(
-        "sk_test_denpyo", base_addresses={"api": provider.url}, max_network_retries=0
-    )
-
-
 @pytest.fixture
 def payments(provider: FakeProvider) -> StripeChannel:
-    return StripeChannel(client_for(provider), search_lag=0)
+    return StripeChannel(stripe_client(provider), search_lag=0)
 
 
 @pytest.fixture
@@ -38,10 +31,7 @@ def charges(ledger: denpyo.Ledger, payments: StripeChannel) -> Iterator[denpyo.L
 
 
 def submit(ledger: denpyo.Ledger, key: str, payload: Any = None) -> denpyo.Submission:
-    try:
-        return ledger.submit("charge", key, CARD if payload is None else payload)
-    except denpyo.SubmissionError as exc:
-        return exc.submission
+    return submitted(ledger, "charge", key, CARD if payload is None else payload)
 
 
 def test_options_make_an_idempotent_channel_with_verify_audit_and_window(
@@ -83,7 +73,7 @@ def test_429_and_503_fail_and_are_retried_to_one_payment(
     provider.fail_next(fault)
     sub = submit(charges, "order:3")
     assert sub.status is denpyo.Status.FAILED and not sub.in_doubt
-    settle(charges, "charge", "order:3")
+    settled(charges, "charge", "order:3")
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
 
 
@@ -95,7 +85,7 @@ def test_a_500_is_in_doubt_and_verify_settles_it(
     provider.fail_next("error")
     sub = submit(charges, "order:4")
     assert sub.status is denpyo.Status.FAILED and sub.in_doubt
-    settle(charges, "charge", "order:4")
+    settled(charges, "charge", "order:4")
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
 
 
@@ -106,9 +96,9 @@ def test_a_dropped_reply_is_verified_by_search_and_synced_without_a_second_call(
     sub = submit(charges, "order:5")
     assert sub.in_doubt
     requests = provider.stats().requests
-    settled = settle(charges, "charge", "order:5")
+    row = settled(charges, "charge", "order:5")
     [remote_id] = provider.accepted_ids_for(sub.idempotency_key)
-    assert settled.remote_id == remote_id
+    assert row.remote_id == remote_id
     assert provider.stats().requests == requests  # found by search, not sent again
 
 
@@ -126,14 +116,14 @@ def test_verify_of_a_fresh_call_is_unknown_while_search_may_lag(
 ) -> None:
     sub = submit(charges, "order:7")
     provider.reset()
-    cautious = StripeChannel(client_for(provider))  # search_lag: a minute
+    cautious = StripeChannel(stripe_client(provider))  # search_lag: a minute
     assert isinstance(cautious.verify(charges.get("charge", "order:7")), denpyo.Unknown)
     assert sub.status is denpyo.Status.SYNCED
 
 
 def test_an_unreachable_stripe_is_transient_and_verify_unknown(ledger: denpyo.Ledger) -> None:
     with FakeProvider() as gone:
-        channel = StripeChannel(client_for(gone))
+        channel = StripeChannel(stripe_client(gone))
     ledger.add_channel("charge", **channel.options)
     sub = submit(ledger, "order:8")
     assert sub.status is denpyo.Status.FAILED and not sub.in_doubt
@@ -180,30 +170,11 @@ def test_refunds_are_created_once_and_verified_by_the_intents_refunds(
     charges: denpyo.Ledger, provider: FakeProvider
 ) -> None:
     paid = submit(charges, "order:11")
-    refunds = StripeChannel(client_for(provider), kind="refund")
+    refunds = StripeChannel(stripe_client(provider), kind="refund")
     charges.add_channel("refund", **refunds.options, backoff=denpyo.Backoff(0.05))
     provider.fail_next("drop")
-    try:
-        refund = charges.submit("refund", "refund:11", {"payment_intent": paid.remote_id})
-    except denpyo.SubmissionError as exc:
-        refund = exc.submission
+    refund = submitted(charges, "refund", "refund:11", {"payment_intent": paid.remote_id})
     assert refund.in_doubt
-    settled = settle(charges, "refund", "refund:11")
+    row = settled(charges, "refund", "refund:11")
     [remote_id] = provider.accepted_ids_for(refund.idempotency_key)
-    assert settled.remote_id == remote_id and remote_id.startswith("re_")
-
-
-def settle(ledger: denpyo.Ledger, channel: str, key: str) -> denpyo.Submission:
-    """Run the worker (sends, retries, reconciles) until the row is synced: its
-    back-off is short, but on a busy machine it may take more than one pass."""
-    row = ledger.get(channel, key)
-
-    def synced() -> bool:
-        nonlocal row
-        ledger.work(until_idle=True, poll_interval=0.05)
-        row = ledger.get(channel, key)
-        return row is not None and row.status is denpyo.Status.SYNCED
-
-    wait_until(synced, f"{key} synced", moving=lambda: row, every=0.1)
-    assert row is not None
-    return row
+    assert row.remote_id == remote_id and remote_id.startswith("re_")

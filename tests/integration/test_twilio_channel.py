@@ -10,8 +10,7 @@ import pytest
 import denpyo
 from denpyo.channels.twilio import TwilioChannel
 from denpyo.testing import FakeProvider
-from providers import twilio_client
-from waiting import wait_until
+from providers import settled, submitted, twilio_client
 
 SMS = {"to": "+15005550006", "from_": "+15005550001", "body": "Your code is 4242"}
 
@@ -28,25 +27,7 @@ def sms(ledger: denpyo.Ledger, texts: TwilioChannel) -> denpyo.Ledger:
 
 
 def submit(ledger: denpyo.Ledger, key: str, payload: Any = None) -> denpyo.Submission:
-    try:
-        return ledger.submit("sms", key, SMS if payload is None else payload)
-    except denpyo.SubmissionError as exc:
-        return exc.submission
-
-
-def settle(ledger: denpyo.Ledger, key: str) -> denpyo.Submission:
-    """Run the worker until the row is synced (a short back-off, maybe several passes)."""
-    row = ledger.get("sms", key)
-
-    def synced() -> bool:
-        nonlocal row
-        ledger.work(until_idle=True, poll_interval=0.05)
-        row = ledger.get("sms", key)
-        return row is not None and row.status is denpyo.Status.SYNCED
-
-    wait_until(synced, f"{key} synced", moving=lambda: row, every=0.1)
-    assert row is not None
-    return row
+    return submitted(ledger, "sms", key, SMS if payload is None else payload)
 
 
 def test_not_idempotent_with_verify(texts: TwilioChannel) -> None:
@@ -81,7 +62,7 @@ def test_429_and_503_fail_and_are_retried_to_one_message(
     provider.fail_next(fault)
     sub = submit(sms, "otp:3")
     assert sub.status is denpyo.Status.FAILED and not sub.in_doubt
-    settle(sms, "otp:3")
+    settled(sms, "sms", "otp:3")
     assert len(provider.accepted()) == 1
 
 
@@ -92,9 +73,9 @@ def test_a_500_or_a_lost_reply_is_verified_before_any_resend(
     provider.fail_next(fault)
     sub = submit(sms, "otp:4")
     assert sub.status is denpyo.Status.FAILED and sub.in_doubt
-    settled = settle(sms, "otp:4")
+    row = settled(sms, "sms", "otp:4")
     [effect] = provider.accepted()
-    assert settled.remote_id == effect["id"]
+    assert row.remote_id == effect["id"]
 
 
 def test_two_like_messages_cannot_be_told_apart_and_wait_for_a_person(
