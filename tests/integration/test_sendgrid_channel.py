@@ -98,3 +98,17 @@ def test_verify_is_unknown_without_the_activity_api_or_while_it_lags(
     lagging = SendGridChannel(mailer.client)  # five minutes of lag
     fresh = mail.get("mail", "invoice:5")
     assert isinstance(lagging.verify(fresh), denpyo.Unknown)
+
+
+def test_a_hang_past_the_timeout_is_in_doubt_and_found(
+    ledger: denpyo.Ledger, provider: FakeProvider
+) -> None:
+    provider.configure(slow_seconds=5)
+    mailer = SendGridChannel(sendgrid_client(provider), activity_lag=0, timeout=0.5)
+    ledger.add_channel("mail", **mailer.options, backoff=denpyo.Backoff(0.05))
+    provider.fail_next("slow")
+    sub = submit(ledger, "invoice:6")
+    assert sub.status is denpyo.Status.FAILED and sub.in_doubt
+    row = settled(ledger, "mail", "invoice:6")
+    assert row.remote_id == provider.accepted_ids_for(sub.idempotency_key)[0]
+    assert provider.stats().requests == 1

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import stripe
 
 import denpyo
 from denpyo.channels.stripe import WINDOW, StripeChannel
@@ -178,3 +179,23 @@ def test_refunds_are_created_once_and_verified_by_the_intents_refunds(
     row = settled(charges, "refund", "refund:11")
     [remote_id] = provider.accepted_ids_for(refund.idempotency_key)
     assert row.remote_id == remote_id and remote_id.startswith("re_")
+
+
+def test_a_hang_past_the_clients_timeout_is_in_doubt_and_found(
+    ledger: denpyo.Ledger, provider: FakeProvider
+) -> None:
+    provider.configure(slow_seconds=5)
+    client = stripe.StripeClient(
+        "sk_test_denpyo", base_addresses={"api": provider.url}, max_network_retries=0,
+        http_client=stripe.RequestsClient(timeout=0.5),
+    )  # fmt: skip
+    ledger.add_channel(
+        "charge", **StripeChannel(client, search_lag=0).options, backoff=denpyo.Backoff(0.05)
+    )
+    provider.fail_next("slow")
+    sub = submit(ledger, "order:12")
+    assert sub.status is denpyo.Status.FAILED and sub.in_doubt
+    assert "may have been carried out" in (sub.last_error or "")
+    row = settled(ledger, "charge", "order:12")
+    assert row.remote_id == provider.accepted_ids_for(sub.idempotency_key)[0]
+    assert provider.stats().requests == 1

@@ -101,3 +101,18 @@ def test_verify_is_unknown_when_twilio_cannot_answer(
     assert texts.verify(sub) == denpyo.Delivered(sub.remote_id)
     provider.reset()
     assert texts.verify(sub) == denpyo.NotDelivered()
+
+
+def test_a_hang_past_the_clients_timeout_is_in_doubt_and_found(
+    ledger: denpyo.Ledger, provider: FakeProvider
+) -> None:
+    provider.configure(slow_seconds=5)
+    client = twilio_client(provider)
+    client.http_client.timeout = 0.5
+    ledger.add_channel("sms", **TwilioChannel(client).options, backoff=denpyo.Backoff(0.05))
+    provider.fail_next("slow")
+    sub = submit(ledger, "otp:8")
+    assert sub.status is denpyo.Status.FAILED and sub.in_doubt
+    row = settled(ledger, "sms", "otp:8")
+    [effect] = provider.accepted()
+    assert row.remote_id == effect["id"] and provider.stats().requests == 1
