@@ -27,6 +27,9 @@ PUBLIC_MODULES = {
     "denpyo.channels.http": ["HttpChannel"],
     "denpyo.channels.rabbitmq": ["RabbitMQChannel"],
     "denpyo.channels.nats": ["JetStreamChannel"],
+    "denpyo.channels.stripe": ["StripeChannel"],
+    "denpyo.channels.sendgrid": ["SendGridChannel"],
+    "denpyo.channels.twilio": ["TwilioChannel"],
     "denpyo.metrics": ["Metrics"],
 }
 
