@@ -84,7 +84,7 @@ def channel_and_payload(kind: str, provider: Where) -> tuple[Any, dict[str, Any]
 
         payment = {"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
                    "confirm": True}  # fmt: skip
-        return StripeChannel(stripe_client(provider), search_lag=0), payment
+        return StripeChannel(stripe_client(provider)), payment
     if kind == "sendgrid":
         from denpyo.channels.sendgrid import SendGridChannel
 

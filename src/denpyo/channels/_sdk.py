@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from denpyo.domain.submission import Submission
 from denpyo.errors import Rejected, Transient
 
 _NEVER_LEFT = (ConnectionRefusedError, socket.gaierror)
@@ -77,15 +75,3 @@ def channel_options(
     if idempotency_window is not None:
         options["idempotency_window"] = idempotency_window
     return options
-
-
-def younger_than(sub: Submission, seconds: float) -> bool:
-    """May the row's call have been in flight less than `seconds` ago? Its lease's end
-    while it is held (the call may leave until then), else its last change (a settle
-    ends the call). A provider whose lookups lag answers "not found" for a younger
-    call that it has."""
-    last = sub.locked_until or sub.updated_at
-    if last is None or seconds <= 0:
-        return False
-    last = last if last.tzinfo else last.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - last).total_seconds() < seconds

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
-from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left, younger_than
+from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.errors import Rejected, Transient
@@ -134,12 +135,24 @@ class SendGridChannel:
             return Unknown(f"SendGrid's Email Activity API could not be asked: {exc!r}")
         if found:
             return Delivered(str(found[0]["msg_id"]).split(".")[0])
-        if younger_than(sub, self.activity_lag):
+        if _younger_than(sub, self.activity_lag):
             return Unknown(
                 f"not in the activity yet, but the call is less than {self.activity_lag:g} s "
                 "old and SendGrid's activity lags behind"
             )
         return NotDelivered()
+
+
+def _younger_than(sub: Submission, seconds: float) -> bool:
+    """May the row's call have been in flight less than `seconds` ago? Its lease's end
+    while it is held (the call may leave until then), else its last change (a settle
+    ends the call). A provider whose lookups lag answers "not found" for a younger
+    call that it has."""
+    last = sub.locked_until or sub.updated_at
+    if last is None or seconds <= 0:
+        return False
+    last = last if last.tzinfo else last.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - last).total_seconds() < seconds
 
 
 def _header(headers: Any, name: str) -> str | None:

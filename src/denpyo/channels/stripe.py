@@ -26,11 +26,13 @@ How Stripe's answers are classified (never "did not arrive" unless certain):
   engine records as ambiguous: the row is verified before any resend.
 
 `verify` (payment intents): the Search API, ``metadata['denpyo_key']:'KEY'``.
-Stripe's search is not available in every region (not in India) and may take up to
-a minute to see a new object: a call made less than `search_lag` seconds before
-the verify answers `Unknown` rather than NotDelivered. `verify` (refunds: they have
-no search): the refunds of the payload's ``payment_intent`` (or ``charge``), by
-their metadata. `list_remote` lists by creation time, newest first, every page.
+Stripe's search may take up to a minute to see a new object, so "not found" may
+be a call Stripe has: the row is then resent under its key, which Stripe answers
+with the first object (a call that young is well inside the 24 hours Stripe keeps
+a key): never a second payment. Search is not available in every region (not in
+India): there verify answers `Unknown`. `verify` (refunds: they have no search):
+the refunds of the payload's ``payment_intent`` (or ``charge``), by their
+metadata. `list_remote` lists by creation time, newest first, every page.
 
 The SDK's own retries (``max_network_retries``) resend under the same key, so they
 are harmless; keep them short beside the channel's `lease`.
@@ -43,7 +45,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal
 
-from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left, younger_than
+from denpyo.channels._sdk import by_status, channel_options, in_doubt, never_left
 from denpyo.domain.audit import RemoteRecord
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
@@ -78,13 +80,11 @@ class StripeChannel:
         client: stripe.StripeClient,
         *,
         kind: Kind = "payment_intent",
-        search_lag: float = 60.0,
     ) -> None:
         if kind not in ("payment_intent", "refund"):
             raise ConfigurationError(f"kind must be 'payment_intent' or 'refund', not {kind!r}")
         self.client = client
         self.kind: Kind = kind
-        self.search_lag = search_lag
         self._service: Any = (
             client.v1.payment_intents if kind == "payment_intent" else client.v1.refunds
         )
@@ -136,22 +136,15 @@ class StripeChannel:
 
     def verify(self, sub: Submission) -> Verdict:
         """Find the object by its ``denpyo_key`` metadata: Delivered with its id,
-        NotDelivered, or Unknown when Stripe cannot answer now (or may not yet see a
-        call made less than `search_lag` seconds ago)."""
+        NotDelivered (a resend under the key is safe even if search lags), or Unknown
+        when Stripe cannot answer now."""
         if self.kind == "refund" and not _refunded(sub):
             return Unknown("the refund's payload names no payment_intent or charge to list")
         try:
             found = self._find(sub)
         except stripe.StripeError as exc:
             return Unknown(f"Stripe could not be asked: {describe(exc)}")
-        if found:
-            return Delivered(found[0])
-        if self.kind == "payment_intent" and younger_than(sub, self.search_lag):
-            return Unknown(
-                f"not found by search yet, but the call is less than {self.search_lag:g} s "
-                "old and Stripe's search may take up to a minute to see it"
-            )
-        return NotDelivered()
+        return Delivered(found[0]) if found else NotDelivered()
 
     def _find(self, sub: Submission) -> list[str]:
         """The ids of the objects that carry the row's key, oldest first."""
