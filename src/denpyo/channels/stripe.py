@@ -63,8 +63,6 @@ BUSINESS_KEY = "denpyo_business_key"
 """The metadata field that carries the row's business key (for `audit(adopt=True)`)."""
 WINDOW = 23 * 3600.0
 """Stripe keeps an idempotency key 24 hours; the channel counts on 23."""
-_METADATA_VALUE = 500
-"""Stripe's longest metadata value."""
 
 Kind = Literal["payment_intent", "refund"]
 
@@ -114,9 +112,9 @@ class StripeChannel:
         metadata = payload.get("metadata", {})
         if not isinstance(metadata, dict):
             raise Rejected("the payload's metadata is not an object; nothing was sent")
-        keys = {KEY: sub.idempotency_key}
-        if len(sub.key) <= _METADATA_VALUE:
-            keys[BUSINESS_KEY] = sub.key
+        # Both fit Stripe's limits: a key of 40 characters, a value of 500 (a
+        # business key has at most 255, an idempotency key is a UUID).
+        keys = {KEY: sub.idempotency_key, BUSINESS_KEY: sub.key}
         return {**payload, "metadata": {**metadata, **keys}}
 
     def send(self, sub: Submission) -> str:
