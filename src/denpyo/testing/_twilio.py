@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import os
 import time
+from datetime import UTC, datetime
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl
@@ -103,8 +104,6 @@ def _list(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Re
 
 def _day_or_date(value: str) -> float:
     """Twilio's date filters: ``YYYY-MM-DD`` or an RFC 2822 / ISO 8601 time."""
-    from datetime import UTC, datetime
-
     try:
         return parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError):
