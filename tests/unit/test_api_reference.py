@@ -28,6 +28,9 @@ PUBLIC_MODULES = {
     "denpyo.channels.rabbitmq": ["RabbitMQChannel"],
     "denpyo.channels.nats": ["JetStreamChannel"],
     "denpyo.channels.aws": ["SqsFifoChannel", "SnsFifoChannel", "SesChannel"],
+    "denpyo.channels.stripe": ["StripeChannel"],
+    "denpyo.channels.sendgrid": ["SendGridChannel"],
+    "denpyo.channels.twilio": ["TwilioChannel"],
     "denpyo.metrics": ["Metrics"],
 }
 

@@ -11,7 +11,8 @@ import pytest
 
 BLOCKED = (
     "psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats",
-    "starlette", "jinja2", "prometheus_client", "argon2", "pyarrow", "duckdb",
+    "starlette", "jinja2", "prometheus_client", "argon2", "pyarrow", "duckdb", "stripe",
+    "sendgrid", "python_http_client", "twilio",
 )  # fmt: skip
 
 
@@ -30,6 +31,9 @@ def _without_extras(code: str) -> subprocess.CompletedProcess[str]:
         ("import denpyo.channels.http", "http"),
         ("import denpyo.channels.rabbitmq", "rabbitmq"),
         ("import denpyo.channels.nats", "nats"),
+        ("import denpyo.channels.stripe", "stripe"),
+        ("import denpyo.channels.sendgrid", "sendgrid"),
+        ("import denpyo.channels.twilio", "twilio"),
         ("import denpyo.web", "dashboard"),
         ("import denpyo.metrics", "dashboard"),
         ("import denpyo.testing; denpyo.testing.FakeProvider(transport='aiohttp')", "http"),

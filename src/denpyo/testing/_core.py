@@ -25,6 +25,10 @@ from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 FAULTS = ("fail", "reject", "drop", "slow", "ok")
+SHAPED_FAULTS = ("throttle", "error", "unavailable", "decline", "drop", "slow", "ok")
+"""The faults of the provider-shaped routes: 429, 500, 503, the provider's refusal
+(a declined card, a bad address), the call recorded then the connection dropped,
+the call recorded then answered late."""
 RATE_OPTIONS = ("fail_rate", "reject_rate", "drop_rate", "slow_rate", "lookup_unknown_rate")
 
 Query = Mapping[str, str]
@@ -169,6 +173,7 @@ class ProviderCore:
         self._effects: list[dict[str, Any]] = []
         self._ids_by_key: dict[str, list[str]] = {}
         self._key_since: dict[str, float] = {}
+        self._queued: list[str] = []
         self.reset()
 
     def _seed_rngs(self, seed: int | None) -> None:
@@ -196,6 +201,42 @@ class ProviderCore:
             self._effects = []
             self._ids_by_key = {}
             self._key_since = {}
+            self._queued = []
+
+    def fail_next(self, *faults: str) -> None:
+        """The next requests to a provider-shaped route (Stripe, SendGrid, Twilio)
+        fail with these faults, one each, before the rates are drawn again."""
+        unknown = sorted(set(faults) - set(SHAPED_FAULTS))
+        if unknown:
+            raise ValueError(f"unknown fault(s): {', '.join(unknown)}")
+        with self._lock:
+            self._queued.extend(faults)
+
+    def shaped_fault(self, options: ProviderOptions) -> str:
+        """The fault of one request to a provider-shaped route, with the lock held: a
+        queued one (`fail_next`), else drawn from the rates (``fail`` answers 503)."""
+        if self._queued:
+            return self._queued.pop(0)
+        fault = self._draw(options)
+        return {"fail": "unavailable", "reject": "decline"}.get(fault, fault)
+
+    def after_effect(self, fault: str) -> Literal["drop", "slow"] | None:
+        """What the transport does once an effect is recorded under `fault`, counted
+        (with the lock held): drop the connection, answer late, or answer (None)."""
+        if fault == "drop":
+            self._counts["dropped"] += 1
+            return "drop"
+        if fault == "slow":
+            self._counts["slow"] += 1
+            return "slow"
+        return None
+
+    def lookup_fails(self) -> bool:
+        """Count one lookup; True when it must fail (`lookup_unknown_rate`)."""
+        with self._lock:
+            self._counts["lookups"] += 1
+            rate = self._options.lookup_unknown_rate
+            return rate > 0 and self._lookup_rng.random() < rate
 
     def stats(self) -> ProviderStats:
         with self._lock:
@@ -434,7 +475,10 @@ class ProviderCore:
         return Reply(200, dataclasses.asdict(self._options))
 
 
-_HANDLERS: dict[tuple[str, str], Callable[[ProviderCore, Query, Headers, bytes], Reply]] = {
+Handler = Callable[["ProviderCore", Query, Headers, bytes], Reply]
+"""An endpoint: the provider, the query (and path parameters), the headers, the body."""
+
+_HANDLERS: dict[tuple[str, str], Handler] = {
     ("POST", "/send"): ProviderCore.on_send,
     ("GET", "/lookup/{idempotency_key}"): ProviderCore.on_lookup,
     ("GET", "/list"): ProviderCore.on_list,
@@ -444,6 +488,10 @@ _HANDLERS: dict[tuple[str, str], Callable[[ProviderCore, Query, Headers, bytes],
     ("POST", "/reset"): ProviderCore.on_reset,
     ("POST", "/configure"): ProviderCore.on_configure,
 }
+# The routes in a provider's API shape (for its SDK), one module per provider.
+from denpyo.testing import _sendgrid, _stripe, _twilio  # noqa: E402
+
+_HANDLERS.update({**_stripe.ROUTES, **_sendgrid.ROUTES, **_twilio.ROUTES})
 ENDPOINTS: list[tuple[str, str]] = list(_HANDLERS)
 """(method, path) of every endpoint; ``{name}`` stands for one path segment."""
 

@@ -218,6 +218,15 @@ class FakeProvider:
         default now); returns its remote id. For tests of the audit."""
         return self._core.plant(idempotency_key, remote_id=remote_id, payload=payload, at=at)
 
+    def fail_next(self, *faults: str) -> None:
+        """The next requests to the routes in a provider's API shape (Stripe's
+        ``/v1/...``, SendGrid's ``/v3/...``, Twilio's ``/2010-04-01/...``) fail with
+        these, one each: ``throttle`` (429), ``error`` (500), ``unavailable`` (503),
+        ``decline`` (the provider refuses: a declined card, a bad address), ``drop``
+        (recorded, then the connection closed unanswered), ``slow`` (recorded, then
+        answered after ``slow_seconds``: a hang), ``ok``."""
+        self._core.fail_next(*faults)
+
     def forget(self, idempotency_key: str) -> int:
         """Remove a key's effects, as if the provider had no record; returns how many."""
         return self._core.forget(idempotency_key)
