@@ -201,6 +201,7 @@ class Forgetting(ConnectionModes, Rows, Params):
                         results.append((sid, RowOutcome.SKIPPED, FORGOTTEN_ALREADY))
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
                 self._scrub_action_log(tx, done, scrub, action_id)
+                self.forget_provider_events_in(tx, done)
                 self._counted(tx, action_id, holder, lease, results)
                 return results
         except _Lost:
