@@ -1,9 +1,12 @@
-"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard."""
+"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard;
+and how the dashboard and the webhooks are served."""
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -264,17 +267,8 @@ def dashboard(
         redact=redact,
         allowed_hosts=served_as(host, allowed_hosts),
     )
-    import socket
-
-    import uvicorn
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:  # bound here, so that a port in use is one line and exit 2, before any banner
-        listening = socket.create_server((host, port), family=family)
-    except OSError as exc:
-        fail(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}")
-    shown = f"[{host}]" if ":" in host else host
-    render.err.print(f"dashboard on http://{shown}:{port}/ {'(read-only)' if read_only else ''}")
+    listening = listen(host, port, "the dashboard")
+    render.err.print(f"dashboard on {url_of(host, port)} {'(read-only)' if read_only else ''}")
     if generated:
         render.err.print(f"sign in with the token: {token}", soft_wrap=True, highlight=False)
     if users_file:
@@ -286,6 +280,29 @@ def dashboard(
         render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
     # The peer address is the connection's: X-Forwarded-For is believed only from a
     # --trusted-proxy, by the dashboard itself.
+    serve_asgi(app, listening)
+
+
+def listen(host: str, port: int, what: str) -> socket.socket:
+    """The socket `what` serves on, bound here, so that a port in use is one line and
+    exit 2, before any banner."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        fail(f"cannot serve {what} on {host}:{port}: {exc.strerror or exc}")
+
+
+def url_of(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def serve_asgi(app: Any, listening: socket.socket) -> None:
+    """Serve an ASGI app (the dashboard, the webhooks) with uvicorn on `listening`
+    until interrupted: the peer address is the connection's (no proxy headers)."""
+    import uvicorn
+
     config = uvicorn.Config(app, log_level="warning", proxy_headers=False)
     with listening:
         uvicorn.Server(config).run(sockets=[listening])
@@ -295,7 +312,6 @@ def served_as(host: str, allowed: Sequence[str]) -> list[str]:
     """The names the dashboard answers to besides IP addresses and localhost: those
     given, the address it listens on, and on every address (0.0.0.0, ::) this
     machine's own names."""
-    import socket
 
     names = [*allowed, host]
     if host in ("0.0.0.0", "::", ""):
