@@ -119,7 +119,7 @@ class SnsSigner:
             else ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type")
         )
         canonical = "".join(f"{n}\n{message[n]}\n" for n in names if n in message)
-        digest = hashes.SHA1() if version == "1" else hashes.SHA256()  # noqa: S303
+        digest = hashes.SHA1() if version == "1" else hashes.SHA256()
         signature = self.key.sign(canonical.encode(), padding.PKCS1v15(), digest)
         message["Signature"] = base64.b64encode(signature).decode()
         return message

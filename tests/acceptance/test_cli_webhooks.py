@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from test_serve import start, wait_for
-from webhook_signing import STRIPE_SECRET, stripe_request
 
 import denpyo
 from conftest import free_port
 from denpyo import Status
 from denpyo.domain.moves import Move
+from webhook_signing import STRIPE_SECRET, stripe_request
 
 
 @pytest.fixture

@@ -15,6 +15,12 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+
+import denpyo
+from denpyo import Status, Submission
+from denpyo.channels._keys import ses_tag_value
+from denpyo.domain.moves import Move
+from denpyo.webhooks import create_app
 from webhook_signing import (
     SNS_TOPIC,
     STRIPE_SECRET,
@@ -25,12 +31,6 @@ from webhook_signing import (
     stripe_request,
     twilio_request,
 )
-
-import denpyo
-from denpyo import Status, Submission
-from denpyo.channels._keys import ses_tag_value
-from denpyo.domain.moves import Move
-from denpyo.webhooks import create_app
 
 SQL = Callable[[str], list[tuple[Any, ...]]]
 TABLES = (
@@ -113,8 +113,10 @@ def test_stripe_settles_a_row_in_doubt_by_its_key(hooks: Hooks) -> None:
 
 def test_sendgrid_settles_a_row_in_doubt_by_its_key(hooks: Hooks) -> None:
     sub = hooks.in_doubt("mail:1")
-    event = {"sg_event_id": "sg-1", "event": "delivered", "denpyo_key": sub.idempotency_key,
-             "sg_message_id": "msg14.filter0001.16648.5515E0B88.0", "email": "ann@example.com"}  # fmt: skip
+    event = {
+        "sg_event_id": "sg-1", "event": "delivered", "denpyo_key": sub.idempotency_key,
+        "sg_message_id": "msg14.filter0001.16648.5515E0B88.0", "email": "ann@example.com",
+    }  # fmt: skip
     assert hooks.post("/sendgrid", hooks.sendgrid.request([event])) == 200
     _confirmed(hooks, sub, "msg14", "sendgrid event sg-1")
 
@@ -237,15 +239,16 @@ def _refusals(hooks: Hooks, sub: Submission) -> list[tuple[str, tuple[bytes, dic
     sms = {"MessageSid": "SMx", "MessageStatus": "delivered"}
     ses = hooks.sns.ses_request("sns-x", "Delivery", ses_id="x", tag=key)
     ses_message = json.loads(ses[0])
+    an_hour_ago = int(time.time()) - 3600
+    forged_cert = {**ses_message, "SigningCertURL": "https://evil.example.com/c.pem"}
     return [
         ("/stripe", (good_body, {})),  # unsigned
         ("/stripe", stripe_request("evt_x", "payment_intent.succeeded", pi, secret="whsec_other")),
-        ("/stripe", stripe_request("evt_x", "payment_intent.succeeded", pi,
-                                   at=int(time.time()) - 3600)),  # stale  # fmt: skip
+        ("/stripe", stripe_request("evt_x", "payment_intent.succeeded", pi, at=an_hour_ago)),
         ("/stripe", (good_body.replace(b"pi_x", b"pi_y"), good_headers)),  # altered
         ("/stripe", (b"not json", {"Stripe-Signature": "t=1,v1=00"})),
         ("/sendgrid", other.request(sg_event)),  # another key
-        ("/sendgrid", hooks.sendgrid.request(sg_event, at=int(time.time()) - 3600)),  # stale
+        ("/sendgrid", hooks.sendgrid.request(sg_event, at=an_hour_ago)),  # stale
         ("/sendgrid", (sg_body, {})),  # unsigned
         ("/sendgrid", (sg_body + b" ", sg_headers)),  # altered
         ("/twilio", twilio_request(sms, token="another-token")),
@@ -253,8 +256,7 @@ def _refusals(hooks: Hooks, sub: Submission) -> list[tuple[str, tuple[bytes, dic
         ("/twilio", (b"MessageSid=SMx&MessageStatus=delivered", {})),  # unsigned
         ("/sns", (json.dumps({**ses_message, "Message": "{}"}).encode(), {})),  # altered
         ("/sns", (json.dumps({**ses_message, "TopicArn": "arn:aws:sns:x:1:other"}).encode(), {})),
-        ("/sns", (json.dumps({**ses_message,
-                              "SigningCertURL": "https://evil.example.com/c.pem"}).encode(), {})),  # fmt: skip
+        ("/sns", (json.dumps(forged_cert).encode(), {})),
         ("/sns", (json.dumps({**ses_message, "SignatureVersion": "3"}).encode(), {})),
         ("/sns", (b"[1, 2", {})),
     ]

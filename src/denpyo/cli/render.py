@@ -696,9 +696,7 @@ def show_audit(report: AuditReport) -> None:
         out.print(table)
     out.print(f"{len(report.discrepancies)} discrepancies", style="bold red")
     if report.unknown_events:
-        out.print(
-            f"{len(report.unknown_events)} webhook events that name no row", style="bold red"
-        )
+        out.print(f"{len(report.unknown_events)} webhook events that name no row", style="bold red")
     if report.adopted:
         out.print(
             f"{report.adopted} adopted: recorded as synced rows of their keys", style="yellow"

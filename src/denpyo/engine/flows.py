@@ -344,9 +344,7 @@ class Flows:
         alert = decided.alert
         if alert is not None:
             alert = replace(alert, message=self.unquoted_text(alert.message, sub) or "")
-        return replace(
-            decided, last_error=self.unquoted_text(decided.last_error, sub), alert=alert
-        )
+        return replace(decided, last_error=self.unquoted_text(decided.last_error, sub), alert=alert)
 
     def _unquoted_doubt(self, decided: DoubtDecision, sub: Submission) -> DoubtDecision:
         """A decision on a row in doubt with its note, and its alert's text, quoting no

@@ -8,7 +8,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from denpyo.domain.forgetting import FORGOTTEN
 from denpyo.domain.moves import Change
@@ -51,7 +51,7 @@ class ProviderEvents(ConnectionModes, Rows, Params):
         with self.transaction() as tx:
             sub = self._named_row(tx, event)
             detail = event.detail if sub is None else scrub(event.detail or "", sub) or None
-            params = {
+            params: dict[str, Any] = {
                 "provider": event.provider, "event_id": event.event_id, "kind": event.kind,
                 "submission_id": None if sub is None else sub.id,
                 "idempotency_key": event.idempotency_key, "remote_id": event.remote_id,

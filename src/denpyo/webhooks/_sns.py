@@ -58,7 +58,7 @@ SIGNED = {
 
 def fetch(url: str) -> bytes:
     """The default fetcher: an HTTPS GET of 10 seconds at most."""
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (checked: https, SNS)
+    with urllib.request.urlopen(url, timeout=10) as response:
         body: bytes = response.read()
         return body
 
@@ -102,7 +102,7 @@ class Verifier:
         except ImportError as exc:
             raise missing("webhooks", "the SNS webhook", exc) from exc
         version = message.get("SignatureVersion")
-        algorithm = {"1": hashes.SHA1(), "2": hashes.SHA256()}.get(str(version))  # noqa: S303
+        algorithm = {"1": hashes.SHA1(), "2": hashes.SHA256()}.get(str(version))
         if algorithm is None:
             raise Refused(f"SNS SignatureVersion {version!r} is neither 1 nor 2")
         url = text(message.get("SigningCertURL"))
@@ -156,8 +156,10 @@ class Verifier:
 def allowed(url: str) -> bool:
     """An HTTPS URL on an SNS host (``sns.<region>.amazonaws.com``)."""
     parts = urlsplit(url)
-    return parts.scheme == "https" and parts.port is None and bool(
-        HOST.fullmatch(parts.hostname or "")
+    return (
+        parts.scheme == "https"
+        and parts.port is None
+        and bool(HOST.fullmatch(parts.hostname or ""))
     )
 
 
@@ -171,7 +173,7 @@ def _notification(message: dict[str, Any]) -> ProviderEvent:
     except ValueError:
         inner = None
     mail = field(inner, "mail")
-    if isinstance(mail, dict):  # an SES event
+    if isinstance(inner, dict) and isinstance(mail, dict):  # an SES event
         kind = text(inner.get("eventType")) or text(inner.get("notificationType")) or "SES"
         tags = field(mail, "tags", FIELD)
         tag = text(tags[0]) if isinstance(tags, list) and tags else None
