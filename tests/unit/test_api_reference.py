@@ -28,6 +28,7 @@ PUBLIC_MODULES = {
     "denpyo.channels.rabbitmq": ["RabbitMQChannel"],
     "denpyo.channels.nats": ["JetStreamChannel"],
     "denpyo.metrics": ["Metrics"],
+    "denpyo.webhooks": ["create_app"],
 }
 
 
