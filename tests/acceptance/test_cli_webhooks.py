@@ -8,27 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import httpx
-import pytest
-from test_serve import start, wait_for
+from test_serve import start, stopped, wait_for  # noqa: F401 - stopped: a fixture
 
 import denpyo
 from conftest import free_port
 from denpyo import Status
 from denpyo.domain.moves import Move
 from webhook_signing import STRIPE_SECRET, stripe_request
-
-
-@pytest.fixture
-def stopped() -> Iterator[list[subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
 
 
 def test_webhooks_refuse_to_start_with_no_provider(db_url: str) -> None:
@@ -43,7 +31,8 @@ def test_webhooks_refuse_to_start_with_no_provider(db_url: str) -> None:
 
 
 def test_a_signed_stripe_event_settles_a_row_in_doubt_before_the_answer(
-    db_url: str, stopped: list[subprocess.Popen[str]]
+    db_url: str,
+    stopped: list[subprocess.Popen[str]],  # noqa: F811 - the fixture
 ) -> None:
     with denpyo.Ledger(db_url) as ledger:
         ledger.channel("charge")(lambda sub: "pi_never")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
 from denpyo.cli import redacting, render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.app import EXIT_ATTENTION, Env, F, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
 from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
 from denpyo.domain.filters import DEFAULT_LIMIT
@@ -141,11 +141,24 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
         render.show_history(found, full=full)
 
 
+def listen_options(port: int) -> Callable[[F], F]:
+    """`--host` (loopback by default) and `--port` (`port` by default): where a
+    server (the dashboard, the webhooks) listens."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--port", type=click.IntRange(min=1, max=65535), default=port, show_default=True,
+            help="Port.",
+        )(fn)  # fmt: skip
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+        )(fn)
+
+    return decorate
+
+
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(min=1, max=65535), default=8470, show_default=True, help="Port."
-)
+@listen_options(8470)
 @click.option(
     "--allowed-host",
     "allowed_hosts",

@@ -8,16 +8,13 @@ import click
 
 from denpyo.cli import render
 from denpyo.cli.app import Env, fail, main, pass_env
-from denpyo.cli.commands import listen, serve_asgi, url_of
+from denpyo.cli.commands import listen, listen_options, serve_asgi, url_of
 
 SNS_TOPICS_VARIABLE = "DENPYO_SNS_TOPICS"
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(min=1, max=65535), default=8471, show_default=True, help="Port."
-)
+@listen_options(8471)
 @click.option(
     "--stripe-secret",
     envvar="DENPYO_STRIPE_WEBHOOK_SECRET",
