@@ -30,6 +30,7 @@ from denpyo.domain.limits import storable_text
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
+from denpyo.errors import InvalidInput
 
 PROVIDERS = frozenset({"stripe", "sendgrid", "twilio", "ses", "sns"})
 """The providers whose webhooks denpyo reads (denpyo.webhooks)."""
@@ -67,9 +68,11 @@ class ProviderEvent:
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
-            raise ValueError(f"unknown provider {self.provider!r}")
+            raise InvalidInput(
+                f"unknown provider {self.provider!r}: one of {', '.join(sorted(PROVIDERS))}"
+            )
         if not self.event_id or not self.kind:
-            raise ValueError("a provider's event needs its id and its kind")
+            raise InvalidInput("a provider's event needs its id and its kind")
         object.__setattr__(self, "event_id", self.event_id[:EVENT_ID_MAX])
         object.__setattr__(self, "kind", self.kind[:64])
         if self.idempotency_key is not None and len(self.idempotency_key) > 64:

@@ -11,12 +11,15 @@ to those only)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from denpyo.channels._keys import FIELD
 from denpyo.domain.provider_events import ProviderEvent
 from denpyo.extras import missing
 from denpyo.webhooks._common import Refused, field, json_body, text
+
+log = logging.getLogger("denpyo.webhooks")
 
 READ = ("payment_intent.", "charge.refunded", "charge.dispute.", "refund.")
 """The event types the route reads (a prefix, or the type itself)."""
@@ -45,6 +48,7 @@ def events(body: bytes, signature: str | None, secret: str) -> list[ProviderEven
     if kind is None or event_id is None or not isinstance(obj, dict):
         raise Refused("a Stripe event has an id, a type and data.object")
     if not kind.startswith(READ):
+        log.info("Stripe event %s (%s) is not one the webhooks read", event_id, kind)
         return []
     return [
         ProviderEvent(
