@@ -176,3 +176,31 @@ def test_a_webhook_and_the_workers_settle_at_once_make_one_synced_move(
     assert got.confirmed is not settled  # exactly one of them moved it
     if settled:
         assert ledger.events(held.id)[-1].kind == "provider"
+
+
+def test_the_same_event_delivered_twice_at_once_is_recorded_once(ledger: denpyo.Ledger) -> None:
+    """Providers retry when an answer is slow: two deliveries may be in flight at
+    once. The unique (provider, event id) lets one of them through."""
+    ledger.channel("c")(ok)
+    sub = _in_doubt(ledger)
+    start = threading.Barrier(4)
+    results: list[denpyo.Received] = []
+
+    def deliver() -> None:
+        start.wait()
+        results.append(
+            ledger.receive_provider_event(
+                "sendgrid", "sg-9", "delivered", idempotency_key=sub.idempotency_key
+            )
+        )
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.duplicate for r in results) == [False, True, True, True]
+    assert sum(r.confirmed for r in results) == 1
+    assert len(ledger.store.provider_events_of(sub.id)) == 1
+    moves = [e for e in ledger.events(sub.id) if e.to_status is Status.SYNCED]
+    assert len(moves) == 1
