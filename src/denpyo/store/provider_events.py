@@ -40,6 +40,14 @@ class ProviderEvents(ConnectionModes, Rows, Params):
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """`Store.move` inside a transaction (store/sql_store.py)."""
 
+    @abstractmethod
+    def kept_by_idempotency_keys(self, tx: Tx, keys: Sequence[str]) -> list[Submission]:
+        """Removed rows, as denpyo_keys remembers them (store/removal.py)."""
+
+    @abstractmethod
+    def _live(self, tx: Tx, submission_id: int) -> Submission | None:
+        """A live row by id (store/removal.py)."""
+
     @retried
     def record_provider_event(
         self, event: ProviderEvent, *, actor: str, scrub: Callable[[str, Submission], str | None]
@@ -60,8 +68,8 @@ class ProviderEvents(ConnectionModes, Rows, Params):
             event = replace(event, detail=detail, submission_id=params["submission_id"])
             if not tx.execute("provider_event_insert", params):
                 return Received(event, sub, duplicate=True)
-            if sub is None:
-                return Received(event, None)
+            if sub is None or sub.removed_at is not None:  # a removed row has no history
+                return Received(event, sub)
             for _ in range(TRIES):
                 move = confirming_move(sub, event, actor)
                 if move is None:
@@ -69,7 +77,7 @@ class ProviderEvents(ConnectionModes, Rows, Params):
                 after = self.move_in(tx, [move])[0]
                 if after is not None:
                     return Received(event, after, confirmed=True)
-                found = self._get_in(tx, sub.id)  # moved meanwhile: as it is now
+                found = self._live(tx, sub.id)  # moved meanwhile: as it is now
                 if found is None:
                     return Received(event, None)
                 sub = found
@@ -104,21 +112,21 @@ class ProviderEvents(ConnectionModes, Rows, Params):
             tx.execute("forget_provider_events", {"ids": self.id_list(ids), "detail": FORGOTTEN})
 
     def _named_row(self, tx: Tx, event: ProviderEvent) -> Submission | None:
-        """The row an event names: by its idempotency key, else by its remote id."""
+        """The row an event names: by its idempotency key (a removed row's too, as
+        denpyo_keys remembers it), else by its remote id."""
         if event.idempotency_key is not None:
-            keys = {"keys": self.text_list([event.idempotency_key])}
-            row = tx.fetch_one("submission_get_by_idempotency_keys", keys)
+            keys = [event.idempotency_key]
+            row = tx.fetch_one("submission_get_by_idempotency_keys", {"keys": self.text_list(keys)})
             if row is not None:
                 return self.to_submission(row)
+            kept = self.kept_by_idempotency_keys(tx, keys)
+            if kept:
+                return kept[0]
         if event.remote_id is not None:
             row = tx.fetch_one("submission_get_by_remote_id", {"remote_id": event.remote_id})
             if row is not None:
                 return self.to_submission(row)
         return None
-
-    def _get_in(self, tx: Tx, submission_id: int) -> Submission | None:
-        row = tx.fetch_one("submission_get", {"id": submission_id})
-        return None if row is None else self.to_submission(row)
 
     def _provider_event(self, row: Row) -> ProviderEvent:
         sid = row["submission_id"]

@@ -204,3 +204,18 @@ def test_the_same_event_delivered_twice_at_once_is_recorded_once(ledger: denpyo.
     assert len(ledger.store.provider_events_of(sub.id)) == 1
     moves = [e for e in ledger.events(sub.id) if e.to_status is Status.SYNCED]
     assert len(moves) == 1
+
+
+def test_an_event_about_a_pruned_row_names_it_and_is_not_unknown(ledger: denpyo.Ledger) -> None:
+    ledger.channel("c", list_remote=lambda since, until: [])(ok)
+    sub = ledger.submit("c", "k", {})
+    assert ledger.prune(older_than=0) == 1
+    got = ledger.receive_provider_event(
+        "sendgrid", "sg-late", "bounce", idempotency_key=sub.idempotency_key
+    )
+    assert got.submission is not None and got.submission.id == sub.id
+    assert got.submission.removed_at is not None and not got.confirmed
+    now = ledger.store.now()
+    report = ledger.audit("c", since=now - timedelta(hours=1), until=now + timedelta(minutes=1))
+    assert report.unknown_events == []
+    assert [e.event_id for e in ledger.store.provider_events_of(sub.id)] == ["sg-late"]
