@@ -81,6 +81,11 @@ def create_app(
     except ImportError as exc:
         raise missing("webhooks", "the webhooks", exc) from exc
     readers: dict[str, Reader] = {}
+    for given, provider in (
+        (stripe_secret, _stripe), (sendgrid_public_key, _sendgrid), (twilio_auth_token, _twilio),
+    ):  # fmt: skip
+        if given:
+            provider.sdk()  # a missing extra is said now, not at the first event
     if stripe_secret:
         secret = stripe_secret
         readers["stripe"] = lambda request, body: _stripe.events(

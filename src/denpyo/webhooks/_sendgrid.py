@@ -26,16 +26,22 @@ TOLERANCE = 300
 """Seconds between the signature's timestamp and now, either way."""
 
 
+def sdk() -> Any:
+    """The SendGrid SDK's verifier (`EventWebhook`), or the error that names its extra."""
+    try:
+        from sendgrid.helpers.eventwebhook import EventWebhook
+    except ImportError as exc:
+        raise missing("sendgrid", "the SendGrid webhook", exc) from exc
+    return EventWebhook
+
+
 def events(
     body: bytes, signature: str | None, timestamp: str | None, public_key: str
 ) -> list[ProviderEvent]:
     """The events of a request, once its signature and timestamp are checked;
     `Refused` otherwise. `public_key`: the key SendGrid shows (base64 DER, no PEM
     lines)."""
-    try:
-        from sendgrid.helpers.eventwebhook import EventWebhook
-    except ImportError as exc:
-        raise missing("sendgrid", "the SendGrid webhook", exc) from exc
+    verifier = sdk()
     if not signature or not timestamp:
         raise Refused(f"no {SIGNATURE} or {TIMESTAMP} header")
     try:
@@ -44,7 +50,7 @@ def events(
         raise Refused(f"{TIMESTAMP} is not a time: {timestamp!r}") from exc
     try:
         payload = body.decode("utf-8")
-        verified = EventWebhook(public_key).verify_signature(payload, signature, timestamp)
+        verified = verifier(public_key).verify_signature(payload, signature, timestamp)
     except (UnicodeDecodeError, binascii.Error, ValueError) as exc:
         raise Refused(f"{SIGNATURE}: {exc}") from exc
     if not verified:

@@ -68,6 +68,10 @@ class Verifier:
     per URL and kept."""
 
     def __init__(self, topics: Collection[str], fetcher: Fetcher, *, confirm: bool) -> None:
+        try:
+            import cryptography  # noqa: F401 - checked here, used by `_check`
+        except ImportError as exc:
+            raise missing("webhooks", "the SNS webhook", exc) from exc
         self.topics = frozenset(topics)
         self.fetcher = fetcher
         self.confirm = confirm
@@ -94,13 +98,11 @@ class Verifier:
         return [_notification(message)]
 
     def _check(self, message: dict[str, Any], kind: str) -> None:
-        try:
-            from cryptography import x509
-            from cryptography.exceptions import InvalidSignature
-            from cryptography.hazmat.primitives import hashes
-            from cryptography.hazmat.primitives.asymmetric import padding, rsa
-        except ImportError as exc:
-            raise missing("webhooks", "the SNS webhook", exc) from exc
+        from cryptography import x509  # (its import checked by __init__)
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
         version = message.get("SignatureVersion")
         algorithm = {"1": hashes.SHA1(), "2": hashes.SHA256()}.get(str(version))
         if algorithm is None:

@@ -28,12 +28,18 @@ TOLERANCE = 300
 """Seconds a signature's timestamp may be old: the SDK's default."""
 
 
-def events(body: bytes, signature: str | None, secret: str) -> list[ProviderEvent]:
-    """The event of a request, once its signature is checked; `Refused` otherwise."""
+def sdk() -> Any:
+    """The Stripe SDK, or the error that names its extra."""
     try:
         import stripe
     except ImportError as exc:
         raise missing("stripe", "the Stripe webhook", exc) from exc
+    return stripe
+
+
+def events(body: bytes, signature: str | None, secret: str) -> list[ProviderEvent]:
+    """The event of a request, once its signature is checked; `Refused` otherwise."""
+    stripe = sdk()
     if not signature:
         raise Refused("no Stripe-Signature header")
     try:

@@ -10,6 +10,7 @@ URL is used. Twilio keeps no idempotency key: a callback names its row by
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qsl
 
 from denpyo.domain.provider_events import ProviderEvent
@@ -19,20 +20,26 @@ from denpyo.webhooks._common import Refused
 SIGNATURE = "X-Twilio-Signature"
 
 
-def events(body: bytes, signature: str | None, url: str, token: str) -> list[ProviderEvent]:
-    """The status callback of a request, once its signature is checked; `Refused`
-    otherwise."""
+def sdk() -> Any:
+    """The Twilio SDK's `RequestValidator`, or the error that names its extra."""
     try:
         from twilio.request_validator import RequestValidator
     except ImportError as exc:
         raise missing("twilio", "the Twilio webhook", exc) from exc
+    return RequestValidator
+
+
+def events(body: bytes, signature: str | None, url: str, token: str) -> list[ProviderEvent]:
+    """The status callback of a request, once its signature is checked; `Refused`
+    otherwise."""
+    validator = sdk()
     if not signature:
         raise Refused(f"no {SIGNATURE} header")
     try:
         params = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=True))
     except (UnicodeDecodeError, ValueError) as exc:
         raise Refused(f"not a form: {exc}") from exc
-    if not RequestValidator(token).validate(url, params, signature):
+    if not validator(token).validate(url, params, signature):
         raise Refused(f"{SIGNATURE} does not match (is {url} the URL Twilio calls?)")
     sid, status = params.get("MessageSid") or params.get("SmsSid"), params.get("MessageStatus")
     if not sid or not status:
