@@ -55,7 +55,7 @@ test-partitioned-chaos:
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 
 # The store's and the ledger's tests, the operator's, the double-send, fleet, action
-# log, forget and async outbox tests once more on PostgreSQL's partitioned layout
+# log, forget, async outbox and webhooks tests once more on PostgreSQL's partitioned layout
 # (migrate --partitions daily).
 test-partitions: setup services  ## the store's and the engine's tests again on the partitioned layout
 	DENPYO_TEST_POSTGRES_PARTITIONS=daily $(BIN)/python -m pytest -q -n 2 -k postgresql \
@@ -63,7 +63,7 @@ test-partitions: setup services  ## the store's and the engine's tests again on 
 		tests/integration/test_operator.py tests/integration/test_double_send.py \
 		tests/integration/test_rules_sql.py tests/integration/test_fleet.py \
 		tests/integration/test_actions.py tests/integration/test_forget.py \
-		tests/integration/test_async_outbox.py
+		tests/integration/test_async_outbox.py tests/integration/test_webhooks.py
 
 # The store's and the ledger's tests, the worker's, the double-send, fleet, operator
 # and action log tests, the conflicts' own, and the short chaos run once more on

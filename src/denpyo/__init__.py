@@ -11,6 +11,7 @@ from denpyo.domain.audit import AuditReport, Discrepancy, DiscrepancyKind, Remot
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.limits import MAX_KEY_LENGTH, MAX_PAYLOAD_BYTES
 from denpyo.domain.policy import Outcome, OutcomeKind
+from denpyo.domain.provider_events import ProviderEvent, Received
 from denpyo.domain.redaction import Redaction
 from denpyo.domain.report import ReportRow
 from denpyo.domain.sealed import SealedPayload
@@ -83,6 +84,8 @@ __all__ = [
     "PayloadCodec",
     "PayloadNotJSON",
     "PayloadTooLarge",
+    "ProviderEvent",
+    "Received",
     "Redaction",
     "Rejected",
     "RemoteRecord",

@@ -89,7 +89,8 @@ class Metrics:
         )
         self.alerts = Counter(
             "denpyo_alerts",
-            "Alerts raised for a person (rejected, exhausted, in_doubt, payload_unreadable; "
+            "Alerts raised for a person (rejected, exhausted, in_doubt, payload_unreadable, "
+            "provider_reported; "
             "renewal_failing, durability_at_risk).",
             ["channel", "reason"],
             registry=self.registry,

@@ -108,3 +108,13 @@ def test_a_part_without_its_extra_names_it(core_install: Path) -> None:
         capture_output=True, text=True,
     )  # fmt: skip
     assert "pip install 'denpyo[postgresql]'" in done.stdout, done.stderr
+
+
+def test_the_webhooks_without_their_extra_name_it(core_install: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [core_install / "bin" / "denpyo", "--db", f"sqlite:///{tmp_path}/lean.db", "webhooks",
+         "--stripe-secret", "whsec_x"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'denpyo[webhooks]'" in done.stderr, done.stderr

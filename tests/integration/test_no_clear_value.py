@@ -197,7 +197,14 @@ def run_everything(
         except denpyo.SubmissionError as exc:
             return exc.submission
 
-    submit("mail", "order:1", person(1))
+    mailed = submit("mail", "order:1", person(1))
+    # The provider's webhook tells of a bounce quoting the address (an alert, a history
+    # line, and the event kept in denpyo_provider_events).
+    bounced = ledger.receive_provider_event(
+        "sendgrid", "sg-bounce-1", "bounce", remote_id=mailed.remote_id,
+        detail=f"550 5.1.1 <{mailed.payload['to']}>: mailbox unknown ({mailed.payload['phone']})",
+    )  # fmt: skip
+    assert bounced.submission is not None and bounced.submission.id == mailed.id
     payloads.append(person(2))
     calls.append("mail:order:2")
     ledger.enqueue("mail", "order:2", payloads[-1])

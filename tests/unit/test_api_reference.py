@@ -32,6 +32,7 @@ PUBLIC_MODULES = {
     "denpyo.channels.sendgrid": ["SendGridChannel"],
     "denpyo.channels.twilio": ["TwilioChannel"],
     "denpyo.metrics": ["Metrics"],
+    "denpyo.webhooks": ["create_app"],
 }
 
 

@@ -20,6 +20,7 @@ EXPECTED = {
     "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal", "Approval",
     "Redaction",
     "new_payload_key", "SealedPayload", "KeyRotation", "PayloadCodec",
+    "ProviderEvent", "Received",
 }  # fmt: skip
 
 

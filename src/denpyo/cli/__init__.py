@@ -12,6 +12,7 @@ from denpyo.cli import (  # noqa: F401 - registers the commands
     keeping,
     payload_keys,
     people,
+    webhooks,
 )
 from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, main
 

@@ -1,14 +1,17 @@
-"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard."""
+"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard;
+and how the dashboard and the webhooks are served."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
 from denpyo.cli import redacting, render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, full_option, json_option, main, pass_env
+from denpyo.cli.app import EXIT_ATTENTION, Env, F, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
 from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
 from denpyo.domain.filters import DEFAULT_LIMIT
@@ -138,11 +141,24 @@ def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
         render.show_history(found, full=full)
 
 
+def listen_options(port: int) -> Callable[[F], F]:
+    """`--host` (loopback by default) and `--port` (`port` by default): where a
+    server (the dashboard, the webhooks) listens."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--port", type=click.IntRange(min=1, max=65535), default=port, show_default=True,
+            help="Port.",
+        )(fn)  # fmt: skip
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+        )(fn)
+
+    return decorate
+
+
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(min=1, max=65535), default=8470, show_default=True, help="Port."
-)
+@listen_options(8470)
 @click.option(
     "--allowed-host",
     "allowed_hosts",
@@ -245,7 +261,6 @@ def dashboard(
     import secrets
 
     from denpyo.web import create_app
-    from denpyo.web.connections import server_options
 
     token = token or os.environ.get("DENPYO_DASHBOARD_TOKEN") or None
     users_file = users_file or os.environ.get("DENPYO_USERS") or None
@@ -265,17 +280,8 @@ def dashboard(
         redact=redact,
         allowed_hosts=served_as(host, allowed_hosts),
     )
-    import socket
-
-    import uvicorn
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:  # bound here, so that a port in use is one line and exit 2, before any banner
-        listening = socket.create_server((host, port), family=family)
-    except OSError as exc:
-        fail(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}")
-    shown = f"[{host}]" if ":" in host else host
-    render.err.print(f"dashboard on http://{shown}:{port}/ {'(read-only)' if read_only else ''}")
+    listening = listen(host, port, "the dashboard")
+    render.err.print(f"dashboard on {url_of(host, port)} {'(read-only)' if read_only else ''}")
     if generated:
         render.err.print(f"sign in with the token: {token}", soft_wrap=True, highlight=False)
     if users_file:
@@ -287,7 +293,32 @@ def dashboard(
         render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
     # The peer address is the connection's: X-Forwarded-For is believed only from a
     # --trusted-proxy, by the dashboard itself.
-    # Connections that send nothing are closed, and few wait at once (web/connections.py).
+    serve_asgi(app, listening)
+
+
+def listen(host: str, port: int, what: str) -> socket.socket:
+    """The socket `what` serves on, bound here, so that a port in use is one line and
+    exit 2, before any banner."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        fail(f"cannot serve {what} on {host}:{port}: {exc.strerror or exc}")
+
+
+def url_of(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def serve_asgi(app: Any, listening: socket.socket) -> None:
+    """Serve an ASGI app (the dashboard, the webhooks) with uvicorn on `listening`
+    until interrupted: the peer address is the connection's (no proxy headers), and
+    connections that send nothing are closed, few waiting at once (web/connections.py)."""
+    import uvicorn
+
+    from denpyo.web.connections import server_options
+
     config = uvicorn.Config(app, log_level="warning", proxy_headers=False, **server_options())
     with listening:
         uvicorn.Server(config).run(sockets=[listening])
@@ -297,7 +328,6 @@ def served_as(host: str, allowed: Sequence[str]) -> list[str]:
     """The names the dashboard answers to besides IP addresses and localhost: those
     given, the address it listens on, and on every address (0.0.0.0, ::) this
     machine's own names."""
-    import socket
 
     names = [*allowed, host]
     if host in ("0.0.0.0", "::", ""):

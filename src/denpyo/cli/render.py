@@ -25,6 +25,7 @@ from denpyo.domain.actions import ActionKind
 from denpyo.domain.audit import AuditReport, DiscrepancyKind, discrepancy_json
 from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.holders import actor_of, lease_left
+from denpyo.domain.provider_events import ProviderEvent
 from denpyo.domain.report import ReportRow
 from denpyo.domain.rules import RowActions, allowed_actions
 from denpyo.domain.sealed import SealedPayload
@@ -646,6 +647,20 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
         "counts": report.counts(),
         "adopted": report.adopted,
         "discrepancies": [discrepancy_json(found) for found in report.discrepancies],
+        "unknown_events": [provider_event_json(event) for event in report.unknown_events],
+    }
+
+
+def provider_event_json(event: ProviderEvent) -> dict[str, Any]:
+    """A provider's webhook event as `denpyo audit --json` lists it."""
+    return {
+        "provider": event.provider,
+        "event_id": event.event_id,
+        "kind": event.kind,
+        "received_at": event.received_at.isoformat() if event.received_at else None,
+        "idempotency_key": event.idempotency_key,
+        "remote_id": event.remote_id,
+        "detail": event.detail,
     }
 
 
@@ -660,6 +675,7 @@ def show_audit(report: AuditReport) -> None:
     if report.clean:
         out.print("no discrepancy: both sides agree", style="green")
         return
+    _show_unknown_events(report.unknown_events)
     for kind, heading in AUDIT_HEADINGS.items():
         found = [d for d in report.discrepancies if d.kind is kind]
         if not found:
@@ -679,10 +695,32 @@ def show_audit(report: AuditReport) -> None:
             )
         out.print(table)
     out.print(f"{len(report.discrepancies)} discrepancies", style="bold red")
+    if report.unknown_events:
+        out.print(f"{len(report.unknown_events)} webhook events that name no row", style="bold red")
     if report.adopted:
         out.print(
             f"{report.adopted} adopted: recorded as synced rows of their keys", style="yellow"
         )
+
+
+def _show_unknown_events(events: Sequence[ProviderEvent]) -> None:
+    """The providers' webhook events of the audit's window that named no row."""
+    if not events:
+        return
+    table = Table(
+        title=f"told by a provider's webhook, no row in the ledger: {len(events)}",
+        title_justify="left",
+    )
+    for name in ("received", "provider", "event", "kind", "idempotency key", "provider's id"):
+        table.add_column(name, overflow="ellipsis")
+    table.add_column("detail", overflow="fold")
+    for event in events:
+        table.add_row(
+            _stamp(event.received_at), event.provider, plain(event.event_id),
+            plain(event.kind), plain(event.idempotency_key or "-"),
+            plain(event.remote_id or "-"), plain(event.detail or "-"),
+        )  # fmt: skip
+    out.print(table)
 
 
 def _stamp(when: datetime | None) -> str:

@@ -17,7 +17,7 @@ class Alert:
     about the worker itself (`renewal_failing`) has no row.
     """
 
-    reason: str  # rejected, exhausted, in_doubt, payload_unreadable;
+    reason: str  # rejected, exhausted, in_doubt, payload_unreadable, provider_reported;
     # renewal_failing, durability_at_risk: no row
     message: str
     submission: Submission | None = None

@@ -24,6 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from denpyo.domain.provider_events import ProviderEvent
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 
@@ -81,10 +82,13 @@ class AuditReport:
     remote_records: int = 0
     ledger_synced: int = 0
     discrepancies: list[Discrepancy] = field(default_factory=list)
+    unknown_events: list[ProviderEvent] = field(default_factory=list)
+    """The providers' webhook events received in the window that named no row of the
+    ledger (whatever the channel: such an event names none)."""
 
     @property
     def clean(self) -> bool:
-        return not self.discrepancies
+        return not self.discrepancies and not self.unknown_events
 
     @property
     def adopted(self) -> int:

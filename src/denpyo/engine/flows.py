@@ -358,10 +358,8 @@ class Flows:
             return decided
         alert = decided.alert
         if alert is not None:
-            alert = replace(alert, message=self._unquoted_text(alert.message, sub) or "")
-        return replace(
-            decided, last_error=self._unquoted_text(decided.last_error, sub), alert=alert
-        )
+            alert = replace(alert, message=self.unquoted_text(alert.message, sub) or "")
+        return replace(decided, last_error=self.unquoted_text(decided.last_error, sub), alert=alert)
 
     def _unquoted_doubt(self, decided: DoubtDecision, sub: Submission) -> DoubtDecision:
         """A decision on a row in doubt with its note, and its alert's text, quoting no
@@ -370,16 +368,16 @@ class Flows:
             return decided
         alert = decided.alert
         if alert is not None:
-            alert = replace(alert, message=self._unquoted_text(alert.message, sub) or "")
-        return replace(decided, note=self._unquoted_text(decided.note, sub) or "", alert=alert)
+            alert = replace(alert, message=self.unquoted_text(alert.message, sub) or "")
+        return replace(decided, note=self.unquoted_text(decided.note, sub) or "", alert=alert)
 
     def told(self, text: str, sub: Submission) -> str:
         """A text derived from a row's error as it leaves the ledger (a span, the
         channel's state): unquoted as the stored error is, and its hidden values
         redacted."""
-        return self.alerts.redaction.scrub_text(self._unquoted_text(text, sub) or "", sub.payload)
+        return self.alerts.redaction.scrub_text(self.unquoted_text(text, sub) or "", sub.payload)
 
-    def _unquoted_text(self, text: str | None, sub: Submission) -> str | None:
+    def unquoted_text(self, text: str | None, sub: Submission) -> str | None:
         """A provider's error, where the ledger encrypts payloads, with each value of the
         row's payload it quotes replaced by `QUOTED`: it is stored in clear."""
         if not text or not self.seals:

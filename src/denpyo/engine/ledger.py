@@ -24,6 +24,7 @@ from denpyo.domain.limits import (
     check_same_call,
     encode_payload,
 )
+from denpyo.domain.provider_events import ProviderEvent, Received
 from denpyo.domain.redaction import ENV_VARIABLE as REDACT_VARIABLE
 from denpyo.domain.redaction import Redaction
 from denpyo.domain.report import ReportRow, check_period, fold
@@ -37,7 +38,7 @@ from denpyo.domain.settings import (
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.engine import archiving, tracing
+from denpyo.engine import archiving, provider_events, tracing
 from denpyo.engine.alerts import AlertHandler, Alerts
 from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.audit import Auditor, Progress
@@ -560,9 +561,32 @@ class Ledger:
         if since is None:
             since = until - timedelta(days=1)
         auditor = Auditor(self.store if adopt else self.reader, self.bridge, self._sync)
-        return auditor.run(
+        report = auditor.run(
             spec, since, until, step=step, slack=slack, progress=progress, adopt=adopt
         )
+        report.unknown_events = self.reader.unknown_provider_events(since, until)
+        return report
+
+    def receive_provider_event(
+        self,
+        provider: str,
+        event_id: str,
+        kind: str,
+        *,
+        idempotency_key: str | None = None,
+        remote_id: str | None = None,
+        detail: str | None = None,
+    ) -> Received:
+        """What a provider told by webhook (denpyo.webhooks calls this once it checked the
+        signature): the row of `idempotency_key`, else of `remote_id`, in doubt or
+        failed becomes `synced` with `remote_id` (as a verify answering Delivered
+        would), its history saying "confirmed by the provider's webhook"; a synced or
+        rejected row gets the event in its history, and a bounce, a complaint, a
+        dispute or a failed delivery raises an alert; an event that names no row is
+        kept, and `audit` lists it. The same `event_id` of a `provider` twice is
+        recorded once."""
+        event = ProviderEvent(provider, event_id, kind, idempotency_key, remote_id, detail)
+        return provider_events.receive(self, event)
 
     def prune(
         self,

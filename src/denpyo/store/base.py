@@ -43,6 +43,7 @@ from denpyo.domain.filters import Filter
 from denpyo.domain.forgetting import Scrubber, Where
 from denpyo.domain.holders import Holding
 from denpyo.domain.moves import Change
+from denpyo.domain.provider_events import ProviderEvent, Received
 from denpyo.domain.retention import Retention
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
@@ -476,6 +477,26 @@ class Store(ABC):
     ) -> list[Submission]:
         """`claim_ready`, leaving at most `fleet_concurrency` rows of the channel held by
         the whole fleet."""
+
+    # -- the providers' webhooks (store/provider_events.py) -------------------------------
+
+    @abstractmethod
+    def record_provider_event(
+        self, event: ProviderEvent, *, actor: str, scrub: Callable[[str, Submission], str | None]
+    ) -> Received:
+        """Record a provider's event once (a second delivery writes nothing) and apply it
+        to the row it names, in one transaction: a row in doubt or failed becomes
+        `synced`, any other gets a history line; no row: kept for the audit."""
+
+    @abstractmethod
+    def unknown_provider_events(
+        self, since: datetime, until: datetime, limit: int = 1000
+    ) -> list[ProviderEvent]:
+        """The events received in [since, until) that named no row, oldest first."""
+
+    @abstractmethod
+    def provider_events_of(self, submission_id: int) -> list[ProviderEvent]:
+        """The events that named a row, oldest first."""
 
     # -- forgetting payloads (store/forgetting.py) --------------------------------------
 

@@ -62,6 +62,8 @@ class Forgetting(ConnectionModes, Rows, Params):
 
         def kept_by_id(self, tx: Tx, submission_id: int) -> Submission | None: ...
 
+        def forget_provider_events_in(self, tx: Tx, ids: Sequence[int]) -> None: ...
+
         def _action(self, row: Row) -> ActionRecord: ...
 
         def batch_done_in(
@@ -154,6 +156,7 @@ class Forgetting(ConnectionModes, Rows, Params):
                 results = [self._forget_one(tx, sid, found.get(sid)) for sid in ids]
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
                 self._replace_events(tx, done)
+                self.forget_provider_events_in(tx, done)
                 self._scrub_action_log(tx, done, scrub, action_id)
                 for sid in done:  # after the details are replaced: the person's note stays
                     sub = found[sid]
@@ -199,6 +202,7 @@ class Forgetting(ConnectionModes, Rows, Params):
                         results.append((sid, RowOutcome.SKIPPED, FORGOTTEN_ALREADY))
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
                 self._scrub_action_log(tx, done, scrub, action_id)
+                self.forget_provider_events_in(tx, done)
                 self._counted(tx, action_id, holder, lease, results)
                 return results
         except _Lost:

@@ -35,13 +35,17 @@ from denpyo.store.controls import ChannelControls
 from denpyo.store.forgetting import Forgetting
 from denpyo.store.params import filter_params, seconds
 from denpyo.store.payload_keys import PayloadKeys
+from denpyo.store.provider_events import ProviderEvents
 from denpyo.store.queries import load_migrations
 from denpyo.store.removal import Removal
 
 log = logging.getLogger("denpyo.store")
 
 
-class SqlStore(CallerConnections, Removal, Forgetting, ActionLog, ChannelControls, PayloadKeys):
+class SqlStore(
+    CallerConnections, Removal, Forgetting, ActionLog, ChannelControls, PayloadKeys,
+    ProviderEvents,
+):  # fmt: skip
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(

@@ -1134,3 +1134,35 @@ WHERE channel = %(channel)s::text AND status = 'requesting' AND locked_until IS 
 -- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set; jsonb compares by value)
 UPDATE denpyo_submissions SET payload = %(new)s::jsonb
 WHERE id = %(id)s::bigint AND payload = %(old)s::jsonb;
+
+-- The providers' webhooks (store/provider_events.py): each event recorded once, with
+-- the row it named (NULL: none, which the audit lists).
+
+-- provider_event_insert: record one provider's event (nothing when (provider, event_id) was recorded already: a second delivery)
+INSERT INTO denpyo_provider_events
+    (provider, event_id, kind, submission_id, idempotency_key, remote_id, detail)
+VALUES (%(provider)s::text, %(event_id)s::text, %(kind)s::text, %(submission_id)s::bigint,
+        %(idempotency_key)s::text, %(remote_id)s::text, %(detail)s::text)
+ON CONFLICT (provider, event_id) DO NOTHING;
+
+-- provider_event_history: the line a provider's event adds to the history of a row it does not move (its status on both sides)
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
+VALUES (%(submission_id)s::bigint, 'provider', %(status)s::text, %(status)s::text,
+        %(attempt)s::int, %(actor)s::text, %(detail)s::text);
+
+-- provider_event_unknown: the events received in [since, until) that named no row, oldest first (index denpyo_provider_events_unknown)
+SELECT * FROM denpyo_provider_events
+WHERE submission_id IS NULL AND received_at >= %(since)s AND received_at < %(until)s
+ORDER BY received_at, id LIMIT %(limit)s;
+
+-- provider_event_list: the events that named one row, oldest first
+SELECT * FROM denpyo_provider_events WHERE submission_id = %(submission_id)s::bigint ORDER BY id;
+
+-- submission_get_by_remote_id: the newest row that recorded a provider's id (index denpyo_submissions_remote_id)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE remote_id = %(remote_id)s::text ORDER BY id DESC LIMIT 1;
+
+-- forget_provider_events: the details of a batch's provider events replaced
+UPDATE denpyo_provider_events SET detail = %(detail)s::text
+WHERE submission_id = ANY(%(ids)s::bigint[]) AND detail IS NOT NULL;

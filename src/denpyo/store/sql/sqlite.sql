@@ -793,3 +793,33 @@ WHERE channel = :channel AND status = 'requesting' AND locked_until IS NULL
 
 -- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set)
 UPDATE denpyo_submissions SET payload = :new WHERE id = :id AND payload = :old;
+
+-- The providers' webhooks (store/provider_events.py): each event recorded once, with
+-- the row it named (NULL: none, which the audit lists).
+
+-- provider_event_insert: record one provider's event (nothing when (provider, event_id) was recorded already: a second delivery)
+INSERT INTO denpyo_provider_events
+    (provider, event_id, kind, submission_id, idempotency_key, remote_id, detail)
+VALUES (:provider, :event_id, :kind, :submission_id, :idempotency_key, :remote_id, :detail)
+ON CONFLICT (provider, event_id) DO NOTHING;
+
+-- provider_event_history: the line a provider's event adds to the history of a row it does not move (its status on both sides)
+INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
+VALUES (:submission_id, 'provider', :status, :status, :attempt, :actor, :detail);
+
+-- provider_event_unknown: the events received in [since, until) that named no row, oldest first (index denpyo_provider_events_unknown)
+SELECT * FROM denpyo_provider_events
+WHERE submission_id IS NULL AND received_at >= :since AND received_at < :until
+ORDER BY received_at, id LIMIT :limit;
+
+-- provider_event_list: the events that named one row, oldest first
+SELECT * FROM denpyo_provider_events WHERE submission_id = :submission_id ORDER BY id;
+
+-- submission_get_by_remote_id: the newest row that recorded a provider's id (index denpyo_submissions_remote_id)
+SELECT *,
+    {{in_doubt}} AS in_doubt
+FROM denpyo_submissions WHERE remote_id = :remote_id ORDER BY id DESC LIMIT 1;
+
+-- forget_provider_events: the details of a batch's provider events replaced (ids: a JSON array)
+UPDATE denpyo_provider_events SET detail = :detail
+WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND detail IS NOT NULL;
