@@ -19,7 +19,8 @@ import denpyo
 from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, patient, serving
 from dashboard_seed import SCRIPT, STATES, row_in_state, seed
 from denpyo.engine import operator as op
-from denpyo.web import create_app, people
+from denpyo.engine import people
+from denpyo.web import create_app
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
