@@ -329,7 +329,7 @@ class Dashboard(ActionPages, Actions):
             status=context.pop("status", 200),
             h=shown,
             sub=sub,
-            actions=allowed_actions(sub, superseded_by=found.superseded_by),
+            actions=allowed_actions(found.submission, superseded_by=found.superseded_by),
             payload="" if sub.removed_at else present.pretty(sub.payload),
             sealed=isinstance(sub.payload, SealedPayload),
             chain_back=chain_back[::-1],
