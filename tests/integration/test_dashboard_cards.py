@@ -4,15 +4,22 @@ of rows behind its link, on every database."""
 from __future__ import annotations
 
 import html
+import json
 import re
 
+from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 import denpyo
 from dashboard_seed import STATES, row_in_state
+from denpyo.cli import main as cli
 from denpyo.web import create_app
 
 TOKEN = "cards-test-token"
+LISTED = {
+    "exhausted": "--status failed --not-in-doubt --needs-attention",
+    "rejected, unresolved": "--status rejected --unresolved",
+}
 CARD = re.compile(
     r'<a class="card[^"]*" href="(/submissions\?[^"]*)">\s*'
     r'<span class="n">(\d+)</span><span class="what">([^<]+)</span>'
@@ -33,3 +40,7 @@ def test_each_card_counts_the_rows_behind_its_link(db_url: str) -> None:
             page = client.get(html.unescape(link)).text
             rows = re.findall(r'name="ids" value="(\d+)"', page)
             assert len(rows) == int(n), (what, link)
+    for what, options in LISTED.items():  # the same rows by `denpyo list`, as documented
+        listed = CliRunner().invoke(cli, ["--db", db_url, "list", *options.split(), "--json"])
+        assert listed.exit_code == 0, listed.output
+        assert len(json.loads(listed.output)) == named[what], what
