@@ -81,10 +81,11 @@ test-serializable: setup services  ## the store's and the worker's tests again o
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
 
-lint: setup  ## ruff and mypy, as CI would
+lint: setup  ## ruff, mypy and the import contracts (pyproject.toml), as CI would
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 docs: setup  ## the documentation site (docs/, mkdocs.yml) into site/; warnings are errors
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

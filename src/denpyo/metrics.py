@@ -53,6 +53,7 @@ except ImportError as exc:  # the extra is not installed
 
 from denpyo.domain.channel_state import Mode
 from denpyo.domain.limits import IDLE_CONNECTION_SECONDS, MAX_IDLE_CONNECTIONS, SERVE_THREADS
+from denpyo.engine import operator as op
 from denpyo.engine.alerts import Alert
 from denpyo.engine.observers import CallRecord
 
@@ -284,7 +285,6 @@ class StoreCounts(Collector):
         return [up, *families]
 
     def _families(self) -> list[GaugeMetricFamily]:
-        store = self.ledger.store
         rows = GaugeMetricFamily(
             "denpyo_rows", "Submissions by channel and status.", labels=["channel", "status"]
         )
@@ -304,11 +304,11 @@ class StoreCounts(Collector):
             labels=["channel"],
         )
         channels = set(self.ledger.channels)
-        for channel, status, n in store.count_by_status():
+        for channel, status, n in op.status_counts(self.ledger, reading=False):
             rows.add_metric([channel, status.value], n)
             channels.add(channel)
         for channel in sorted(channels):
-            counts = store.count_attention(channel)
+            counts = op.attention_counts(self.ledger, channel, reading=False)
             in_doubt.add_metric([channel], counts["in_doubt"])
             attention.add_metric([channel], counts["needs_attention"])
             pending = counts["oldest_pending"]
@@ -325,7 +325,7 @@ class StoreCounts(Collector):
             "held (the provider asked it to wait); down (failing, probed).",
             labels=["channel", "state"],
         )
-        modes = {state.channel: state.mode for state in self.ledger.store.channel_states()}
+        modes = {name: state.mode for name, state in op.channel_states(self.ledger).items()}
         for channel in sorted(channels | set(modes)):
             now = modes.get(channel, Mode.RUNNING)
             for mode in Mode:

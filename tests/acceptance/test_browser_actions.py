@@ -22,7 +22,8 @@ import denpyo
 from browser import CHROMIUM, CHROMIUM_FLAGS, Shots, patient, serving
 from dashboard_seed import seed
 from denpyo.domain.actions import ActionState, Approval
-from denpyo.web import create_app, people
+from denpyo.engine import people
+from denpyo.web import create_app
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

@@ -143,7 +143,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(db_url: str) -> Non
 KILLED_MID_FORGET = """
 import os, signal, sys
 import denpyo
-from denpyo.engine import operator as op
+from denpyo.engine.operator._forget import forget
 
 with denpyo.Ledger(sys.argv[1]) as ledger:
     real = ledger.store.forget_rows
@@ -154,7 +154,7 @@ with denpyo.Ledger(sys.argv[1]) as ledger:
         return done
 
     ledger.store.forget_rows = forget_rows
-    op.forget(ledger, where="to=ann@example.com", note="#883", batch=1, lease=1.0)
+    forget(ledger, where="to=ann@example.com", note="#883", batch=1, lease=1.0)
 """
 
 

@@ -13,7 +13,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from denpyo.web import people
+from denpyo.engine import people
 
 
 def users(

@@ -132,7 +132,7 @@ def test_dashboard_on_a_port_in_use_says_so_in_one_line(db: str) -> None:
 def test_dashboard_signs_people_in_from_the_users_file_and_the_proxy(
     db: str, tmp_path: Path, stopped: list[subprocess.Popen[str]]
 ) -> None:
-    from denpyo.web import people
+    from denpyo.engine import people
 
     users = tmp_path / "users.json"
     _, token = people.add(users, "alice", "operator")

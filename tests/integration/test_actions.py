@@ -56,7 +56,7 @@ def test_each_action_is_one_entry_with_its_rows(ledger: denpyo.Ledger) -> None:
     a, b = failed_rows(ledger, 2)
     op.retry(ledger, refs=[a], note="provider back", by="ada")
     op.resolve_abandon(ledger, b, note="customer left", by="bob")
-    op.pause(ledger, "email", note="provider incident", by="ada")
+    ledger.pause("email", note="provider incident", by="ada")
     log = op.action_log(ledger)
     assert [(r.kind, r.person, r.state) for r in log] == [
         (ActionKind.PAUSE, "ada", ActionState.DONE),
@@ -186,9 +186,9 @@ def test_a_runner_that_lost_its_lease_writes_nothing(ledger: denpyo.Ledger) -> N
     time.sleep(0.2)
     assert store.take_action(dry.action.id, holder="b", lease=60)  # a's lease ran out
     sub = row_of(ledger, row)
-    from denpyo.engine.operator._act import _retry_move
+    from denpyo.engine.operator._moves import retry_move
 
-    plan = [(row, _retry_move(sub, "operator:ada", "n", False), None)]
+    plan = [(row, retry_move(sub, "operator:ada", "n", False), None)]
     assert store.carry_out(dry.action.id, holder="a", lease=60, plan=plan) is None
     assert row_of(ledger, row).next_attempt_at is None  # a's batch rolled back
     assert store.carry_out(dry.action.id, holder="b", lease=60, plan=plan) is not None

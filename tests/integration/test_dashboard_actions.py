@@ -20,8 +20,9 @@ import denpyo
 from dashboard_client import ORIGIN, sign_in
 from dashboard_seed import CHANNEL, seed
 from denpyo.domain.actions import ActionState, Approval
+from denpyo.engine import people
 from denpyo.errors import ConfigurationError
-from denpyo.web import create_app, people
+from denpyo.web import create_app
 
 ROLES = {"vera": "viewer", "otto": "operator", "olga": "operator", "april": "approver"}
 

@@ -20,7 +20,8 @@ import denpyo
 from dashboard_client import ORIGIN, FakeTime, client, csrf_of, sign_in
 from dashboard_seed import seed
 from denpyo.engine import operator as op
-from denpyo.web import Access, create_app, people
+from denpyo.engine import people
+from denpyo.web import Access, create_app
 from denpyo.web.auth import MAKE_TOKEN, Throttle
 
 TOKEN = "correct-horse-battery"

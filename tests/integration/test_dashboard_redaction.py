@@ -12,7 +12,8 @@ import pytest
 
 import denpyo
 from dashboard_client import client, sign_in
-from denpyo.web import create_app, people
+from denpyo.engine import people
+from denpyo.web import create_app
 
 CARD = "4111111111111111"
 ADDRESS = "1 Main Street"

@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 import denpyo
 from dashboard_client import csrf_of
 from dashboard_seed import CARD, SCRIPT, seed
-from denpyo.engine import operator as op
 from denpyo.web import Access, create_app
 
 TOKEN = "correct-horse-battery"
@@ -161,7 +160,7 @@ def test_a_channel_pause_or_resume_needs_the_csrf_token_and_this_origin(
     ledger: denpyo.Ledger, ids: dict[str, int], verb: str
 ) -> None:
     if verb == "resume":
-        op.pause(ledger, "sms", note="carrier outage", by="bob")
+        ledger.pause("sms", note="carrier outage", by="bob")
     browser, csrf = signed_in(ledger)
     before = ledger.store.channel_history("sms")
     form = {"note": "maintenance"}

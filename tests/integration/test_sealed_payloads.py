@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import denpyo
 from denpyo import SealedPayload, Status
 from denpyo.channels.http import HttpChannel
+from denpyo.cli import main as cli
 from denpyo.domain.sealed import DOES_NOT_OPEN, NOT_AVAILABLE, SEALED, UNREADABLE_RETRY_IN
 from denpyo.engine import operator as op
 from denpyo.store.sealing import key_id
@@ -332,6 +334,7 @@ def test_the_dashboard_shows_a_placeholder_and_refuses_to_resend_it(
         page = web.get(f"/submissions/{sid}").text
         assert f"[encrypted with key {kid(KEY_A)}: not available]" in page
         assert "ada@example.com" not in page
+        assert "Resend as a new submission" not in page and "Abandon" in page
         shown = json.dumps(f"[encrypted with key {kid(KEY_A)}: not available]")
         for edited in ("", shown):  # left as it is, or as the form shows it
             answer = web.post(
@@ -343,6 +346,12 @@ def test_the_dashboard_shows_a_placeholder_and_refuses_to_resend_it(
             assert "cannot send this payload again" in answer.text
             assert f"key {kid(KEY_A)}" in answer.text
         assert ledger.store.find_superseding(sid) is None  # nothing written
+    shown_by_cli = CliRunner().invoke(
+        cli, ["--db", url, "show", str(sid)], env={"DENPYO_PAYLOAD_KEYS": KEY_B}
+    )
+    assert shown_by_cli.exit_code == 0, shown_by_cli.output
+    assert "resolve --abandon" in shown_by_cli.output
+    assert "--resend" not in shown_by_cli.output  # the rule refuses it, so show offers none
 
 
 def test_a_providers_error_is_stored_without_the_payloads_values_it_quoted(

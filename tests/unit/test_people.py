@@ -15,8 +15,9 @@ import pytest
 
 from dashboard_client import FakeTime
 from denpyo.domain.people import Role, parse_role
+from denpyo.engine import people
 from denpyo.errors import ConfigurationError, InvalidInput
-from denpyo.web import Access, people
+from denpyo.web import Access
 from denpyo.web.auth import MAKE_TOKEN, Sessions, Signed, Throttle, strong_token
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from denpyo.domain import rules
 from denpyo.domain.actions import ROW_KINDS
 from denpyo.domain.policy import RetryPolicy
 from denpyo.domain.rules import Permit, allowed_actions
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.settings import (
     DEFAULT_BACKOFF,
     DEFAULT_CONCURRENCY,
@@ -109,6 +111,27 @@ def test_refusals_raise_what_the_operator_raises() -> None:
         "wait for it to settle"
     )
     assert not busy.forbidden and rules.may_mark_synced(ROWS["rejected"]).forbidden
+
+
+def test_a_payload_no_key_here_opens_is_not_resent() -> None:
+    """The rule says it, so `denpyo show` and the dashboard offer no resend: it would
+    send the placeholder. Abandoning and marking synced stay open."""
+    sealed = SealedPayload("k1", "v1.k1.abc")
+    for name in ("rejected", "failed, exhausted"):
+        actions = allowed_actions(replace(ROWS[name], payload=sealed))
+        assert actions.resend.permit is Permit.REFUSED
+        assert "cannot send this payload again" in actions.resend.reason
+        assert "key k1, which is not configured here" in actions.resend.reason
+        assert actions.abandon.offered
+        with pytest.raises(InvalidInput, match="cannot send this payload again"):
+            actions.resend.check(force=True)
+
+
+def test_when_nothing_is_offered_the_rule_says_why() -> None:
+    """The dashboard shows `RowActions.reason`, never words of its own."""
+    assert allowed_actions(ROWS["in flight"]).reason.endswith("wait for it to settle")
+    assert "is synced: final" in allowed_actions(ROWS["synced"]).reason
+    assert "resolved by a person" in allowed_actions(ROWS["abandoned"]).reason
 
 
 def test_exhausted_is_never_in_doubt() -> None:

@@ -14,6 +14,7 @@ from denpyo.cli import (  # noqa: F401 - registers the commands
     people,
     webhooks,
 )
-from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE, main
+from denpyo.cli.app import main
+from denpyo.engine.processes import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 
 __all__ = ["EXIT_ATTENTION", "EXIT_INPUT", "EXIT_OK", "EXIT_UNAVAILABLE", "main"]

@@ -69,7 +69,7 @@ def actions(
     if as_csv and as_json:
         fail("choose --csv or --json, not both")
     ledger = env.ledger
-    now = ledger.store.now() if (since or until) else None
+    now = ledger.now() if (since or until) else None
     records = op.action_log(
         ledger,
         by=person,
@@ -84,7 +84,7 @@ def actions(
     elif as_csv:
         sys.stdout.write(op.actions_csv(records))
     else:
-        show_log(records, ledger.store.now())
+        show_log(records, ledger.now())
 
 
 def show_log(records: Sequence[ActionRecord], now: Any) -> None:
@@ -403,7 +403,7 @@ def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: b
     record, _ = op.action_detail(ledger, action_id, limit=1)
     if record.state is not ActionState.RUNNING:
         fail(f"action #{action_id} is {record.state}: nothing to carry on")
-    now = ledger.store.now()
+    now = ledger.now()
     if record.locked_by and record.locked_until is not None and record.locked_until > now:
         left = math.ceil((record.locked_until - now).total_seconds())
         fail(

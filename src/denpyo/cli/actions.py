@@ -9,17 +9,7 @@ from typing import Any
 import click
 
 from denpyo.cli import redacting, render
-from denpyo.cli.app import (
-    EXIT_ATTENTION,
-    Env,
-    fail,
-    full_option,
-    json_option,
-    log_options,
-    main,
-    pass_env,
-)
-from denpyo.cli.processes import MAX_PROCESSES
+from denpyo.cli.app import Env, fail, full_option, json_option, log_options, main, pass_env
 from denpyo.cli.rows import RowFilters, check_filter_channel, row_filters
 from denpyo.domain.limits import decode_payload
 from denpyo.domain.settings import (
@@ -29,6 +19,7 @@ from denpyo.domain.settings import (
     WorkerSettings,
 )
 from denpyo.engine import operator as op
+from denpyo.engine.processes import EXIT_ATTENTION, MAX_PROCESSES
 from denpyo.errors import InvalidInput, PayloadNotJSON
 
 by_option = click.option(
@@ -223,8 +214,8 @@ def _switch(
     op.check_note(note, "a pause" if pausing else "a resume")
     ledger = env.ledger
     check_filter_channel(ledger, channel, registered_only=True)
-    switch = op.pause if pausing else op.resume
-    changed = switch(ledger, channel, note=note, by=by)
+    switch = ledger.pause if pausing else ledger.resume
+    changed = switch(channel, note=note or "", by=by)
     view = op.channel_view(ledger, channel, limit=1)
     if as_json:
         render.emit_json(
@@ -469,7 +460,7 @@ def _supervise(
     log_level: int,
 ) -> int:
     """`worker --processes N`: the children's command lines, and their supervisor."""
-    from denpyo.cli.processes import Supervisor, worker_command
+    from denpyo.engine.processes import Supervisor, worker_command
 
     if metrics_port is not None and metrics_port + processes - 1 > 65535:
         fail(f"--metrics-port {metrics_port} with --processes {processes}: process i serves "

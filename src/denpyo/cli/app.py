@@ -16,12 +16,8 @@ import click
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger, database_url
+from denpyo.engine.processes import EXIT_INPUT, EXIT_UNAVAILABLE
 from denpyo.errors import ConfigurationError, DenpyoError, StoreUnavailable
-
-EXIT_OK = 0
-EXIT_ATTENTION = 1
-EXIT_INPUT = 2
-EXIT_UNAVAILABLE = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 

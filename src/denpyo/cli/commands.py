@@ -11,14 +11,14 @@ from typing import Any
 import click
 
 from denpyo.cli import redacting, render
-from denpyo.cli.app import EXIT_ATTENTION, Env, F, fail, full_option, json_option, main, pass_env
+from denpyo.cli.app import Env, F, fail, full_option, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
 from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
 from denpyo.domain.filters import DEFAULT_LIMIT
 from denpyo.engine import operator as op
-from denpyo.store import dialect_of
-from denpyo.store.dialects import DIALECTS
-from denpyo.store.queries import ddl
+from denpyo.engine.processes import EXIT_ATTENTION
+from denpyo.engine.schema import DATABASES, schema_sql
+from denpyo.errors import InvalidInput
 
 
 @main.command()
@@ -36,7 +36,7 @@ def migrate(env: Env, partitions: str | None, as_json: bool) -> None:
     Example: denpyo --db sqlite:///app.db migrate
     """
     applied = env.ledger.migrate(partitions=partitions)
-    version = env.ledger.store.schema_version()
+    version = env.ledger.schema_version()
     if as_json:
         render.emit_json({"applied": applied, "version": version})
     elif applied:
@@ -48,7 +48,7 @@ def migrate(env: Env, partitions: str | None, as_json: bool) -> None:
 @main.command()
 @click.option(
     "--dialect",
-    type=click.Choice(DIALECTS),
+    type=click.Choice(DATABASES),
     help="Database kind; default: the kind of --db.",
 )
 @pass_env
@@ -60,11 +60,10 @@ def sql(env: Env, dialect: str | None) -> None:
 
     Example: denpyo sql --dialect postgresql > migrations/0042_denpyo.sql
     """
-    chosen = dialect or dialect_of(env.url)
     try:
-        script = ddl(chosen)
-    except (FileNotFoundError, KeyError):
-        fail(f"this denpyo has no {chosen} schema")
+        script = schema_sql(dialect, url=env.url)
+    except InvalidInput as exc:
+        fail(str(exc))
     click.echo(script, nl=False)
 
 
@@ -116,7 +115,7 @@ def list_(
     if as_json:
         render.emit_json([op.submission_json(s, full=full) for s in subs])
     else:
-        render.show_list(subs, env.ledger.store.now(), flt.limit, full=full)
+        render.show_list(subs, env.ledger.now(), flt.limit, full=full)
     if check and subs:
         ctx.exit(EXIT_ATTENTION)
 

@@ -9,7 +9,6 @@ from denpyo.cli.actions import by_option, note_option
 from denpyo.cli.app import Env, json_option, main, pass_env
 from denpyo.domain.rules import label
 from denpyo.domain.text import visible
-from denpyo.engine import operator as op
 
 PRUNED = (
     "some rows were pruned: their payloads are gone, so --where cannot tell whether they "
@@ -53,8 +52,8 @@ def forget(
     Example: denpyo forget invoice-email:order:42 --note "erasure request #881"
     Example: denpyo forget --where to=a@example.com --note "erasure request #882" --dry-run
     """
-    done = op.forget(
-        env.ledger, ref, where=where, channel=channel, note=note or "", by=by, dry_run=dry_run
+    done = env.ledger.forget(
+        ref, where=where, channel=channel, note=note or "", by=by, dry_run=dry_run
     )
     if as_json:
         render.emit_json(done.to_json())

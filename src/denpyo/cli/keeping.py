@@ -223,7 +223,7 @@ def report(
 
     Example: denpyo report --by month --channel invoice-email --since 2026-01-01
     """
-    now = env.ledger.store.now()
+    now = env.ledger.now()
     rows = env.ledger.report(
         by=by,
         channel=channel,

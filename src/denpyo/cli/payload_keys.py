@@ -10,10 +10,10 @@ from click.core import ParameterSource
 from rich.text import Text
 
 from denpyo.cli import render
-from denpyo.cli.app import EXIT_ATTENTION, Env, fail, json_option, main, pass_env
+from denpyo.cli.app import Env, fail, json_option, main, pass_env
 from denpyo.domain.text import visible
-from denpyo.engine.payload_keys import KeyRotation, Progress
-from denpyo.store.sealing import new_payload_key
+from denpyo.engine.payload_keys import KeyRotation, Progress, new_payload_key
+from denpyo.engine.processes import EXIT_ATTENTION
 
 LISTED = 100
 """Unreadable rows listed for people (`--json` lists up to 1,000)."""

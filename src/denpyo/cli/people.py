@@ -77,7 +77,7 @@ def add(name: str, role: str, no_token: bool, path: str | None) -> None:
 
     Example: denpyo users add alice --role operator --file users.json
     """
-    from denpyo.web import people
+    from denpyo.engine import people
 
     person, token = people.add(users_file(path), name, role, token=not no_token)
     say(f"{person.name} added as {person.role.value}")
@@ -94,7 +94,7 @@ def list_(path: str | None, as_json: bool) -> None:
 
     Example: denpyo users list --json
     """
-    from denpyo.web import people
+    from denpyo.engine import people
 
     found = people.read_people(users_file(path))
     if as_json:
@@ -125,7 +125,7 @@ def remove(name: str, path: str | None) -> None:
 
     Example: denpyo users remove alice
     """
-    from denpyo.web import people
+    from denpyo.engine import people
 
     gone = people.remove(users_file(path), name)
     say(f"{gone.name} removed")
@@ -140,7 +140,7 @@ def set_role(name: str, role: str, path: str | None) -> None:
 
     Example: denpyo users role alice approver
     """
-    from denpyo.web import people
+    from denpyo.engine import people
 
     person, was = people.set_role(users_file(path), name, role)
     say(f"{person.name} is now {person.role.value} (was {was.value})")
@@ -155,7 +155,7 @@ def reset(name: str, path: str | None) -> None:
 
     Example: denpyo users reset alice
     """
-    from denpyo.web import people
+    from denpyo.engine import people
 
     person, token = people.reset(users_file(path), name)
     say(f"a new token for {person.name}; the old one no longer signs in")

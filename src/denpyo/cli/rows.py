@@ -71,7 +71,7 @@ def check_filter_channel(
     if channel is None or channel in ledger.channels:
         return
     op.check_channel(channel)  # a name no channel can have: that error, first and alone
-    known = ledger.store.channels()
+    known = op.channels_with_rows(ledger)
     if channel in known and not (registered_only and ledger.channels):
         return
     with_rows = visible(", ".join(known)) or "none"

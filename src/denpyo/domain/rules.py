@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from denpyo.domain.actions import ActionKind
+from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import ErrorKind, Status
 from denpyo.errors import InvalidInput, TransitionNotAllowed
 
@@ -120,6 +121,12 @@ class RowActions:
     def offered(self) -> list[Answer]:
         return [answer for answer in self if answer.offered]
 
+    @property
+    def reason(self) -> str:
+        """Why nothing is offered, when nothing is: the retry's refusal, which names
+        the row's state (being sent, synced, resolved, forgotten or removed)."""
+        return self.retry.reason
+
 
 def allowed_actions(sub: Submission, *, superseded_by: Submission | None = None) -> RowActions:
     """Every action's answer for `sub`. `superseded_by`: the resend that replaced it
@@ -200,7 +207,8 @@ def may_abandon(sub: Submission) -> Answer:
 
 def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answer:
     """Replace a row not synced and not being sent by a new one, once; forced when
-    its call may have arrived (in doubt, or `requesting` after an attempt)."""
+    its call may have arrived (in doubt, or `requesting` after an attempt); never a
+    row whose payload no key here opens (it would send that placeholder)."""
     if gone := forgotten(sub, ActionKind.RESEND):
         return gone
     if sub.status is Status.SYNCED:
@@ -213,6 +221,10 @@ def may_resend(sub: Submission, superseded_by: Submission | None = None) -> Answ
     if superseded_by is not None:
         return _refused(
             ActionKind.RESEND, f"{label(sub)} was already resent as {label(superseded_by)}"
+        )
+    if isinstance(sub.payload, SealedPayload):
+        return _refused(
+            ActionKind.RESEND, f"{label(sub)}: cannot send this payload again: {sub.payload.why()}"
         )
     if sub.in_doubt or (sub.status is Status.REQUESTING and sent_maybe(sub)):
         return _forced(sub, ActionKind.RESEND)

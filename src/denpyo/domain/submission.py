@@ -92,6 +92,11 @@ class Submission:
         """`failed` with no next attempt and not in doubt (`rules.is_exhausted`)."""
         return rules.is_exhausted(self)
 
+    @property
+    def needs_person(self) -> bool:
+        """Only a person moves it on (`rules.needs_person`)."""
+        return rules.needs_person(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

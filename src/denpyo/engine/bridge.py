@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from denpyo.errors import ConfigurationError
@@ -23,6 +24,7 @@ from denpyo.store.base import CLOSED
 T = TypeVar("T")
 
 _SHUTDOWN_WAIT = 10.0
+_TICK = 0.1
 
 
 class LoopThread:
@@ -48,6 +50,28 @@ class LoopThread:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the private loop and wait for its result in this thread."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def wait(
+        self,
+        coro: Coroutine[Any, Any, T],
+        stop: Callable[[], None],
+        tick: Callable[[], None] | None = None,
+    ) -> T:
+        """Run `coro` on the private loop and wait for it in this thread, waking every
+        0.1 s for `tick` (progress, and signal handlers, which run in the main thread).
+        Ctrl-C calls `stop` on the loop and waits for `coro` to end cleanly."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=_TICK)
+                except concurrent.futures.TimeoutError:
+                    if tick is not None:
+                        tick()
+        except KeyboardInterrupt:
+            self.loop.call_soon_threadsafe(stop)
+            future.result()
+            raise
 
     @property
     def started(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import threading
@@ -70,7 +69,7 @@ from denpyo.store.dialects import DIALECTS
 from denpyo.store.sealing import PayloadKeys, Sealing, payload_codec
 
 if TYPE_CHECKING:
-    from denpyo.engine.operator import ForgetResult
+    from denpyo.engine.operator._forget import ForgetResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -290,20 +289,28 @@ class Ledger:
             return self.store.migrate_partitioned(partitions)
         return self.store.migrate()
 
+    def schema_version(self) -> int:
+        """The latest migration applied to the database (0: none)."""
+        return self.store.schema_version()
+
+    def now(self) -> datetime:
+        """The database's clock: what "2h ago" and a row's age count from."""
+        return self.store.now()
+
     def pause(self, channel: str, *, note: str, by: str | None = None) -> bool:
         """Stop the calls of `channel`: every worker stops starting them within one
         poll interval (calls on the wire finish and settle); `enqueue` and `submit`
         still record rows, which wait. `note` (required) says why, `by` who (default:
         the login name); both are kept in the channel's history. False when it was
         paused already (nothing written)."""
-        from denpyo.engine.operator import pause
+        from denpyo.engine.operator._channels import pause
 
         return pause(self, channel, note=note, by=by)
 
     def resume(self, channel: str, *, note: str, by: str | None = None) -> bool:
         """Let the workers start `channel`'s calls again (within one poll interval),
         kept in its history with `note` and `by`. False when it was not paused."""
-        from denpyo.engine.operator import resume
+        from denpyo.engine.operator._channels import resume
 
         return resume(self, channel, note=note, by=by)
 
@@ -515,26 +522,32 @@ class Ledger:
         worker = Worker(self, concurrency=concurrency, poll_interval=poll_interval)
         return await worker.run(until_idle=until_idle)
 
-    def reconcile(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> WorkReport:
+    def reconcile(
+        self,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        progress: Callable[[WorkReport], None] | None = None,
+    ) -> WorkReport:
         """One pass over the in-doubt rows that are due: verify, settle, resend or alert,
-        with up to `concurrency` verifies in flight."""
+        with up to `concurrency` verifies in flight; `progress(report so far)` in this
+        thread as it goes."""
         worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
-        return self._run_worker(worker, worker.reconcile_pass())
+        tick = None if progress is None else (lambda: progress(worker.report))
+        return self._run_worker(worker, worker.reconcile_pass(), tick)
 
     async def areconcile(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> WorkReport:
         """`reconcile` on the running event loop."""
         worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))
         return await worker.reconcile_pass()
 
-    def _run_worker(self, worker: Worker, run: Coroutine[Any, Any, WorkReport]) -> WorkReport:
+    def _run_worker(
+        self,
+        worker: Worker,
+        run: Coroutine[Any, Any, WorkReport],
+        tick: Callable[[], None] | None = None,
+    ) -> WorkReport:
         """Run on the private loop, where async channels keep their sessions."""
-        future = asyncio.run_coroutine_threadsafe(run, self.bridge.loop)
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            self.bridge.loop.call_soon_threadsafe(worker.stop)
-            future.result()
-            raise
+        return self.bridge.wait(run, worker.stop, tick)
 
     def audit(
         self,
@@ -687,7 +700,7 @@ class Ledger:
         the value searched for). A row still open refuses the whole forget
         (`InvalidInput`, nothing written): abandon it first. `dry_run`: what would
         be forgotten, nothing written. Archived rows need the `archive` extra."""
-        from denpyo.engine.operator import forget
+        from denpyo.engine.operator._forget import forget
 
         return forget(self, ref, where=where, channel=channel, note=note, by=by, dry_run=dry_run)
 
@@ -738,6 +751,11 @@ class Ledger:
         if self.reader is not self.store:
             self.reader.close()
         self.reader, self.reader_url = reader, read_url
+
+    @property
+    def reads_standby(self) -> bool:
+        """Whether reads go to a standby (`read_from`) rather than the primary."""
+        return self.reader is not self.store
 
     def replica_lag(self) -> float | None:
         """Seconds the reads of `read_url` are behind the primary (None: no read_url,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from denpyo.domain.sealed import SealedPayload
 from denpyo.errors import ConfigurationError
 from denpyo.store.payload_keys import Reseal
+from denpyo.store.sealing import new_payload_key as new_payload_key  # for `payload-key --new-key`
 from denpyo.store.sealing import no_key_configured, sealed_token
 
 if TYPE_CHECKING:

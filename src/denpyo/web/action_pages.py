@@ -123,7 +123,7 @@ class ActionPages(Shell):
             by=(q.get("by") or "").strip() or None,
             kind=q.get("kind") or None,
             state=q.get("state") or None,
-            since=parse_when(since, self.ledger.store.now()) if since else None,
+            since=parse_when(since, self.ledger.now()) if since else None,
             before=before,
             limit=limit,
         )
@@ -146,7 +146,7 @@ class ActionPages(Shell):
         record, rows = await self.call(
             op.action_detail, self.ledger, action_id, after=after, outcome=outcome, limit=PAGE
         )
-        now = await self.call(self.ledger.store.now)
+        now = await self.call(self.ledger.now)
         if (
             record.kind in ROW_KINDS
             and record.state is ActionState.RUNNING

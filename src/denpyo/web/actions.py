@@ -14,6 +14,7 @@ from denpyo.domain.actions import ActionKind, RowOutcome
 from denpyo.domain.limits import decode_payload, encode_payload
 from denpyo.domain.sealed import SealedPayload
 from denpyo.engine import operator as op
+from denpyo.engine.ledger import Ledger
 from denpyo.errors import DenpyoError, SubmissionNotFound
 from denpyo.web import present
 from denpyo.web.auth import Access
@@ -145,12 +146,12 @@ class Actions(Shell):
     async def pause(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
-        return await self.switch(request, access, fields, op.pause, "paused", "already-paused")
+        return await self.switch(request, access, fields, Ledger.pause, "paused", "already-paused")
 
     async def resume(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
-        return await self.switch(request, access, fields, op.resume, "resumed", "not-paused")
+        return await self.switch(request, access, fields, Ledger.resume, "resumed", "not-paused")
 
     async def switch(
         self,
@@ -226,7 +227,7 @@ class Actions(Shell):
             if isinstance(done, op.Requested):
                 target = request.url_for("action", id=done.action.id)
                 return RedirectResponse(f"{target.path}?done=requested", status_code=303)
-            rows = await self.call(self.ledger.store.action_rows, done.id, limit=MAX_BULK)
+            _, rows = await self.call(op.action_detail, self.ledger, done.id, limit=MAX_BULK)
             results = [(row.submission_id, row.reason if row.reason and row.outcome is
                         RowOutcome.SKIPPED else None) for row in rows]  # fmt: skip
         return await self.render(

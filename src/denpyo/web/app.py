@@ -26,12 +26,11 @@ from denpyo.domain.people import Role, clean_name, parse_role
 from denpyo.domain.rules import allowed_actions
 from denpyo.domain.sealed import SealedPayload
 from denpyo.domain.status import Status
-from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
-from denpyo.errors import ConfigurationError, DenpyoError, InvalidInput
-from denpyo.store.base import Page
+from denpyo.engine.people import Directory
+from denpyo.errors import ConfigurationError, InvalidInput
 from denpyo.web import present
 from denpyo.web.action_pages import ActionPages
 from denpyo.web.actions import Actions, done_text
@@ -47,7 +46,6 @@ from denpyo.web.auth import (
     parse_proxies,
     strong_token,
 )
-from denpyo.web.people import Directory
 from denpyo.web.shell import (
     HostCheck,
     Refused,
@@ -214,8 +212,7 @@ class Dashboard(ActionPages, Actions):
 
     async def overview_context(self) -> dict[str, Any]:
         report = await self.status()
-        await self.call(self._fold)
-        rows = await self.call(self.ledger.reader.outcomes_per_minute, 24)
+        rows = await self.call(op.outcomes, self.ledger, 24)
         return {
             "report": report,
             "channel_rows": present.channel_rows(report.channel_states),
@@ -223,14 +220,6 @@ class Dashboard(ActionPages, Actions):
             "chart": present.chart(rows, report.now),
             "totals": present.totals(rows),
         }
-
-    def _fold(self) -> None:
-        """Bring the chart up to date (bounded work); a database this dashboard may
-        only read keeps the chart the workers fold."""
-        try:
-            self.ledger.store.fold_outcomes()
-        except DenpyoError as exc:
-            log.debug("cannot fold outcomes here: %s", exc)
 
     async def overview(self, request: Request, access: Access) -> Response:
         return await self.render(request, access, "overview.html", **await self.overview_context())
@@ -274,17 +263,17 @@ class Dashboard(ActionPages, Actions):
             page=page,
             filters=filters,
             older=older,
-            channels=await self.call(self.ledger.reader.channels),
+            channels=await self.call(op.channels_with_rows, self.ledger),
             statuses=list(Status),
             first=not (q.get("before") or q.get("after")),
             newest={k: v for k, v in filters.items() if v},
             bulk_filter={} if search else {k: v for k, v in filters.items() if v and k != "q"},
         )
 
-    def scrubbed(self, page: Page) -> Page:
+    def scrubbed(self, page: op.Page) -> op.Page:
         """A list's rows as a person sees them: their errors and notes scrubbed of the
         rows' hidden values (a list shows no payload)."""
-        return Page([self.redaction.submission(sub) for sub in page.rows], page.older)
+        return op.Page([self.redaction.submission(sub) for sub in page.rows], page.older)
 
     async def filter(self, q: QueryParams, channel: str | None) -> Filter:
         """The list's filter from the query; a time Python cannot shift, or one
@@ -332,14 +321,7 @@ class Dashboard(ActionPages, Actions):
             )  # fmt: skip
         shown = found if full else found.redacted(self.redaction)
         sub = shown.submission
-        chain_back: list[Submission] = []
-        previous = sub.supersedes
-        while previous is not None and len(chain_back) < 20:
-            older = await self.call(self.ledger.reader.get, previous)
-            if older is None:
-                break
-            chain_back.append(older)
-            previous = older.supersedes
+        chain_back = await self.call(op.replaced, self.ledger, sub)
         return await self.render(
             request,
             access,
@@ -347,7 +329,7 @@ class Dashboard(ActionPages, Actions):
             status=context.pop("status", 200),
             h=shown,
             sub=sub,
-            actions=allowed_actions(sub, superseded_by=found.superseded_by),
+            actions=allowed_actions(found.submission, superseded_by=found.superseded_by),
             payload="" if sub.removed_at else present.pretty(sub.payload),
             sealed=isinstance(sub.payload, SealedPayload),
             chain_back=chain_back[::-1],
@@ -380,7 +362,7 @@ class Dashboard(ActionPages, Actions):
     async def queue(self, request: Request) -> dict[str, Any]:
         before = optional_id(request.query_params.get("before"), "before")
         page = self.scrubbed(await self.call(op.attention, self.ledger, before))
-        counts = await self.call(self.ledger.reader.count_attention)
+        counts = await self.call(op.attention_counts, self.ledger)
         return {"page": page, "counts": counts, "first": before is None}
 
     async def metrics_text(self, request: Request, access: Access) -> Response:

@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 
 from denpyo.domain.people import MAX_NAME, Role, clean_name, same_name
+from denpyo.engine.people import Directory, Person
 from denpyo.errors import ConfigurationError
-from denpyo.web.people import Directory, Person
 
 log = logging.getLogger("denpyo.web")
 

@@ -252,7 +252,7 @@ class Shell:
     async def standby(self) -> str | None:
         """What the pages say when they read from a standby (`read_url`): how far
         behind the primary it is. None: they read the primary."""
-        if self.ledger.reader is self.ledger.store:
+        if not self.ledger.reads_standby:
             return None
         try:
             lag = await self.call(self.ledger.replica_lag)

@@ -45,11 +45,9 @@ lease) is never touched; a row a person resolved is not retried.
 from denpyo.domain.rules import label
 from denpyo.engine.audit import Progress
 from denpyo.engine.operator._act import (
-    MAX_NOTE_LENGTH,
     SAME_PAYLOAD,
     Resolution,
     RetryResult,
-    check_note,
     resolve_abandon,
     resolve_mark_synced,
     resolve_resend,
@@ -80,18 +78,19 @@ from denpyo.engine.operator._channels import (
     ChannelView,
     channel_states,
     channel_view,
-    pause,
-    resume,
 )
-from denpyo.engine.operator._forget import ForgetResult, forget
+from denpyo.engine.operator._forget import ForgetResult
 from denpyo.engine.operator._keeping import Keeping, archive, prune, removable_counts
+from denpyo.engine.operator._moves import MAX_NOTE_LENGTH, check_note
 from denpyo.engine.operator._read import (
     PREVIEW_CHARS,
     History,
     StatusReport,
     attention,
+    attention_counts,
     channel_event_json,
     channel_state_json,
+    channels_with_rows,
     check_channel,
     clip_text,
     clip_value,
@@ -102,9 +101,12 @@ from denpyo.engine.operator._read import (
     list_submissions,
     make_filter,
     operator_actor,
+    outcomes,
     page,
+    replaced,
     search,
     status,
+    status_counts,
     submission_json,
 )
 from denpyo.engine.operator._run import (
@@ -115,6 +117,7 @@ from denpyo.engine.operator._run import (
     serve,
 )
 from denpyo.errors import SubmissionNotFound
+from denpyo.store.base import Page
 
 __all__ = [
     "BATCH",
@@ -127,6 +130,7 @@ __all__ = [
     "ForgetResult",
     "History",
     "Keeping",
+    "Page",
     "Progress",
     "ReconcileSummary",
     "Requested",
@@ -142,12 +146,14 @@ __all__ = [
     "approve",
     "archive",
     "attention",
+    "attention_counts",
     "audit",
     "cancel_action",
     "channel_event_json",
     "channel_state_json",
     "channel_states",
     "channel_view",
+    "channels_with_rows",
     "check_channel",
     "check_note",
     "clip_text",
@@ -156,32 +162,32 @@ __all__ = [
     "decide",
     "event_json",
     "find",
-    "forget",
     "forgotten",
     "history",
     "label",
     "list_submissions",
     "make_filter",
     "operator_actor",
+    "outcomes",
     "page",
-    "pause",
     "pause_action",
     "plan_bulk",
     "prune",
     "reconcile",
     "reject",
     "removable_counts",
+    "replaced",
     "require_channels",
     "resolve_abandon",
     "resolve_mark_synced",
     "resolve_resend",
-    "resume",
     "resume_action",
     "retry",
     "run",
     "search",
     "serve",
     "status",
+    "status_counts",
     "submission_json",
     "will",
 ]

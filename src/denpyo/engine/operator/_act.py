@@ -14,15 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from denpyo.domain import rules
 from denpyo.domain.actions import ActionKind, ActionRecord, Approval, Scope
-from denpyo.domain.filters import Filter, resend_key
-from denpyo.domain.limits import check_key, encode_payload
+from denpyo.domain.filters import Filter
+from denpyo.domain.limits import encode_payload
 from denpyo.domain.moves import Move
 from denpyo.domain.redaction import REDACTED, Redaction, still_redacted
-from denpyo.domain.rules import Permit, label, sent_maybe
-from denpyo.domain.status import ErrorKind, Status
+from denpyo.domain.rules import Permit, label
+from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._actions import Requested, act, kept_entry, request_json
+from denpyo.engine.operator._moves import (
+    check_note,
+    free_resend_key,
+    retry_move,
+)
 from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
@@ -30,8 +35,6 @@ from denpyo.store.actions import NewAction
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
-
-MAX_NOTE_LENGTH = 2000
 
 
 class _Same:
@@ -106,12 +109,12 @@ def retry(
     skipped: list[tuple[Submission, str]] = []
     if refs:
         subs = _unique(find(ledger, ref) for ref in refs)
-        plan = [(sub, _retry_move(sub, actor, note, force_in_doubt)) for sub in subs]
+        plan = [(sub, retry_move(sub, actor, note, force_in_doubt)) for sub in subs]
     else:
         assert flt is not None
         for sub in list_submissions(ledger, _retry_filter(flt, force_in_doubt)):
             try:
-                plan.append((sub, _retry_move(sub, actor, note, force_in_doubt)))
+                plan.append((sub, retry_move(sub, actor, note, force_in_doubt)))
             except (InvalidInput, TransitionNotAllowed) as exc:
                 skipped.append((sub, str(exc)))
     if dry_run or not plan:
@@ -191,14 +194,6 @@ def _retry_filter(flt: Filter, force_in_doubt: bool) -> Filter:
         resolved=False,
         in_doubt=flt.in_doubt if force_in_doubt else False,
     )
-
-
-def _retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> Move:
-    answer = rules.may_retry(sub)
-    answer.check(force)
-    if answer.permit is Permit.FORCE:
-        return Move.forced_retry(sub, actor, f"forced retry of an in-doubt row: {note}")
-    return Move.retry(sub, actor, note or "retry requested")
 
 
 # -- resolve ----------------------------------------------------------------------------------
@@ -326,7 +321,7 @@ def resolve_resend(
     body = _payload_of(ledger, sub) if payload is SAME_PAYLOAD else payload
     new = NewSubmission(
         channel=sub.channel,
-        key=_free_resend_key(ledger, sub),
+        key=free_resend_key(ledger, sub),
         idempotency_key=new_idempotency_key(),
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
@@ -384,45 +379,6 @@ def _payload_of(ledger: Ledger, sub: Submission) -> Any:
         f"{label(sub)} was pruned: its payload is not kept; give the payload to resend "
         "(resolve --resend --payload JSON)"
     )
-
-
-def _giving_up(sub: Submission, actor: str, event: str, resolution: str, note: str) -> Move:
-    """The move that ends all automatic work on a row and records the resolution (on
-    a row the rules let the person abandon or resend)."""
-    if sub.status is not Status.REQUESTING:
-        return Move.give_up(sub, actor, event, resolution, note)
-    failure = (
-        (ErrorKind.AMBIGUOUS, sub.last_error or "the outcome of the last attempt is unknown")
-        if sent_maybe(sub)
-        else (ErrorKind.TRANSIENT, sub.last_error or "never sent")
-    )
-    return Move.give_up(sub, actor, event, resolution, note, failure)
-
-
-def _free_resend_key(ledger: Ledger, sub: Submission) -> str:
-    for n in range(1, 1000):
-        key = check_key(resend_key(sub.key, n), "the resend's key")
-        if ledger.store.get_by_key(sub.channel, key) is None:
-            return key
-    raise InvalidInput(f"{label(sub)} has been resent too many times")
-
-
-# -- shared checks --------------------------------------------------------------------------
-
-
-def check_note(note: str | None, what: str = "this action") -> str:
-    """A person's note: required, trimmed, at most MAX_NOTE_LENGTH characters."""
-    text = (note or "").strip()
-    if not text:
-        raise InvalidInput(f"a note (--note) is required for {what}: say why, for the next person")
-    if len(text) > MAX_NOTE_LENGTH:
-        raise InvalidInput(f"the note is {len(text)} characters; the limit is {MAX_NOTE_LENGTH}")
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            raise InvalidInput("the note is not valid Unicode text (a lone surrogate)") from None
-    return text
 
 
 def _apply_one(ledger: Ledger, move: Move) -> Submission:

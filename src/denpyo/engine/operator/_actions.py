@@ -44,6 +44,7 @@ from denpyo.domain.sealed import QUOTED, SealedPayload
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.engine.keys import new_idempotency_key
+from denpyo.engine.operator._moves import check_note, free_resend_key, giving_up, retry_move
 from denpyo.engine.operator._read import operator_actor
 from denpyo.errors import InvalidInput, TransitionNotAllowed
 from denpyo.store import NewSubmission
@@ -176,7 +177,6 @@ def _step(ledger: Ledger, record: ActionRecord, sub: Submission | None) -> tuple
 def _move_for(ledger: Ledger, record: ActionRecord, sub: Submission) -> Step:
     """The operator's own move for this action on this row (refusals raise, as they
     do for a person acting on the row alone)."""
-    from denpyo.engine.operator._act import _giving_up, _retry_move
 
     actor = record.actor
     force = bool(record.params.get("force_in_doubt"))
@@ -186,10 +186,10 @@ def _move_for(ledger: Ledger, record: ActionRecord, sub: Submission) -> Step:
     said = unquoted(ledger, record.note, [sub.payload]) if bulk else record.note
     note = history_note(said, record.id, record.approved_by, bulk=bulk)
     if record.kind is ActionKind.RETRY:
-        return _retry_move(sub, actor, note, force)
+        return retry_move(sub, actor, note, force)
     if record.kind is ActionKind.ABANDON:
         rules.may_abandon(sub).check()
-        return _giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
+        return giving_up(sub, actor, "abandon", f"abandoned by {actor}: {note}", note)
     if record.kind is ActionKind.MARK_SYNCED:
         rules.may_mark_synced(sub).check()
         remote_id = str(record.params.get("remote_id") or "")
@@ -202,7 +202,6 @@ def _move_for(ledger: Ledger, record: ActionRecord, sub: Submission) -> Step:
 def _resend(
     ledger: Ledger, record: ActionRecord, sub: Submission, actor: str, note: str, force: bool
 ) -> Resend:
-    from denpyo.engine.operator._act import _free_resend_key, _giving_up
 
     rules.may_resend(sub, ledger.store.find_superseding(sub.id)).check(force)
     if sub.removed_at is not None:
@@ -210,7 +209,7 @@ def _resend(
     body = corrected_payload(ledger, record, sub) if "payload" in record.params else sub.payload
     new = NewSubmission(
         channel=sub.channel,
-        key=check_key(_free_resend_key(ledger, sub), "the resend's key"),
+        key=check_key(free_resend_key(ledger, sub), "the resend's key"),
         idempotency_key=new_idempotency_key(),
         payload_json=encode_payload(body, ledger.max_payload_bytes),
         ordering_key=sub.ordering_key,
@@ -221,7 +220,7 @@ def _resend(
     )
 
     def replaced(created: Submission) -> Move:
-        return _giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
+        return giving_up(sub, actor, "resend", f"resent as #{created.id} by {actor}: {note}", note)
 
     return Resend(new, actor, f"resend of {label(sub)} by {actor}: {note}", replaced)
 
@@ -329,7 +328,6 @@ def decide(
 ) -> ActionRecord:
     """A second person's decision, written; an approved request is then running, for
     `run` to carry out (`approve` does both)."""
-    from denpyo.engine.operator._act import check_note
 
     text = check_note(note, "an approval" if approve else "a rejection")
     approver = operator_actor(by)
@@ -368,7 +366,6 @@ def plan_bulk(
 ) -> DryRun:
     """Freeze every row `flt` finds now behind a planned bulk action, and count what
     the action would do to each (with samples): nothing else is written."""
-    from denpyo.engine.operator._act import check_note
 
     if kind not in BULK_KINDS:
         raise InvalidInput(f"a bulk action retries, abandons or resends, not {kind}")
@@ -434,7 +431,7 @@ def confirm_bulk(
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
     if not same_name(record.actor, operator_actor(by)):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
-    if record.expires_at is not None and record.expires_at <= ledger.store.now():
+    if record.expires_at is not None and record.expires_at <= ledger.now():
         raise InvalidInput(
             f"the dry run of action #{action_id} is older than {PLAN_EXPIRES / 3600:g} h: "
             "make a new one (the rows may have changed since)"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from denpyo.domain.actions import ActionKind, ActionState, Scope
 from denpyo.domain.channel_state import ChannelEvent, ChannelState, Mode
 from denpyo.domain.limits import check_channel_name
-from denpyo.engine.operator._act import check_note
+from denpyo.engine.operator._moves import check_note
 from denpyo.engine.operator._read import operator_actor
 from denpyo.store.actions import NewAction
 

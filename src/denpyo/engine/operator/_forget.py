@@ -32,6 +32,7 @@ from denpyo.domain.actions import (
 from denpyo.domain.forgetting import Scrubber, Where, is_open, open_refusal
 from denpyo.domain.submission import Submission
 from denpyo.engine.operator._actions import BATCH, LEASE, new_holder
+from denpyo.engine.operator._moves import check_note
 from denpyo.engine.operator._read import check_channel, find, operator_actor
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store.actions import NewAction
@@ -121,7 +122,6 @@ def forget(
     seconds its entry in the action log is held from one batch to the next; after
     that long, a forget cut short (its process killed) is ended by the next forget
     of its rows, which carries them on."""
-    from denpyo.engine.operator._act import check_note
 
     text = check_note(note, "forgetting")
     if not lease > 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,12 +30,14 @@ from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.engine.holders import holder_gone
-from denpyo.errors import InvalidInput, SubmissionNotFound
+from denpyo.errors import DenpyoError, InvalidInput, SubmissionNotFound
 from denpyo.store import shown_url
 from denpyo.store.base import Page, Store
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
+
+log = logging.getLogger("denpyo.engine")
 
 
 def operator_actor(by: str | None = None) -> str:
@@ -210,6 +213,49 @@ def status(ledger: Ledger, channel: str | None = None) -> StatusReport:
     )
 
 
+def status_counts(ledger: Ledger, *, reading: bool = True) -> list[tuple[str, Status, int]]:
+    """(channel, status, rows) for every pair that has rows (`reading`: from the
+    ledger's `reader`, else from the primary)."""
+    return (ledger.reader if reading else ledger.store).count_by_status()
+
+
+def attention_counts(
+    ledger: Ledger, channel: str | None = None, *, reading: bool = True
+) -> dict[str, Any]:
+    """The rows a person may need to see, counted (`Store.count_attention`)."""
+    return (ledger.reader if reading else ledger.store).count_attention(channel)
+
+
+def channels_with_rows(ledger: Ledger) -> list[str]:
+    """The channels that have rows, in order."""
+    return ledger.reader.channels()
+
+
+def outcomes(ledger: Ledger, hours: int = 24) -> list[tuple[datetime, str, int]]:
+    """The outcomes per minute of the last `hours` (the overview's chart), brought up
+    to date first (bounded work); a database this process may only read keeps the
+    chart the workers fold."""
+    try:
+        ledger.store.fold_outcomes()
+    except DenpyoError as exc:
+        log.debug("cannot fold outcomes here: %s", exc)
+    return ledger.reader.outcomes_per_minute(hours)
+
+
+def replaced(ledger: Ledger, sub: Submission, limit: int = 20) -> list[Submission]:
+    """The rows `sub` replaced, newest first (each resend `supersedes` the one before),
+    at most `limit` of them."""
+    chain: list[Submission] = []
+    previous = sub.supersedes
+    while previous is not None and len(chain) < limit:
+        older = ledger.reader.get(previous)
+        if older is None:
+            break
+        chain.append(older)
+        previous = older.supersedes
+    return chain
+
+
 def _channel_states(
     ledger: Ledger, counted: dict[str, Any], channel: str | None
 ) -> dict[str, ChannelState | None]:
@@ -229,7 +275,7 @@ def make_filter(
     database clock ("2h" means two hours before the database's now)."""
     if since is None and until is None:
         return Filter(**fields)
-    now = ledger.store.now()
+    now = ledger.now()
     return Filter(
         since=None if since is None else parse_when(since, now),
         until=None if until is None else parse_when(until, now),

@@ -9,14 +9,12 @@ reports progress and receives signals.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from denpyo.domain.audit import AuditReport
 from denpyo.domain.filters import parse_when
@@ -27,9 +25,6 @@ from denpyo.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
-
-
-_TICK = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +70,13 @@ def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSumm
     """One pass over the in-doubt rows that are due: verify, settle, resend or hold."""
     require_channels(ledger, "reconcile")
     due = sum(ledger.store.count_in_doubt_due(name) for name in ledger.channels)
-    worker = Worker(ledger, actor=ledger.new_actor("reconciler"))
 
-    def tick() -> None:
+    def tick(report: WorkReport) -> None:
         if progress is not None:
-            report = worker.report
-            done = report.verified.total()
-            progress(done, max(due, report.reconciled))
+            progress(report.verified.total(), max(due, report.reconciled))
 
-    report = _wait(ledger, worker, worker.reconcile_pass(), tick)
-    tick()
+    report = ledger.reconcile(progress=tick)
+    tick(report)
     return ReconcileSummary(
         due=due,
         checked=report.reconciled,
@@ -111,7 +103,7 @@ def audit(
     before `until`, which defaults to now. `progress(steps_done, steps)`; `adopt`:
     record the calls the ledger lost (`Ledger.audit`)."""
     require_channels(ledger, "audit")
-    now = ledger.store.now()
+    now = ledger.now()
     end = now if until is None else parse_when(until, now)
     start = end - timedelta(days=1) if since is None else parse_when(since, now)
     return ledger.audit(channel, since=start, until=end, progress=progress, adopt=adopt)
@@ -141,29 +133,7 @@ def serve(
 
     previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
-        return _wait(ledger, worker, worker.run(), lambda: None)
+        return ledger.bridge.wait(worker.run(), worker.stop, lambda: None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _wait(
-    ledger: Ledger,
-    worker: Worker,
-    run: Coroutine[Any, Any, WorkReport],
-    tick: Callable[[], None],
-) -> WorkReport:
-    """Run `run` on the ledger's loop; wake every tick (so signal handlers and
-    progress run in this thread) until it ends. Ctrl-C stops the worker cleanly."""
-    loop = ledger.bridge.loop
-    future = asyncio.run_coroutine_threadsafe(run, loop)
-    try:
-        while True:
-            try:
-                return future.result(timeout=_TICK)
-            except concurrent.futures.TimeoutError:
-                tick()
-    except KeyboardInterrupt:
-        loop.call_soon_threadsafe(worker.stop)
-        future.result()
-        raise

@@ -18,10 +18,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from denpyo.cli.processes import MAX_PROCESSES
 from denpyo.contrib.django import get_ledger
 from denpyo.domain.settings import DEFAULT_CONCURRENCY, DEFAULT_GRACE, DEFAULT_POLL_INTERVAL
 from denpyo.engine import operator as op
+from denpyo.engine.processes import MAX_PROCESSES
 from denpyo.errors import DenpyoError
 
 
@@ -88,7 +88,7 @@ class Command(BaseCommand):
 
     def _supervise(self, options: dict[str, Any]) -> None:
         """N children, each this command with `--processes 1`, under the supervisor."""
-        from denpyo.cli.processes import Supervisor
+        from denpyo.engine.processes import Supervisor
 
         settings = options.get("settings") or os.environ.get("DJANGO_SETTINGS_MODULE")
         entry = sys.argv[0] if os.path.basename(sys.argv[0]) == "manage.py" else None

@@ -48,7 +48,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
-from denpyo.cli.app import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK
+EXIT_OK = 0
+EXIT_ATTENTION = 1
+EXIT_INPUT = 2
+"""Usage or configuration error: the same for every child, so not worth a restart."""
+EXIT_UNAVAILABLE = 3
+"""denpyo's exit codes (the CLI's, and what the supervisor reads from its children)."""
 
 BACKOFF = 0.5
 """Seconds before a dead child is started again; doubled while it keeps dying soon."""
