@@ -17,8 +17,6 @@ import re
 from functools import cache
 from importlib import resources
 
-# The databases by name (store/dialects.py), also for `denpyo sql --dialect`.
-
 HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*): (.+)$", re.MULTILINE)
 FRAGMENT = re.compile(r"^-- @([a-z][a-z0-9_]*): .+\n((?:.+\n?)+)", re.MULTILINE)
 INCLUDE = re.compile(r"\{\{([a-z][a-z0-9_]*)(?: ([a-z][a-z0-9_]*))?\}\}")
