@@ -381,16 +381,6 @@ def _payload_of(ledger: Ledger, sub: Submission) -> Any:
     )
 
 
-def _apply_one(ledger: Ledger, move: Move) -> Submission:
-    [after] = ledger.store.move([move])
-    if after is None:
-        raise LeaseLost(
-            f"submission {move.submission_id} moved while you were deciding; nothing was "
-            "written: look again (denpyo show)"
-        )
-    return after
-
-
 def _unique(subs: Iterable[Submission]) -> list[Submission]:
     seen: dict[int, Submission] = {}
     for sub in subs:

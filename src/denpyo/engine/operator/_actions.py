@@ -65,10 +65,6 @@ PLAN_EXPIRES = 3600.0
 MAX_BULK_ROWS = 1_000_000
 
 
-class ApprovalNeeded(Exception):
-    """Not an error: the action became a request that waits for a second person."""
-
-
 @dataclass(frozen=True, slots=True)
 class Requested:
     """An action a two-person rule turned into a request: its id, and why."""
