@@ -940,10 +940,11 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil.example\x1b\\click\x1b]8;;
 
 
 def test_stored_text_reaches_the_terminal_escaped(db_url: str) -> None:
-    """A key, a provider's error, a note and a name hold what others wrote: every
-    command shows their control characters escaped (`\\x1b`, `\\n`), so that nothing
-    stored retitles, clears or links the terminal, nor starts a line of its own;
-    `--json` keeps them exact, as JSON escapes."""
+    """A key, a provider's error and a note hold what others wrote: every command
+    shows their control characters escaped (`\\x1b`, `\\n`), so that nothing stored
+    retitles, clears or links the terminal, nor starts a line of its own; `--json`
+    keeps them exact, as JSON escapes. A name given with `--by` is stored cleaned,
+    without its control characters, and shown as stored."""
     key = "order:7\nINFO nothing needs attention\x1b[1;31m"
     with denpyo.Ledger(db_url) as ledger:
 
@@ -990,7 +991,10 @@ def test_stored_text_reaches_the_terminal_escaped(db_url: str) -> None:
     assert not any(line.startswith("INFO") for line in listed.stdout.splitlines())
     for text in (escaped_key, escaped_error, "gave up\\x1b]0;owned\\x07\\nINFO forged"):
         assert text in shown.stdout, text
-    assert "operator:eve\\x1b[2J" in shown.stdout
+    # a name typed with `--by` is stored cleaned (no control character), shown as stored
+    assert "operator:eve[2J" in shown.stdout and "operator:eve\\x1b" not in shown.stdout
+    with denpyo.Ledger(db_url) as ledger:
+        assert ledger.events(int(rejected))[-1].actor == "operator:eve[2J"
     assert "\\u001b[2J\\u009b2J" in shown.stdout  # the payload, as JSON writes it
     assert escaped_error in shown_failed.stdout
     assert "k-failed" in dry_run.stdout and "\\x1b]0;owned\\x07\\x1b[2J" in dry_run.stdout
@@ -1001,7 +1005,9 @@ def test_stored_text_reaches_the_terminal_escaped(db_url: str) -> None:
     assert rows[key]["last_error"].endswith(HOSTILE) and rows[key]["payload"]["at"] == (
         "\x1b[2J\x9b2J"
     )
-    assert as_json(as_json_show)["submission"]["resolution"].endswith("\nINFO forged")
+    resolution = as_json(as_json_show)["submission"]["resolution"]
+    assert resolution.startswith("abandoned by operator:eve[2J: ")
+    assert resolution.endswith("\nINFO forged")
     for proc in (as_json_list, as_json_show):
         assert not any(c in proc.stdout for c in "\x1b\x07\x9b")
 
