@@ -21,9 +21,11 @@ def test_prune_then_report_as_printed(tmp_path: Path) -> None:
             ledger.submit("invoice-email", f"order:{n}", {"n": n})
     steps = commands(named("how-to/keeping-for-years.md", "retention")["prune"])
     said = [text for _, text in run_session(tmp_path, steps, env={"DENPYO_DATABASE_URL": None})]
-    assert said[0].startswith("removed 0 settled row(s)"), said[0]  # none is 30 days old
-    assert "invoice-email" in said[1] and "synced" in said[1], said[1]
+    assert said[0].startswith("dry run: would remove 0 settled row(s)"), said[0]
+    assert said[1].startswith("removed 0 settled row(s)"), said[1]  # none is 30 days old
+    assert "prune" in said[2] and "cron-nightly" in said[2], said[2]  # the action log
+    assert "invoice-email" in said[3] and "synced" in said[3], said[3]
     today = datetime.now(UTC).date().isoformat()
-    assert json.loads(said[2]) == [
+    assert json.loads(said[4]) == [
         {"period": today, "channel": "invoice-email", "status": "synced", "count": 3}
-    ], said[2]
+    ], said[4]

@@ -18,7 +18,14 @@ from denpyo.cli import render
 from denpyo.cli.actions import by_option, note_option
 from denpyo.cli.app import Env, fail, json_option, main, pass_env
 from denpyo.cli.rows import RowFilters, row_filters
-from denpyo.domain.actions import ActionKind, ActionRecord, ActionRow, ActionState, person_of
+from denpyo.domain.actions import (
+    ROW_KINDS,
+    ActionKind,
+    ActionRecord,
+    ActionRow,
+    ActionState,
+    person_of,
+)
 from denpyo.domain.filters import parse_when
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
@@ -404,7 +411,9 @@ def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: b
     if record.state is not ActionState.RUNNING:
         fail(f"action #{action_id} is {record.state}: nothing to carry on")
     now = ledger.now()
-    if record.locked_by and record.locked_until is not None and record.locked_until > now:
+    held = record.locked_by and record.locked_until is not None and record.locked_until > now
+    if held and record.kind in ROW_KINDS:  # a forget, a prune: refused for what they are
+        assert record.locked_by is not None and record.locked_until is not None
         left = math.ceil((record.locked_until - now).total_seconds())
         fail(
             f"action #{action_id} is held by {visible(record.locked_by)} until "
