@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from dbproxy import ProxyProcess
@@ -35,6 +36,8 @@ from dbproxy import ProxyProcess
 import denpyo
 from denpyo.channels.http import HttpChannel
 from denpyo.testing import FakeProviderClient
+
+T = TypeVar("T")
 
 WORKER = Path(__file__).with_name("chaos_worker.py")
 CHANNEL = "invoice-email"
@@ -466,6 +469,20 @@ def _count_settled(ledger: denpyo.Ledger, before: int = 0) -> int:
         return before
 
 
+def _read(read: Callable[[], T]) -> T:
+    """One of the check's reads, again while the database is out of reach (a restart
+    the run made may still be ending on a busy machine): the check reads, it does
+    not judge the server's speed."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return read()
+        except denpyo.StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _check(ledger: denpyo.Ledger, client: FakeProviderClient, figures: ChaosFigures) -> None:
     accepted = client.accepted()
     by_key: dict[str, list[str]] = {}
@@ -474,9 +491,11 @@ def _check(ledger: denpyo.Ledger, client: FakeProviderClient, figures: ChaosFigu
     figures.provider_accepted = len(by_key)
     figures.duplicates = sum(len(ids) - 1 for ids in by_key.values())
     for n in range(figures.submissions):
-        sub = ledger.get(CHANNEL, f"order:{n}")
+        key = f"order:{n}"
+        sub = _read(lambda key=key: ledger.get(CHANNEL, key))
         assert sub is not None, f"order:{n} lost from the ledger"
-        events = ledger.events(sub.id)
+        row_id = sub.id
+        events = _read(lambda row_id=row_id: ledger.events(row_id))
         verifies = [e for e in events if e.kind == "verify"]
         resends = [e for e in events if e.kind == "attempt" and "not delivered" in (e.detail or "")]
         figures.in_doubt_found += bool(verifies or resends)
