@@ -288,11 +288,16 @@ def dashboard(
     if trusted_header:
         proxies = ", ".join(trusted_proxies)
         render.err.print(f"{trusted_header} names the person when sent by {proxies}", markup=False)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
+    warn_if_public(host)
     # The peer address is the connection's: X-Forwarded-For is believed only from a
     # --trusted-proxy, by the dashboard itself.
     serve_asgi(app, listening)
+
+
+def warn_if_public(host: str) -> None:
+    """A server bound beyond this machine speaks plain HTTP: say so once, at start."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
 
 
 def listen(host: str, port: int, what: str) -> socket.socket:

@@ -8,7 +8,7 @@ import click
 
 from denpyo.cli import render
 from denpyo.cli.app import Env, fail, main, pass_env
-from denpyo.cli.commands import listen, listen_options, serve_asgi, url_of
+from denpyo.cli.commands import listen, listen_options, serve_asgi, url_of, warn_if_public
 
 SNS_TOPICS_VARIABLE = "DENPYO_SNS_TOPICS"
 
@@ -97,6 +97,5 @@ def webhooks(
     listening = listen(host, port, "the webhooks")
     routes = ", ".join(f"POST /{name}" for name in app.state.providers)
     render.err.print(f"webhooks on {url_of(host, port)}: {routes}", markup=False)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        render.err.print(f"listening on {host}: put HTTPS in front of it beyond this machine")
+    warn_if_public(host)
     serve_asgi(app, listening)
