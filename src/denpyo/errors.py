@@ -124,6 +124,11 @@ class StoreConflict(StoreError):
     raises this; in yours (`conn=`) it is yours to do (MariaDB's 1205 undid only the
     statement: roll back first). The driver's error is `__cause__`."""
 
+    waited: bool = False
+    """The transaction waited for a lock until the database gave up on it (MariaDB's
+    1205, after `innodb_lock_wait_timeout`): denpyo runs such a transaction once more
+    only, where a try costs that long."""
+
 
 class ArchiveError(DenpyoError):
     """An archive target cannot be written (missing, read-only, refused), or a file

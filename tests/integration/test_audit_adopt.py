@@ -20,6 +20,7 @@ import denpyo
 from denpyo import DiscrepancyKind, RemoteRecord, Status
 from denpyo.channels.http import HttpChannel
 from denpyo.cli import main as cli
+from denpyo.domain.limits import unlisted_payload
 from denpyo.testing import FakeProvider
 
 
@@ -79,6 +80,36 @@ def test_a_call_the_ledger_lost_is_adopted_and_never_sent_again(
     # the report counts it as the synced call it was
     assert sum(r.count for r in mail.report() if r.status == "synced") == 2
     assert sql("SELECT COUNT(*) FROM denpyo_submissions WHERE status = 'synced'") == [(2,)]
+
+
+def test_a_call_listed_without_its_payload_is_adopted_and_its_key_answers_any_payload(
+    ledger: denpyo.Ledger, provider: FakeProvider
+) -> None:
+    """A provider whose list gives the key but not the payload (metadata only): the
+    adopted row's payload is unknown, and the application's submit of the key after
+    the failover is that call, not a `KeyReused`."""
+    http = HttpChannel(provider.send_url, lookup_url=provider.lookup_url, timeout=2)
+    lister = keyed_lister(provider)
+
+    def without_payloads(since: datetime, until: datetime) -> Iterator[RemoteRecord]:
+        for record in lister(since, until):
+            yield RemoteRecord(record.idempotency_key, record.remote_id, record.key, None)
+
+    ledger.channel("mail", verify=http.verify, list_remote=without_payloads)(http.send)
+    provider.plant("idem-bare-1", payload={"to": "bare@example.com", "n": 1})
+
+    report = ledger.audit("mail", adopt=True, **window(ledger))
+    (found,) = report.discrepancies
+    row = found.submission
+    assert found.adopted and row is not None and row.status is Status.SYNCED
+    assert row.payload == unlisted_payload()
+
+    calls = provider.stats().requests
+    again = ledger.submit("mail", "bare@example.com", {"to": "bare@example.com", "n": 1})
+    assert again.id == row.id and again.status is Status.SYNCED
+    assert provider.stats().requests == calls, "an adopted key sends nothing"
+    with pytest.raises(denpyo.InvalidInput, match="reserved for calls adopted"):
+        ledger.submit("mail", "other@example.com", unlisted_payload())
 
 
 def test_what_cannot_be_adopted_is_reported_and_nothing_is_written(

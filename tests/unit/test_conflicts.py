@@ -107,6 +107,25 @@ def test_pauses_grow_with_full_jitter_up_to_a_cap() -> None:
             assert 0 <= tries.pause(StoreConflict("c")) <= ceiling
 
 
+def test_a_conflict_that_waited_out_the_lock_timeout_runs_once_more_only() -> None:
+    waited = StoreConflict("Lock wait timeout exceeded; try restarting transaction")
+    waited.waited = True
+    tries = Conflicts("x")
+    tries.pause(waited)
+    with pytest.raises(StoreConflict):
+        tries.pause(waited)
+
+
+def test_mariadb_says_which_conflict_waited_out_its_lock_timeout() -> None:
+    pymysql = pytest.importorskip("pymysql")
+    from denpyo.store.mysql import ERRORS
+
+    timeout = ERRORS.translated(pymysql.err.OperationalError(1205, "Lock wait timeout"))
+    deadlock = ERRORS.translated(pymysql.err.OperationalError(1213, "Deadlock found"))
+    assert isinstance(timeout, StoreConflict) and timeout.waited
+    assert isinstance(deadlock, StoreConflict) and not deadlock.waited
+
+
 EXEMPT = {
     ("connections.py", "one_statement"): "a connection mode itself",
     ("connections.py", "reading"): "a connection mode itself",

@@ -121,3 +121,19 @@ def test_who_forgot_it_in_one_line() -> None:
         "payload forgotten on 2026-03-01 14:02 UTC by alice: erasure #881"
     )
     assert Forgotten(NOW).describe() == "payload forgotten on 2026-03-01 14:02 UTC"
+
+
+@pytest.mark.parametrize(
+    ("text", "scrubbed"),
+    [
+        ("Europe refused eur 30", "Europe refused [x] 30"),
+        ("currency=EUR&n=2", "currency=[x]&n=2"),
+        ('{"note": "line\\neur"}', '{"note": "line\\n[x]"}'),  # after a JSON escape
+        ('{"note": "\\u00e9eur"}', '{"note": "\\u00e9[x]"}'),
+        ("to%20eur", "to%20[x]"),  # after a URL escape
+        ("reeuro", "reeuro"),  # inside a word: not the value
+    ],
+)
+def test_a_scrubber_finds_a_short_value_as_a_word_only(text: str, scrubbed: str) -> None:
+    scrub = Scrubber([{"currency": "eur"}], marker="[x]")
+    assert scrub(text) == scrubbed

@@ -107,7 +107,7 @@ def test_refusals_raise_what_the_operator_raises() -> None:
     doubt.check(force=True)
     busy = rules.may_abandon(ROWS["in flight"])
     assert busy.reason == (
-        "#7 (c:k) is being sent right now by w/1 (lease until 2026-01-01T00:00:00+00:00); "
+        "#7 (c:k) is being sent right now by w/1 (lease until 2026-01-01 00:00:00 UTC); "
         "wait for it to settle"
     )
     assert not busy.forbidden and rules.may_mark_synced(ROWS["rejected"]).forbidden

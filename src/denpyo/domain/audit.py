@@ -37,7 +37,8 @@ class RemoteRecord:
     the provider keeps them (metadata sent with the call: Stripe's `metadata`, an
     e-mail provider's tags). Only with the key can `audit(adopt=True)` record a call
     the ledger lost (a failover) as the row a later submit of that key finds; the
-    payload, when given, is kept with it."""
+    payload, when given, is kept with it (else the row's is
+    `limits.unlisted_payload()`)."""
 
     idempotency_key: str
     remote_id: str | None = None

@@ -12,8 +12,9 @@ other parameters.
 
 "Quotes a value" (`Scrubber`): contains, in any case and spelling (`spelled`), a
 string of the payload (any string leaf, at any depth) of `MIN_QUOTED` characters or
-more, or the value a person searched the payloads by (`Where`). Shorter strings
-("no", "EU") are not looked for: they would scrub words out of every note.
+more, or the value a person searched the payloads by (`Where`), not as part of a
+longer word (`as_a_word`: `eur` is not in "Europe"). Shorter strings ("no", "EU") are
+not looked for: they would scrub words out of every note.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class Scrubber:
         self._long = sorted({form for text in long for form in _whole_forms(text)}, key=len)[::-1]
         short = [text for text in ordered if len(text) <= SPELLED_UP_TO]
         # The marker first: text scrubbed already is left as it is.
-        alternatives = [re.escape(marker), *map(spelled, short)]
+        alternatives = [re.escape(marker), *map(as_a_word, short)]
         self._pattern = re.compile("|".join(alternatives), re.IGNORECASE) if short else None
 
     def __call__(self, text: str) -> str:
@@ -180,6 +181,21 @@ def spelled(text: str) -> str:
     escapes it, or URL-encoded, so that `ann+b@x.com`, `ann%2Bb%40x.com` and
     `ann+b%40x.com` are all found."""
     return "".join(_character(c) for c in text)
+
+
+WORD_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4})|(?<=%[0-9A-Fa-f]{2}))"
+"""Before a value that begins with a letter or a digit: no letter or digit, unless it
+ends an escape (JSON's `\\n`, `\\u00e9`; a URL's `%20`), which is a separator."""
+WORD_END = r"(?![A-Za-z0-9])"
+"""After a value that ends with a letter or a digit: no letter or digit."""
+
+
+def as_a_word(text: str) -> str:
+    """`spelled(text)`, found only where it is not part of a longer word: a value
+    `eur` is in "eur 30" and "to=eur&", not in "Europe" (which it would garble)."""
+    start = WORD_START if text[:1].isascii() and text[:1].isalnum() else ""
+    end = WORD_END if text[-1:].isascii() and text[-1:].isalnum() else ""
+    return start + spelled(text) + end
 
 
 def _whole_forms(text: str) -> set[str]:

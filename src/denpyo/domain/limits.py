@@ -93,6 +93,17 @@ def encode_payload(payload: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     return text
 
 
+UNLISTED = "denpyo:unlisted"
+"""The one field of the payload an adopted row gets when the provider's record of the
+call carries none: the call was made, for a payload nobody here knows. A later submit
+of its key, whatever its payload, is that call (its outcome returned, nothing sent)."""
+
+
+def unlisted_payload() -> dict[str, str]:
+    """The payload of a call adopted without one (`UNLISTED`)."""
+    return {UNLISTED: "the provider's record of this call carries no payload"}
+
+
 def _check_not_sealed(payload: dict[Any, Any] | SealedPayload) -> None:
     """Refuse what the store would take for a sealed payload when it reads it back (the
     reserved field `denpyo:sealed`), and the stand-in of one that could not be opened."""
@@ -100,6 +111,10 @@ def _check_not_sealed(payload: dict[Any, Any] | SealedPayload) -> None:
         raise InvalidInput(f"cannot send this payload again: {payload.why()}")
     if SEALED in payload:
         raise PayloadNotJSON(f"the payload field {SEALED!r} is reserved for encrypted payloads")
+    if UNLISTED in payload:
+        raise PayloadNotJSON(
+            f"the payload field {UNLISTED!r} is reserved for calls adopted without a payload"
+        )
 
 
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -188,9 +203,11 @@ def check_channel_name(name: object) -> str:
 
 def check_same_call(sub: Submission, payload_json: str) -> None:
     """`KeyReused` unless the row a channel and key already have was recorded with this
-    payload. A removed row's payload is not kept, nor a forgotten one's: its key alone
-    says the call was made, and is answered with its outcome."""
-    if sub.removed_at is None and sub.forgotten_at is None:
+    payload. A removed row's payload is not kept, nor a forgotten one's, nor known of a
+    call the audit adopted without one (`UNLISTED`): its key alone says the call was
+    made, and is answered with its outcome."""
+    unlisted = isinstance(sub.payload, dict) and UNLISTED in sub.payload
+    if sub.removed_at is None and sub.forgotten_at is None and not unlisted:
         if isinstance(sub.payload, SealedPayload):
             raise ConfigurationError(
                 f"{sub.channel}:{sub.key} is recorded already, and {sub.payload.why()}: "

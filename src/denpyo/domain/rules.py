@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -274,7 +274,7 @@ def _busy(sub: Submission, action: ActionKind) -> Answer:
     return _refused(
         action,
         f"{label(sub)} is being sent right now by {sub.locked_by} (lease until "
-        f"{_iso(sub.locked_until)}); wait for it to settle",
+        f"{_utc(sub.locked_until)}); wait for it to settle",
     )
 
 
@@ -289,5 +289,8 @@ def _forced(sub: Submission, action: ActionKind) -> Answer:
     )
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+def _utc(value: datetime | None) -> str:
+    """A time as a person reads it in a message: to the second, in UTC."""
+    if value is None:
+        return "unknown"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

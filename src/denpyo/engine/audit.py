@@ -25,6 +25,7 @@ the application's next submit of that key finds it and sends nothing.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import islice
@@ -40,7 +41,7 @@ from denpyo.domain.audit import (
     missing_at_provider,
     why_not_adopted,
 )
-from denpyo.domain.limits import encode_payload
+from denpyo.domain.limits import encode_payload, unlisted_payload
 from denpyo.domain.submission import Submission
 from denpyo.domain.verdict import Delivered, NotDelivered
 from denpyo.engine.bridge import LoopThread
@@ -184,9 +185,12 @@ class Auditor:
         why = why_not_adopted(record, row_of_key)
         if why is None:
             assert record.key is not None
-            new = NewSubmission(
-                spec.name, record.key, record.idempotency_key, encode_payload(record.payload)
+            payload = (  # the marker is reserved: an application's payload may not hold it
+                json.dumps(unlisted_payload())
+                if record.payload is None
+                else encode_payload(record.payload)
             )
+            new = NewSubmission(spec.name, record.key, record.idempotency_key, payload)
             note = (
                 "adopted by the audit: the provider accepted this call "
                 f"({record.remote_id or 'no remote id'}) and the ledger had no row of it"

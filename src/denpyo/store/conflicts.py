@@ -13,7 +13,8 @@ called from another retried method runs once, and the outer one runs again.
 
 Up to CONFLICT_TRIES tries, `CONFLICT_PAUSE` seconds doubling between them with
 full jitter (two transactions that collided must not collide again in step),
-capped at `CONFLICT_PAUSE_MAX`; one log line for a transaction that needed more
+capped at `CONFLICT_PAUSE_MAX` (`WAITED_TRIES` for one that waited out a lock
+timeout: it has spent that long already); one log line for a transaction that needed more
 than one try (not one per try); after the last, the StoreConflict is raised.
 """
 
@@ -36,6 +37,9 @@ CONFLICT_STATES = ("40001", "40P01")
 store/postgresql.py and asyncpg's errors read)."""
 
 CONFLICT_TRIES = 8
+WAITED_TRIES = 2
+"""Tries of a transaction that waited out the database's lock timeout (MariaDB's
+1205, 50 s by default): eight would hold its caller for minutes."""
 CONFLICT_PAUSE = 0.005
 CONFLICT_PAUSE_MAX = 0.25
 
@@ -59,7 +63,7 @@ class Conflicts:
     def pause(self, exc: StoreConflict) -> float:
         """Seconds to wait before trying again after `exc`; raises it once the tries
         are spent."""
-        if self.tries >= CONFLICT_TRIES:
+        if self.tries >= (WAITED_TRIES if exc.waited else CONFLICT_TRIES):
             log.warning("%s: gave up after %d tries, each lost to a conflict: %s",
                         self.what, self.tries, exc)  # fmt: skip
             raise exc

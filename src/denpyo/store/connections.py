@@ -39,10 +39,19 @@ class DriverErrors(Generic[E]):
     `missing_table(exc)`, whether one means that denpyo's tables are missing;
     `unavailable(exc)`, whether one means the server is out of reach (an outage,
     not a refused statement); `conflict(exc)`, whether the transaction lost to a
-    concurrent one and may succeed if run again; `message(exc)`, its text for the
+    concurrent one and may succeed if run again, and `waited(exc)`, whether it first
+    waited out the database's lock timeout; `message(exc)`, its text for the
     StoreError (named after the database)."""
 
-    __slots__ = ("conflict", "error", "message", "missing_table", "title", "unavailable")
+    __slots__ = (
+        "conflict",
+        "error",
+        "message",
+        "missing_table",
+        "title",
+        "unavailable",
+        "waited",
+    )
 
     def __init__(
         self,
@@ -52,6 +61,7 @@ class DriverErrors(Generic[E]):
         message: Callable[[E], str] = str,
         unavailable: Callable[[E], bool] = lambda exc: False,
         conflict: Callable[[E], bool] = lambda exc: False,
+        waited: Callable[[E], bool] = lambda exc: False,
     ) -> None:
         self.title = dialect.title
         self.error = error
@@ -59,6 +69,7 @@ class DriverErrors(Generic[E]):
         self.message = message
         self.unavailable = unavailable
         self.conflict = conflict
+        self.waited = waited
 
     def translated(self, exc: E) -> StoreError | SchemaError:
         """A driver error as StoreError (missing tables as SchemaError, a server out
@@ -68,7 +79,9 @@ class DriverErrors(Generic[E]):
         if self.unavailable(exc):
             return StoreUnavailable(f"{self.title} unavailable: {self.message(exc)}")
         if self.conflict(exc):
-            return StoreConflict(f"{self.title}: {self.message(exc)}")
+            conflict = StoreConflict(f"{self.title}: {self.message(exc)}")
+            conflict.waited = self.waited(exc)
+            return conflict
         return StoreError(f"{self.title}: {self.message(exc)}")
 
     @contextmanager

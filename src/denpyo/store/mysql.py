@@ -73,7 +73,8 @@ CONNECT_REFUSED = frozenset({1044, 1045, 1049})
 # port) or it takes no one now (ER_CON_COUNT_ERROR): with CONNECTION_LOST, an outage.
 UNREACHABLE = frozenset({2002, 2003, 1040}) | CONNECTION_LOST
 # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the transaction may succeed if run again.
-CONFLICTS = frozenset({1213, 1205})
+ER_LOCK_WAIT_TIMEOUT = 1205
+CONFLICTS = frozenset({1213, ER_LOCK_WAIT_TIMEOUT})
 ER_DUP_ENTRY = 1062
 ER_NO_SUCH_TABLE = 1146
 ER_SPECIFIC_ACCESS_DENIED = 1227
@@ -118,6 +119,7 @@ ERRORS = DriverErrors(
     _message,
     unavailable=lambda exc: _code(exc) in UNREACHABLE,
     conflict=lambda exc: _code(exc) in CONFLICTS,
+    waited=lambda exc: _code(exc) == ER_LOCK_WAIT_TIMEOUT,
 )
 """PyMySQL's errors as denpyo's, read by their message (ER_NO_SUCH_TABLE on a
 denpyo_ table: the tables are missing; UNREACHABLE: StoreUnavailable; CONFLICTS:
