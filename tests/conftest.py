@@ -23,7 +23,7 @@ import pytest
 
 import denpyo
 from denpyo.store import Store, open_store
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DATABASES
 from denpyo.testing import FakeProvider
 
 POSTGRES_URL = os.environ.get(
@@ -36,7 +36,7 @@ test` runs the store's and the ledger's tests so once more)."""
 POSTGRES_ISOLATION = os.environ.get("DENPYO_TEST_POSTGRES_ISOLATION") or None
 """`serializable` (or `repeatable read`): every PostgreSQL database the tests make
 has it as its default isolation (`make test-serializable`)."""
-BACKENDS = list(DIALECTS)
+BACKENDS = list(DATABASES)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
 

@@ -47,7 +47,7 @@ from denpyo.store.conflicts import (
     retried,
 )
 from denpyo.store.connections import DriverErrors
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DIALECTS, POSTGRESQL, POSTGRESQL_PARTITIONED, Dialect
 from denpyo.store.params import (
     Group,
     distinct_groups,
@@ -63,7 +63,6 @@ from denpyo.store.sql_store import SqlStore
 
 log = logging.getLogger("denpyo.store")
 
-POSTGRESQL = DIALECTS["postgresql"]
 
 UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
 """The server ended the session (shutdown, crash) or takes none now (starting up,
@@ -183,7 +182,6 @@ class PostgresStore(SqlStore):
 
     dialect = POSTGRESQL.name
     driver_errors = ERRORS
-    notifies = True
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_record", "submission_record_many", "submission_claim_ready",
@@ -283,8 +281,14 @@ class PostgresStore(SqlStore):
 
     def _use_layout(self, partitioned: bool) -> None:
         # The queries first: a thread that sees `partitioned` set finds its queries.
-        self.queries = load_queries(self.dialect, "partitioned" if partitioned else None)
+        record = POSTGRESQL_PARTITIONED if partitioned else DIALECTS[self.dialect]
+        self.queries = load_queries(record.name)
         self.partitioned = partitioned
+
+    @property
+    def dialect_record(self) -> Dialect:
+        """The partitioned layout's record once the tables are known to be it."""
+        return POSTGRESQL_PARTITIONED if self.partitioned else DIALECTS[self.dialect]
 
     def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
         """Each new connection's commits wait for the disk and the synchronous standbys
@@ -297,11 +301,15 @@ class PostgresStore(SqlStore):
         conn.execute(self.queries["session_read_committed"])
 
     def replica_lag(self) -> float | None:
+        if not self.capabilities.durability_checks:
+            return None
         with self.reading() as tx:
             row = tx.fetch_one("replica_lag")
         return None if row is None or row["lag"] is None else float(row["lag"])
 
-    def durability(self) -> Durability:
+    def durability(self) -> Durability | None:
+        if not self.capabilities.durability_checks:
+            return None
         with self.reading() as tx:
             row = tx.fetch_one("durability_get")
         assert row is not None
@@ -426,7 +434,8 @@ class PostgresStore(SqlStore):
         first = list(itertools.islice(rows, COPY_FROM))
         outside = conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE
         piped = conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
-        if len(first) < COPY_FROM or outside or piped or self.partitioned:
+        can_copy = self.capabilities.copy and self.capabilities.savepoints
+        if len(first) < COPY_FROM or outside or piped or not can_copy:
             return self._record_pipelined(tx, itertools.chain(first, rows), actor)
         return self._copy_many(tx, itertools.chain(first, rows), actor)
 
@@ -624,9 +633,10 @@ class PostgresStore(SqlStore):
                         "the partitioned layout needs pg_partman, which this PostgreSQL "
                         "server lacks: install it (Debian: postgresql-15-partman)"
                     )
-                for version, script in load_migrations("postgresql-partitioned"):
-                    tx.script(script.replace("'@partition@'", f"'{every}'"))
-                    applied = list(range(current + 1, version + 1))
+                # The layout's first script makes every table at once (`squashed`).
+                first, script = load_migrations(POSTGRESQL_PARTITIONED.name)[0]
+                tx.script(script.replace("'@partition@'", f"'{every}'"))
+                applied = list(range(current + 1, first + 1))
                 for version in applied:
                     tx.execute("schema_version_add", {"version": version})
                 current = applied[-1]
@@ -756,6 +766,8 @@ class PostgresStore(SqlStore):
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
         row per channel, status and kind, so that reading them stays cheap."""
+        if not self.capabilities.count_triggers:
+            return
         with _Autocommit(self, repeatable=True) as tx:
             tx.execute("submission_counts_compact")
 

@@ -14,6 +14,7 @@ from store_helpers import SYNCED, new
 from denpyo.domain.moves import Settle
 from denpyo.errors import ConfigurationError, SchemaError
 from denpyo.store import Store, open_store
+from denpyo.store.dialects import DIALECTS
 
 
 def test_a_store_opened_from_its_url_finds_the_newest_schema(store: Store, db_url: str) -> None:
@@ -96,7 +97,7 @@ def test_workers_are_woken_where_the_database_notifies(store: Store, backend: st
 
     async def run() -> None:
         listening = asyncio.create_task(store.listen(woken.append))
-        if not store.notifies:
+        if not store.capabilities.notifies:
             await asyncio.wait_for(listening, 30)  # returns at once: workers poll
             return
         try:
@@ -111,5 +112,5 @@ def test_workers_are_woken_where_the_database_notifies(store: Store, backend: st
                 await listening
 
     asyncio.run(run())
-    assert store.notifies is (backend == "postgresql")
-    assert woken[:1] == (["sms"] if store.notifies else [])
+    assert store.capabilities.notifies is DIALECTS[backend].capabilities.notifies
+    assert woken[:1] == (["sms"] if store.capabilities.notifies else [])
