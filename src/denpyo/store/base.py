@@ -127,7 +127,7 @@ class Store(ABC):
 
     def migrate_partitioned(self, every: str) -> list[int]:
         """`migrate` to the partitioned layout, `every` "daily" or "monthly"
-        (PostgreSQL's only: store/postgresql.py)."""
+        (PostgreSQL's only: store/postgresql_partitions.py)."""
         raise ConfigurationError(
             f"partitions are PostgreSQL's (kept by pg_partman); {self.dialect} keeps one table"
         )

@@ -35,7 +35,7 @@ So adding a PostgreSQL-wire variant is a store module (a `PostgresStore`
 subclass), an overlay SQL file (and overlay migrations if its schema differs),
 and one `DIALECTS` entry made with `variant(...)`. PostgreSQL's partitioned
 layout is such a variant with no URL schemes: the store takes it on once it
-reads that its tables are partitioned (store/pg_partitions.py).
+reads that its tables are partitioned (store/postgresql_partitions.py).
 """
 
 from __future__ import annotations
