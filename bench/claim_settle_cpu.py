@@ -36,7 +36,8 @@ from psycopg.rows import dict_row
 from denpyo.domain.moves import Settle
 from denpyo.domain.policy import AttemptDecision
 from denpyo.domain.status import Status
-from denpyo.store.postgresql import PostgresStore, _batch_params, _claim_statement, _statements
+from denpyo.store.postgresql import PostgresStore
+from denpyo.store.postgresql_async import _batch_params, _claim_statement, _statements
 
 WORKER, LIMIT = "w", 64
 WAYS = ("floor", "settle_many", "move_batch")

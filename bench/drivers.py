@@ -29,7 +29,8 @@ import denpyo
 from denpyo.domain.moves import Move
 from denpyo.domain.status import Status
 from denpyo.store.params import distinct_groups
-from denpyo.store.postgresql import PostgresStore, _claim_statement, _move_statement
+from denpyo.store.postgresql import PostgresStore
+from denpyo.store.postgresql_async import _claim_statement, _move_statement
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CHANNEL, WORKER, CLAIM = "bench", "bench-drivers", 64

@@ -1,48 +1,20 @@
 """An asyncio application's own connections to the test databases, each in a
 transaction the application commits itself (store/async_conn.py lists every driver
-denpyo joins)."""
+denpyo joins; tests/database_records.py opens each)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from database_records import MARIADB, database_record
 
-@asynccontextmanager
-async def aiomysql_connection(db_url: str) -> AsyncIterator[Any]:
+
+def aiomysql_connection(db_url: str) -> AbstractAsyncContextManager[Any]:
     """aiomysql's connection to the MariaDB database of `db_url`, not autocommitting."""
-    import aiomysql
-
-    from denpyo.store.mysql import connect_args
-
-    args = connect_args(db_url)
-    conn = await aiomysql.connect(
-        host=args["host"], port=args["port"], user=args.get("user", "root"),
-        password=args.get("password", ""), db=args["database"], autocommit=False,
-    )  # fmt: skip
-    try:
-        yield conn
-    finally:
-        conn.close()
+    return MARIADB.app_connection(db_url)
 
 
-@asynccontextmanager
-async def app_connection(backend: str, db_url: str) -> AsyncIterator[Any]:
-    """One connection of the database's asyncio driver: psycopg, aiosqlite, aiomysql."""
-    if backend == "postgresql":
-        import psycopg
-
-        pg = await psycopg.AsyncConnection.connect(db_url)
-        try:
-            yield pg
-        finally:
-            await pg.close()
-    elif backend == "sqlite":
-        import aiosqlite
-
-        async with aiosqlite.connect(db_url.removeprefix("sqlite:///"), timeout=30) as lite:
-            yield lite
-    else:
-        async with aiomysql_connection(db_url) as maria:
-            yield maria
+def app_connection(backend: str, db_url: str) -> AbstractAsyncContextManager[Any]:
+    """One connection of the database's asyncio driver (psycopg, aiosqlite, aiomysql)."""
+    return database_record(backend).app_connection(db_url)

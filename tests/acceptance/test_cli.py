@@ -8,7 +8,6 @@ import contextlib
 import getpass
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import denpyo
+from database_records import database_record
 from denpyo.cli import main
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
@@ -781,7 +781,7 @@ def test_worker_runs_until_a_signal(
     """SIGTERM (what a service manager sends) on PostgreSQL, Ctrl-C's SIGINT on SQLite:
     either stops claiming, lets the calls in flight settle, and exits 0."""
     env, provider = app
-    stop = signal.SIGTERM if backend == "postgresql" else signal.SIGINT
+    stop = database_record(backend).stop_signal
     with denpyo.Ledger(db_url) as ledger:
         script_channel(ledger)  # to enqueue; the worker sends with the app's channel
         ids = [ledger.enqueue("email", f"w{i}", {"i": i}).id for i in range(5)]

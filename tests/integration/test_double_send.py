@@ -369,7 +369,7 @@ def test_renewal_renews_many_holders_at_once_and_never_waits_for_a_lock(
     stolen = holds[0][0]
     ledger.store.move([denpyo_move_to(stolen, "thief")])
     locker = None
-    if backend != "sqlite":  # SQLite has one writer: no row locks to skip
+    if ledger.store.capabilities.skip_locked:  # SQLite has one writer: no row locks to skip
         locker = driver_connection(backend, db_url)
         cursor = locker.cursor()
         cursor.execute(f"SELECT id FROM denpyo_submissions WHERE id = {holds[1][0]} FOR UPDATE")

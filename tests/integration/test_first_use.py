@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import denpyo
+from database_records import database_record
 from denpyo.engine import bridge, tracing
 from denpyo.store import postgresql
 from denpyo.store.sealing import new_payload_key
@@ -75,18 +76,14 @@ def loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
 
 def connections(backend: str, db_url: str, sql: Callable[[str], list[tuple[Any, ...]]]) -> int:
     """The server's connections to this test's database, but the one asking."""
-    name = db_url.rpartition("/")[2]
-    if backend == "postgresql":
-        query = f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'"
-    else:
-        query = f"SELECT count(*) FROM information_schema.processlist WHERE db = '{name}'"
-    return int(sql(query)[0][0]) - 1
+    query = database_record(backend).sessions_query(db_url.rpartition("/")[2])
+    return 0 if query is None else int(sql(query)[0][0]) - 1
 
 
 def settled_connections(backend: str, db_url: str, sql: Callable[..., Any]) -> int:
     """The count once it stops moving (a closed connection leaves the server's list
     a moment later)."""
-    if backend == "sqlite":
+    if database_record(backend).sessions_query("") is None:  # no server
         return 0
     seen, since = connections(backend, db_url, sql), time.monotonic()
     while seen and time.monotonic() - since < QUIET:
@@ -145,7 +142,7 @@ def test_first_use_from_threads(
     finally:
         ledger.close()
     assert _rows(backend, sql) == THREADS * CALLS
-    assert pools.count == (1 if backend == "postgresql" else 0)
+    assert pools.count == (1 if database_record(backend).pooled else 0)
     assert settled_connections(backend, db_url, sql) == 0
 
 
@@ -186,7 +183,7 @@ def test_first_use_from_tasks(
     finally:
         ledger.close()
     assert _rows(backend, sql) == TASKS
-    assert pools.count == (1 if backend == "postgresql" else 0)
+    assert pools.count == (1 if database_record(backend).pooled else 0)
     assert settled_connections(backend, db_url, sql) == 0
 
 

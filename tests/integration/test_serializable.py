@@ -36,7 +36,7 @@ QUIET = 10.0
 def unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
     """denpyo's sessions keep the database's default isolation, as where a session
     cannot be pinned: every conflict must be tried again."""
-    for queries in (load_queries("postgresql"), load_queries("postgresql", "partitioned")):
+    for queries in (load_queries("postgresql"), load_queries("postgresql-partitioned")):
         monkeypatch.setitem(queries, "session_read_committed", "SELECT 1")
 
 

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 import denpyo
-from app_connections import aiomysql_connection
+from database_records import database_record
 from denpyo import Status, Submission
 from denpyo.channels.http import HttpChannel
 from denpyo.domain.moves import Move
@@ -141,25 +141,9 @@ def test_an_asyncio_applications_own_transaction_keeps_the_trace(
         await ledger.aenqueue_many("email", [("conn-many", {})], conn=conn)
 
     async def body() -> None:
-        if backend == "sqlite":
-            import aiosqlite
-
-            async with aiosqlite.connect(db_url.removeprefix("sqlite:///")) as conn:
-                await enqueue(conn)
-                await conn.commit()
-        elif backend == "postgresql":
-            import asyncpg
-
-            conn = await asyncpg.connect(db_url)
-            try:
-                async with conn.transaction():
-                    await enqueue(conn)
-            finally:
-                await conn.close()
-        else:
-            async with aiomysql_connection(db_url) as conn:
-                await enqueue(conn)
-                await conn.commit()
+        record = database_record(backend)  # its last driver: asyncpg on PostgreSQL
+        async with record.app_transaction(db_url, record.async_drivers[-1]) as conn:
+            await enqueue(conn)
 
     with traces.app.start_as_current_span("request") as request:
         asyncio.run(body())

@@ -16,6 +16,7 @@ import pytest
 
 import denpyo
 from conftest import driver_connection, free_port
+from database_records import database_record
 from denpyo.errors import ConfigurationError, SchemaError, StoreUnavailable
 
 PAYLOAD = {"to": "a@example.com"}
@@ -55,11 +56,8 @@ def test_enqueue_on_the_same_database_spelled_otherwise_is_accepted(
     backend: str, db_url: str
 ) -> None:
     """`localhost` and `127.0.0.1`, or a relative and an absolute path: one database."""
-    if backend == "sqlite":
-        other_spelling = f"sqlite:///{Path(db_url.removeprefix('sqlite:///')).resolve()}"
-    else:
-        other_spelling = db_url.replace("127.0.0.1", "localhost")
-        assert other_spelling != db_url
+    other_spelling = database_record(backend).other_spelling(db_url)
+    assert other_spelling != db_url
     with denpyo.Ledger(db_url) as ledger:
         ledger.channel("email")(lambda sub: "sent")
         conn = driver_connection(backend, other_spelling)

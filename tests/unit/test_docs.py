@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from denpyo.cli import main
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DATABASES, DIALECTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_upgrade_page_names_every_migration() -> None:
     """Each migration a database has is a row of docs/how-to/upgrading.md (`0002
     claim indexes`), so that a new one comes with what it does to a big table."""
     page = (ROOT / "docs" / "how-to" / "upgrading.md").read_text()
-    for dialect in DIALECTS:
+    for dialect in DATABASES:  # a layout's migrations are made whole, never upgraded to
         for migration in (ROOT / "src/denpyo/store/migrations" / dialect).glob("*.sql"):
             number, _, name = migration.stem.partition("_")
             assert f"| {number} {name.replace('_', ' ')} |" in page, migration

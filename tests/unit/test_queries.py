@@ -2,14 +2,21 @@
 
 import pytest
 
-from denpyo.store.dialects import DIALECTS
-from denpyo.store.queries import ddl, load_migrations, load_queries, split_statements
+from denpyo.store.dialects import BY_SCHEME, DATABASES, DIALECTS
+from denpyo.store.queries import (
+    ddl,
+    load_migrations,
+    load_overlay_queries,
+    load_queries,
+    split_statements,
+)
 
 
 def test_each_query_file_defines_exactly_the_queries_its_store_runs() -> None:
     """Each layer of a store lists the named queries it runs (`QUERIES`): a database's
     file defines their union, no more and no less."""
-    for store in (dialect.store_class() for dialect in DIALECTS.values()):
+    for dialect in DATABASES.values():
+        store = dialect.store_class()
         runs: set[str] = set()
         for layer in store.__mro__:
             runs |= vars(layer).get("QUERIES", frozenset())
@@ -17,13 +24,45 @@ def test_each_query_file_defines_exactly_the_queries_its_store_runs() -> None:
         assert defined == runs, (store.dialect, defined ^ runs)
 
 
+def test_every_record_loads_its_queries_and_migrations() -> None:
+    """Each record, variants included, has its whole query set (fragments expanded)
+    and a migration for every number up to the latest."""
+    for name, dialect in DIALECTS.items():
+        queries = load_queries(name)
+        assert "schema_version_create" in queries, name
+        assert "{{" not in "".join(queries.values()), name
+        assert "$." not in "".join(queries.values()), name
+        numbers = [version for version, _ in load_migrations(name)]
+        first = numbers[0]
+        assert numbers == list(range(first, first + len(numbers))), name
+        assert first == 1 or dialect.squashed, name
+
+
+def test_an_overlay_replaces_only_its_parents_queries_and_adds_only_its_stores() -> None:
+    """A variant's overlay (sql/<variant>.sql) redefines queries its parent has, and
+    adds only those its store runs beyond the parent's (`QUERIES` of its own layers,
+    or `LAYOUT_QUERIES` for a layout)."""
+    variants = [dialect for dialect in DIALECTS.values() if dialect.parent is not None]
+    assert variants
+    for dialect in variants:
+        assert dialect.parent is not None
+        own = set(load_overlay_queries(dialect.name))
+        parent = set(load_queries(dialect.parent))
+        store = dialect.store_class()
+        declared: set[str] = set(getattr(store, "LAYOUT_QUERIES", frozenset()))
+        if store.dialect == dialect.name:  # its own store class: its own layers' queries
+            for layer in store.__mro__:
+                declared |= vars(layer).get("QUERIES", frozenset())
+        assert own - parent <= declared, (dialect.name, own - parent - declared)
+        assert set(load_queries(dialect.name)) == parent | own
+
+
 def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None:
     """PostgreSQL's partitioned layout (sql/postgresql-partitioned.sql) redefines some of
     the dialect's queries and defines those only it runs (`LAYOUT_QUERIES`)."""
     from denpyo.store.postgresql import PostgresStore
-    from denpyo.store.queries import load_layout_queries
 
-    own = set(load_layout_queries("postgresql", "partitioned"))
+    own = set(load_overlay_queries("postgresql-partitioned"))
     plain = set(load_queries("postgresql"))
     assert own - plain == PostgresStore.LAYOUT_QUERIES
     assert own & plain == {
@@ -31,13 +70,62 @@ def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None
         "submission_get_by_key", "submission_get_recorded_before", "key_get_recorded_before",
         "submission_remove", "key_expire", "event_list_many",
     }  # fmt: skip
-    merged = load_queries("postgresql", "partitioned")
+    merged = load_queries("postgresql-partitioned")
     assert set(merged) == plain | own
     assert "{{" not in "".join(merged.values()) and "$." not in "".join(merged.values())
 
 
+def test_the_partitioned_layout_writes_a_removed_keys_outcome_once() -> None:
+    """The UPDATE that gives denpyo_keys the outcome of rows leaving (deleted one by one,
+    or a dropped partition) is one fragment, which both queries include."""
+    from importlib import resources
+
+    text = resources.files("denpyo.store").joinpath("sql", "postgresql-partitioned.sql")
+    assert text.read_text().count("UPDATE denpyo_keys k SET") == 1
+    merged = load_queries("postgresql-partitioned")
+    for name in ("submission_remove", "partition_keys"):
+        assert "UPDATE denpyo_keys k SET" in merged[name], name
+
+
+def test_a_variant_resolves_to_its_record_and_its_parents_schemes_stay() -> None:
+    """A record with a parent is found by its own schemes only (a layout has none);
+    the parent's schemes still open the parent; its family is the parent's."""
+    for dialect in DIALECTS.values():
+        for scheme in dialect.schemes:
+            assert BY_SCHEME[scheme] is dialect
+        if dialect.parent is not None:
+            assert dialect.family == DIALECTS[dialect.parent].family
+            assert not set(dialect.schemes) & set(DIALECTS[dialect.parent].schemes)
+            assert dialect.executors == () and dialect.django_engines == ()
+    assert DIALECTS["postgresql-partitioned"].schemes == ()
+    assert set(DATABASES) == {name for name, d in DIALECTS.items() if d.schemes}
+
+
+def test_a_variant_inherits_and_overrides_migrations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A variant's migrations are its parent's, its own replacing the same number; a
+    squashed one's first script replaces all of the parent's up to it."""
+    from dataclasses import replace
+
+    from denpyo.store import dialects, queries
+
+    plain = dict(load_migrations("postgresql"))
+    partitioned = dict(load_migrations("postgresql-partitioned"))
+    assert min(partitioned) == 10 and partitioned[10] != plain[10]
+    assert all(partitioned[version] == plain[version] for version in partitioned if version > 10)
+    unsquashed = replace(dialects.POSTGRESQL_PARTITIONED, name="unsquashed", squashed=False)
+    monkeypatch.setitem(dialects.DIALECTS, "unsquashed", unsquashed)
+    real = queries._own_migrations
+    monkeypatch.setattr(
+        queries,
+        "_own_migrations",
+        lambda name: {10: "-- own"} if name == "unsquashed" else real(name),
+    )
+    merged = dict(queries.load_migrations.__wrapped__("unsquashed"))
+    assert set(merged) == set(plain) and merged[10] == "-- own" and merged[3] == plain[3]
+
+
 def test_migrations_carry_the_same_numbers() -> None:
-    numbers = {d: [v for v, _ in load_migrations(d)] for d in DIALECTS if load_migrations(d)}
+    numbers = {d: [v for v, _ in load_migrations(d)] for d in DATABASES if load_migrations(d)}
     assert len(set(map(tuple, numbers.values()))) == 1, numbers
 
 
@@ -61,7 +149,7 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
 
     from denpyo.store.queries import load_fragments
 
-    for dialect in DIALECTS:
+    for dialect in DATABASES:
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
         shared = {"in_doubt", "needs_a_person", "list_filter", "removable"}

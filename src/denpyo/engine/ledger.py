@@ -65,7 +65,6 @@ from denpyo.errors import (
 )
 from denpyo.store import NewSubmission, Store, open_store, shown_url
 from denpyo.store.base import AsyncStore
-from denpyo.store.dialects import DIALECTS
 from denpyo.store.sealing import PayloadKeys, Sealing, payload_codec
 
 if TYPE_CHECKING:
@@ -732,7 +731,7 @@ class Ledger:
         with self._threads_lock:  # made once, whichever thread's loop comes first
             if self._db is None:
                 self.store.check_open()  # closed: not the threads again either
-                threads = DIALECTS[self.store.dialect].db_threads
+                threads = self.store.dialect_record.db_threads
                 self._db = ThreadPoolExecutor(threads, thread_name_prefix="denpyo-db")
                 self._calls = _CallThreads(32, thread_name_prefix="denpyo-call")
             return AsyncRunner(self.store, self._db, self._calls, ops)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from denpyo.errors import InvalidInput
 from denpyo.store import dialect_of
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DATABASES as OPENED_BY_URL
 from denpyo.store.queries import ddl
 
-DATABASES: tuple[str, ...] = tuple(DIALECTS)
-"""The database kinds denpyo has a schema for."""
+DATABASES: tuple[str, ...] = tuple(OPENED_BY_URL)
+"""The database kinds denpyo has a schema for (a layout such as the partitioned one is
+made by `migrate --partitions`, not printed)."""
 
 
 def schema_sql(dialect: str | None = None, *, url: str | None = None) -> str:

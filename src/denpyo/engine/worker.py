@@ -251,10 +251,9 @@ class Worker:
             await ops.close()
 
     async def _run(self, until_idle: bool) -> WorkReport:
-        helpers = [
-            asyncio.create_task(self._heartbeat()),
-            asyncio.create_task(self._listen()),
-        ]
+        helpers = [asyncio.create_task(self._heartbeat())]
+        if self.ledger.store.capabilities.notifies:
+            helpers.append(asyncio.create_task(self._listen()))
         lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
         await self._tell_holdings()
@@ -798,7 +797,8 @@ class Worker:
             )
 
     async def _listen(self) -> None:
-        """Wake on the database's notifications (PostgreSQL), instead of only polling."""
+        """Wake on the database's notifications (`Capabilities.notifies`), instead of
+        only polling."""
         served = set(self.ledger.channels)
 
         def wake(channel: str) -> None:

@@ -8,7 +8,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.base import NewSubmission, Store
-from denpyo.store.dialects import BY_SCHEME, Dialect
+from denpyo.store.dialects import BY_SCHEME, DATABASES, Dialect
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "masked", "open_store", "shown_url"]
 
@@ -121,8 +121,9 @@ def _check_hosts(netloc: str, dialect: Dialect, shown: str) -> None:
     (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): libpq
     tries them in turn, which is how a client follows a failover to a standby."""
     hosts = netloc.rpartition("@")[2].split(",")
-    if len(hosts) > 1 and dialect.name != "postgresql":
-        raise InvalidDatabaseURL(f"{shown!r}: several hosts are for PostgreSQL only")
+    if len(hosts) > 1 and not dialect.capabilities.several_hosts:
+        several = [known.title for known in DATABASES.values() if known.capabilities.several_hosts]
+        raise InvalidDatabaseURL(f"{shown!r}: several hosts are for {', '.join(several)} only")
     for host in hosts:
         try:
             urlsplit(f"//{host}").port  # noqa: B018 - raises on a malformed port

@@ -51,6 +51,7 @@ from denpyo.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from denpyo.store.actions import NewAction, Planned
+    from denpyo.store.dialects import Capabilities, Dialect
     from denpyo.store.payload_keys import Reseal, StoredPayload
     from denpyo.store.sealing import Sealing
 
@@ -99,7 +100,18 @@ class Store(ABC):
     """Every operation on the ledger's tables. Each database implements all of them."""
 
     dialect: ClassVar[str]  # its record's name in store/dialects.py
-    notifies: ClassVar[bool] = False  # the database wakes workers when a row commits
+
+    @property
+    @abstractmethod
+    def dialect_record(self) -> Dialect:
+        """Its database's record (store/dialects.py); a store whose tables turn out to
+        be a variant's layout (PostgreSQL's partitioned one) answers that variant's."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What its database can do that not every one can: the engine asks these,
+        never the database's name."""
+        return self.dialect_record.capabilities
 
     @classmethod
     @abstractmethod
@@ -115,7 +127,7 @@ class Store(ABC):
 
     def migrate_partitioned(self, every: str) -> list[int]:
         """`migrate` to the partitioned layout, `every` "daily" or "monthly"
-        (PostgreSQL's only: store/postgresql.py)."""
+        (PostgreSQL's only: store/postgresql_partitions.py)."""
         raise ConfigurationError(
             f"partitions are PostgreSQL's (kept by pg_partman); {self.dialect} keeps one table"
         )

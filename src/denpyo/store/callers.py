@@ -28,7 +28,7 @@ from denpyo.store.dialects import DIALECTS, Dialect
 EXECUTORS: dict[tuple[str, str], tuple[Dialect, type[AsyncExecutor]]] = {
     executor.driver: (dialect, executor)
     for dialect in DIALECTS.values()
-    for executor in dialect.executors
+    for executor in dialect.executors  # a variant's callers use its parent's drivers
 }
 """(driver module, connection class) -> its database and the executor that runs on it."""
 
@@ -100,7 +100,7 @@ class CallerConnections(ConnectionModes):
 
     async def _bridge(self, conn: Any) -> BridgedConnection:
         dialect, executor = await executor_for(conn)
-        if dialect.name != self.dialect:
+        if dialect.name != self.dialect_record.family:
             raise ConfigurationError(
                 f"this ledger stores in {self.dialect}; conn is a {dialect.name} "
                 "connection: nothing was written"

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from denpyo.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from denpyo.store.async_conn import BridgedConnection
 from denpyo.store.base import Store, Tx
-from denpyo.store.dialects import Dialect
+from denpyo.store.dialects import DIALECTS, Dialect
 from denpyo.store.queries import load_queries
 
 E = TypeVar("E", bound=BaseException)
@@ -101,6 +101,10 @@ class ConnectionModes(Store):
 
     def __init__(self) -> None:
         self.queries = load_queries(self.dialect)
+
+    @property
+    def dialect_record(self) -> Dialect:
+        return DIALECTS[self.dialect]
 
     @abstractmethod
     def transaction(self, conn: Any = None) -> AbstractContextManager[Tx]:

@@ -3,6 +3,12 @@
 Claims use `FOR UPDATE SKIP LOCKED`, so workers on many hosts take disjoint
 rows without waiting on each other; `enqueue` sends a NOTIFY that fires when
 the caller's transaction commits, so workers wake without polling.
+
+Here: the store and its transactions. Beside it: psycopg's errors
+(postgresql_driver.py), the worker's asyncio connections and the claim and move
+statements (postgresql_async.py), the partitioned layout (postgresql_partitions.py).
+A variant that speaks PostgreSQL's protocol subclasses `PostgresStore`
+(store/dialects.py says how).
 """
 
 from __future__ import annotations
@@ -10,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import threading
 import time
@@ -24,90 +29,31 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import ConnectionPool
 
 from denpyo.domain.durability import Durability
-from denpyo.domain.moves import Change, Move, Settle
-from denpyo.domain.retention import Retention
+from denpyo.domain.moves import Change, Settle
 from denpyo.domain.submission import Submission
-from denpyo.errors import (
-    ConfigurationError,
-    InvalidDatabaseURL,
-    StoreConflict,
-    StoreError,
-    StoreUnavailable,
-)
+from denpyo.errors import ConfigurationError, InvalidDatabaseURL, StoreError, StoreUnavailable
 from denpyo.store import masked, shown_url
-from denpyo.store.base import AsyncStore, NewSubmission, Partition, Row, Tx
-from denpyo.store.conflicts import (
-    CONFLICT_STATES,
-    Conflicts,
-    again_on_conflict,
-    in_retried,
-    retried,
+from denpyo.store.base import AsyncStore, NewSubmission, Row, Tx
+from denpyo.store.conflicts import again_on_conflict, in_retried, retried
+from denpyo.store.dialects import DIALECTS, POSTGRESQL, POSTGRESQL_PARTITIONED, Dialect
+from denpyo.store.params import insert_params
+from denpyo.store.postgresql_async import (
+    PostgresAsync,
+    Statement,
+    _claim_statement,
+    _move_statement,
+    _settle_statement,
+    _statements,
 )
-from denpyo.store.connections import DriverErrors
-from denpyo.store.dialects import DIALECTS
-from denpyo.store.params import (
-    Group,
-    distinct_groups,
-    insert_params,
-    move_params,
-    seconds,
-    settle_params,
-)
-from denpyo.store.queries import load_migrations, load_queries
-from denpyo.store.removal import retention_params
+from denpyo.store.postgresql_driver import CONNECT_TIMEOUT, ERRORS, connect_failure
+from denpyo.store.postgresql_partitions import MAINTENANCE_EVERY, PartitionedLayout
+from denpyo.store.queries import load_queries
 from denpyo.store.sealing import Sealing
-from denpyo.store.sql_store import SqlStore
 
 log = logging.getLogger("denpyo.store")
-
-POSTGRESQL = DIALECTS["postgresql"]
-
-UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
-"""The server ended the session (shutdown, crash) or takes none now (starting up,
-too many clients); class 08, a connection exception, too."""
-UNREACHABLE_SIGNS = (
-    "Connection refused", "timeout expired", "timed out", "No route to host",
-    "Network is unreachable", "Connection reset", "No such file or directory",
-    "server closed the connection", "could not receive data from server",
-    "could not send data to server", "the connection is lost", "SSL SYSCALL error",
-    "the database system is", "too many clients", "remaining connection slots",
-)  # fmt: skip
-"""How libpq says, without a SQLSTATE, that no server answered or the connection
-broke: refused, timed out, unreachable, no socket file, hung up; and the server's
-own refusals of the moment (starting up, shutting down, full). A server that
-refuses who we are or what we ask for (password, role, database) is not here."""
-
-
-def _unreachable(exc: psycopg.Error) -> bool:
-    """Whether the server is out of reach (an outage), not refusing the request."""
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    if state is not None:
-        return state.startswith("08") or state in UNREACHABLE_STATES
-    text = str(exc)
-    return any(sign in text for sign in UNREACHABLE_SIGNS)
-
-
-ERRORS = DriverErrors(
-    POSTGRESQL,
-    psycopg.Error,
-    lambda exc: isinstance(exc, pg_errors.UndefinedTable),
-    unavailable=_unreachable,
-    conflict=lambda exc: exc.sqlstate in CONFLICT_STATES,
-)
-"""psycopg's errors as denpyo's (`UndefinedTable`: the tables are missing; a server
-out of reach: StoreUnavailable; CONFLICT_STATES: StoreConflict)."""
-
-
-def connect_failure(exc: psycopg.Error, conninfo: str) -> StoreUnavailable | ConfigurationError:
-    """A first connection that failed: an outage (StoreUnavailable), or a refusal of
-    the settings (ConfigurationError), named by the URL without its password."""
-    message = f"cannot connect to PostgreSQL at {shown_url(conninfo)}: {masked(str(exc), conninfo)}"
-    return StoreUnavailable(message) if _unreachable(exc) else ConfigurationError(message)
 
 
 class PostgresTx(Tx):
@@ -177,13 +123,12 @@ class PostgresTx(Tx):
         self.cursor.execute(sql.encode())
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PartitionedLayout):
     """The writes in one statement each, events and NOTIFY included: fewer round
     trips on the hot path than the portable writes of store/portable.py."""
 
     dialect = POSTGRESQL.name
     driver_errors = ERRORS
-    notifies = True
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
             "submission_record", "submission_record_many", "submission_claim_ready",
@@ -196,14 +141,6 @@ class PostgresStore(SqlStore):
             "durability_get", "replica_lag",
         }
     )  # fmt: skip
-    LAYOUT_QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {
-            "partition_every", "partition_maintain", "partition_list", "partition_check",
-            "partition_freeze", "partition_keys", "partition_drop", "partition_rows",
-            "submission_window_floor",
-        }
-    )  # fmt: skip
-    """The queries only the partitioned layout's file defines (sql/postgresql-partitioned.sql)."""
 
     def __init__(self, conninfo: str, *, max_connections: int = 8) -> None:
         super().__init__()
@@ -283,8 +220,14 @@ class PostgresStore(SqlStore):
 
     def _use_layout(self, partitioned: bool) -> None:
         # The queries first: a thread that sees `partitioned` set finds its queries.
-        self.queries = load_queries(self.dialect, "partitioned" if partitioned else None)
+        record = POSTGRESQL_PARTITIONED if partitioned else DIALECTS[self.dialect]
+        self.queries = load_queries(record.name)
         self.partitioned = partitioned
+
+    @property
+    def dialect_record(self) -> Dialect:
+        """The partitioned layout's record once the tables are known to be it."""
+        return POSTGRESQL_PARTITIONED if self.partitioned else DIALECTS[self.dialect]
 
     def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
         """Each new connection's commits wait for the disk and the synchronous standbys
@@ -297,11 +240,15 @@ class PostgresStore(SqlStore):
         conn.execute(self.queries["session_read_committed"])
 
     def replica_lag(self) -> float | None:
+        if not self.capabilities.durability_checks:
+            return None
         with self.reading() as tx:
             row = tx.fetch_one("replica_lag")
         return None if row is None or row["lag"] is None else float(row["lag"])
 
-    def durability(self) -> Durability:
+    def durability(self) -> Durability | None:
+        if not self.capabilities.durability_checks:
+            return None
         with self.reading() as tx:
             row = tx.fetch_one("durability_get")
         assert row is not None
@@ -426,7 +373,8 @@ class PostgresStore(SqlStore):
         first = list(itertools.islice(rows, COPY_FROM))
         outside = conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE
         piped = conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
-        if len(first) < COPY_FROM or outside or piped or self.partitioned:
+        can_copy = self.capabilities.copy and self.capabilities.savepoints
+        if len(first) < COPY_FROM or outside or piped or not can_copy:
             return self._record_pipelined(tx, itertools.chain(first, rows), actor)
         return self._copy_many(tx, itertools.chain(first, rows), actor)
 
@@ -595,167 +543,14 @@ class PostgresStore(SqlStore):
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.1)
 
-    # -- the partitioned layout --------------------------------------------------------
-
-    def migrate_partitioned(self, every: str) -> list[int]:
-        """Make the partitioned layout on a database without denpyo tables (pg_partman
-        installed in it first, in schema `partman`, where the server has it), then
-        apply the later migrations; on a partitioned database, only those."""
-        if every not in PARTITION_INTERVALS:
-            raise ConfigurationError(
-                f"partitions {every!r}: choose one of {', '.join(PARTITION_INTERVALS)}"
-            )
-        with self.transaction() as tx:
-            tx.execute("schema_lock")
-            tx.execute("schema_version_create")
-            current = self._version(tx)
-            layout = tx.fetch_one("layout_get")
-            if layout is not None and not layout["partitioned"]:
-                raise ConfigurationError(
-                    "the denpyo tables here are in the plain layout: `migrate --partitions` "
-                    'makes the partitioned one on a database without them (see "Keeping '
-                    'the ledger for years" for moving a ledger over)'
-                )
-            applied: list[int] = []
-            if layout is None:
-                available = tx.fetch_one("partman_available")
-                if available is None or not available["available"]:
-                    raise ConfigurationError(
-                        "the partitioned layout needs pg_partman, which this PostgreSQL "
-                        "server lacks: install it (Debian: postgresql-15-partman)"
-                    )
-                for version, script in load_migrations("postgresql-partitioned"):
-                    tx.script(script.replace("'@partition@'", f"'{every}'"))
-                    applied = list(range(current + 1, version + 1))
-                for version in applied:
-                    tx.execute("schema_version_add", {"version": version})
-                current = applied[-1]
-            applied += self.apply_migrations(tx, current)
-        self._use_layout(True)
-        return applied
-
-    def partitions(self) -> list[Partition]:
-        if not self._is_partitioned():
-            return []
-        with self.reading() as tx:
-            rows = tx.fetch_all("partition_list")
-        return [
-            Partition(int(row["from_id"]), int(row["to_id"]), row["from_at"], row["to_at"])
-            for row in rows
-        ]
-
-    def partition_rows(self, part: Partition, after: int, limit: int) -> list[Submission]:
-        params = {"from_id": max(part.from_id, after + 1), "to_id": part.to_id, "limit": limit}
-        with self.reading() as tx:
-            return [self.to_submission(row) for row in tx.fetch_all("partition_rows", params)]
-
-    def drop_partition(
-        self,
-        part: Partition,
-        retention: Retention,
-        *,
-        before_drop: Callable[[], None] | None = None,
-        archived_to: str | None = None,
-    ) -> int:
-        """Freeze the partition (its rows can no longer change), check that retention
-        lets every row go, run `before_drop`, remember the keys, then detach and drop
-        it with its events' twin under a lock held for milliseconds (the migration of
-        the layout says each step). A partition that keeps a row, or whose lock cannot
-        be had within `PARTITION_LOCK_WAIT` seconds (`PARTITION_LOCK_TRIES` times), is
-        thawed and waits: 0."""
-        bounds = {"from_id": part.from_id, "to_id": part.to_id}
-        check = {**bounds, **retention_params(retention)}
-        with self.reading() as tx:
-            found = tx.fetch_one("partition_check", check)
-        if found is None or int(found["kept"]) or not int(found["n"]):
-            return 0  # a row stays; an empty partition goes with the row-by-row removal
-        if not self._freeze(bounds, frozen=True):
-            return 0
-        dropped = False
-        try:
-            with self.reading() as tx:
-                found = tx.fetch_one("partition_check", check)
-            if found is None or int(found["kept"]):
-                return 0
-            started = time.perf_counter()
-            if before_drop is not None:
-                before_drop()
-            written = time.perf_counter()
-            with self._autocommit() as tx:
-                counts = tx.fetch_all("partition_keys", {**bounds, "archived_to": archived_to})
-            kept = time.perf_counter()
-            columns = ("day", "channel", "status", "error_kind", "kind", "resolved", "n")
-            params: dict[str, Any] = {name: [row[name] for row in counts] for name in columns}
-            params.update(bounds, wait=PARTITION_LOCK_WAIT)
-            for _ in range(PARTITION_LOCK_TRIES):
-                try:
-                    started_drop = time.perf_counter()
-                    with self._autocommit() as tx:
-                        tx.fetch_one("partition_drop", params)
-                    dropped = True
-                    log.info(
-                        "partition %s dropped: %s rows; before the drop %.2f s, keys %.2f s, "
-                        "drop %.3f s", part.from_at.date(), found["n"], written - started,
-                        kept - written, time.perf_counter() - started_drop,
-                    )  # fmt: skip
-                    return int(found["n"])
-                except StoreError as exc:
-                    if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
-                        raise
-                    log.info("partition %s not dropped yet: its lock is busy", part.from_at)
-            return 0
-        finally:
-            if not dropped:
-                self._freeze(bounds, frozen=False)
-
-    def _freeze(self, bounds: dict[str, int], *, frozen: bool) -> bool:
-        try:
-            with self._autocommit() as tx:
-                tx.fetch_one(
-                    "partition_freeze", {**bounds, "frozen": frozen, "wait": PARTITION_LOCK_WAIT}
-                )
-            return True
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
-                raise
-            log.info(
-                "partition [%s, %s) busy: not %s now",
-                bounds["from_id"],
-                bounds["to_id"],
-                "frozen" if frozen else "thawed",
-            )
-            return False
-
-    def window_floor(self, tx: Tx, before: int, window: int) -> int:
-        """The partitioned layout's ids are creation times, far apart: the window is
-        the `window` rows below `before`, read from the primary key."""
-        if not self.partitioned:
-            return super().window_floor(tx, before, window)
-        row = tx.fetch_one("submission_window_floor", {"before": before, "window": window})
-        return int(row["floor"]) if row else 0
-
-    def maintain_partitions(self) -> None:
-        """Have pg_partman make the coming partitions (at most once per
-        `MAINTENANCE_EVERY` seconds from `upkeep`; at each `prune` and `archive`)."""
-        if self._is_partitioned():
-            with self._autocommit() as tx:
-                tx.fetch_one("partition_maintain")
-            self._maintained_at = time.monotonic()
-
     def _is_partitioned(self) -> bool:
         return self.pool is not None and bool(self.partitioned)
-
-    def upkeep(self) -> None:
-        super().upkeep()
-        if time.monotonic() - self._maintained_at >= MAINTENANCE_EVERY:
-            try:
-                self.maintain_partitions()
-            except StoreError as exc:
-                log.warning("cannot make the coming partitions now: %s", exc)
 
     def fold_counts(self) -> None:
         """Fold the running counts (one row per statement that changed them) into one
         row per channel, status and kind, so that reading them stays cheap."""
+        if not self.capabilities.count_triggers:
+            return
         with _Autocommit(self, repeatable=True) as tx:
             tx.execute("submission_counts_compact")
 
@@ -841,131 +636,11 @@ class PostgresStore(SqlStore):
             pool.close()
 
 
-class PostgresAsync(AsyncStore):
-    """The worker's claims and settles through psycopg's asyncio connections, on
-    the worker's own loop (a small pool: a claim and a group commit may run at once)."""
-
-    def __init__(self, store: PostgresStore, max_connections: int = 4) -> None:
-        self.store = store
-        self.max_connections = max_connections
-        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = (
-            AsyncConnectionPool(
-                store.conninfo,
-                min_size=1,
-                max_size=max_connections,
-                kwargs={"row_factory": dict_row, "autocommit": True},
-                connection_class=psycopg.AsyncConnection[dict[str, Any]],
-                configure=self._durable_session,
-                open=False,
-            )
-        )
-
-    async def _durable_session(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """As the store's own sessions (`PostgresStore._durable_session`)."""
-        await conn.execute(self.store.queries["session_durable"])
-        await conn.execute(self.store.queries["session_read_committed"])
-
-    async def open(self) -> None:
-        """The pool, waiting up to 15 s for its first connection (a worker started
-        while the server restarts waits for it); if none comes, one connection more
-        says why, so that a server out of reach and one that refuses the settings
-        are told apart."""
-        conninfo = self.store.conninfo
-        try:
-            await self.pool.open(wait=True, timeout=15)
-        except Exception as exc:
-            try:
-                last = await psycopg.AsyncConnection.connect(
-                    conninfo, connect_timeout=CONNECT_TIMEOUT
-                )
-                await last.close()
-            except psycopg.Error as why:
-                raise connect_failure(why, conninfo) from why
-            where, reason = shown_url(conninfo), masked(str(exc), conninfo)
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {where}: {reason}") from exc
-        if self.store.partitioned is None:  # the layout's queries, before the first claim
-            with ERRORS.wrapped():
-                async with self.pool.connection() as conn:
-                    cursor = await conn.execute(self.store.queries["layout_get"])
-                    row = await cursor.fetchone()
-            self.store._use_layout(bool(row and row["partitioned"]))
-
-    async def close(self) -> None:
-        await self.pool.close()
-
-    async def claim(
-        self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
-    ) -> list[Submission]:
-        query, params = _claim_statement(channel, holder, limit, lease, in_doubt)
-        rows = await self._run([(query, params)])
-        return [self.store.to_submission(row) for row in rows[0]]
-
-    async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
-        statements = _statements(changes)
-        rows = await self._run([statement for statement, _ in statements])
-        return self.store.moved(statements, rows, len(changes))
-
-    async def _run(
-        self, statements: list[tuple[str, dict[str, Any]]]
-    ) -> list[list[dict[str, Any]]]:
-        """Run the statements in one transaction (a lone statement is its own). A
-        session the server ended (a restart) rolled everything back: they run again
-        on another session, until the pool's sessions from before the restart are
-        spent. A transaction that lost to a concurrent one (a deadlock; a
-        serialization failure where the session could not be pinned to READ
-        COMMITTED) runs again too, as the store's own do (store/conflicts.py)."""
-        conflicts = Conflicts(f"worker.{statements[0][0]}")
-        while True:
-            try:
-                with ERRORS.wrapped():
-                    rows = await self._run_once(statements)
-            except StoreConflict as exc:
-                await asyncio.sleep(conflicts.pause(exc))
-            else:
-                conflicts.done()
-                return rows
-
-    async def _run_once(
-        self, statements: list[tuple[str, dict[str, Any]]]
-    ) -> list[list[dict[str, Any]]]:
-        queries = self.store.queries
-        for attempt in range(1, self.max_connections + 2):
-            try:
-                async with self.pool.connection() as conn:
-                    if len(statements) == 1:
-                        query, params = statements[0]
-                        return [await (await conn.execute(queries[query], params)).fetchall()]
-                    async with conn.transaction():
-                        return [
-                            await (await conn.execute(queries[query], params)).fetchall()
-                            for query, params in statements
-                        ]
-            except pg_errors.AdminShutdown:
-                if attempt > self.max_connections:
-                    raise
-        raise AssertionError("unreachable")
-
-
-CONNECT_TIMEOUT = 10
-"""Seconds a first connection may take before the store gives up on the server."""
-
 RECORD_CHUNK = 1000
 """Rows per statement in a bulk enqueue by statements (measured: bench/, enqueue)."""
 
 COPY_FROM = 100
 """Rows from which a bulk enqueue goes by COPY (measured: bench/CHANGES.md)."""
-
-PARTITION_INTERVALS = ("daily", "monthly")
-"""How the partitioned layout cuts the rows: a partition per day, or per month."""
-
-PARTITION_LOCK_WAIT = 1.0
-"""Seconds a partition's freeze or drop waits for its lock. Claims lock every
-partition, so while the drop waits they wait behind it: kept short, and tried again."""
-
-PARTITION_LOCK_TRIES = 5
-
-MAINTENANCE_EVERY = 3600.0
-"""Seconds between the workers' calls to pg_partman's maintenance."""
 
 REMOVAL_WAIT = 30.0
 """Seconds a removal waits for older snapshots to go before it puts the deletion off
@@ -1002,91 +677,6 @@ def _record_many_params(
         "traceparent": [new.traceparent for new in news],
         "tracestate": [new.tracestate for new in news],
     }
-
-
-def _claim_statement(
-    channel: str, holder: str, limit: int, lease: float, in_doubt: bool
-) -> tuple[str, dict[str, Any]]:
-    query = "submission_claim_in_doubt" if in_doubt else "submission_claim_ready"
-    return query, {"channel": channel, "holder": holder, "limit": limit, "lease": lease}
-
-
-Statement = tuple[tuple[str, dict[str, Any]], Group]
-"""A statement (query name, parameters) and the changes it applies."""
-
-
-def _statements(changes: Sequence[Change]) -> list[Statement]:
-    """Per group of distinct rows: its settles by `submission_settle_one` (a lone one:
-    an inline submit's) or `submission_settle_many` (a worker's group commit), one
-    statement per actor; its moves by `submission_move_one` or `submission_move_batch`."""
-    statements: list[Statement] = []
-    for group in distinct_groups(changes):
-        settles: dict[str, list[tuple[int, Settle]]] = {}
-        moves: list[tuple[int, Move]] = []
-        for ordinal, change in group:
-            if isinstance(change, Settle):
-                settles.setdefault(change.actor, []).append((ordinal, change))
-            else:
-                moves.append((ordinal, change))
-        for part in settles.values():
-            statements.append((_settle_statement(part), list(part)))
-        if moves:
-            statements.append((_move_statement(moves), list(moves)))
-    return statements
-
-
-def _settle_statement(part: Sequence[tuple[int, Settle]]) -> tuple[str, dict[str, Any]]:
-    if len(part) == 1:
-        _, settle = part[0]
-        return "submission_settle_one", {
-            **settle_params(settle), "actor": settle.actor, "duration_ms": settle.duration_ms
-        }  # fmt: skip
-    return "submission_settle_many", _settle_params([settle for _, settle in part])
-
-
-def _move_statement(moves: Sequence[tuple[int, Move]]) -> tuple[str, dict[str, Any]]:
-    if len(moves) == 1:
-        return "submission_move_one", _one_params(*moves[0])
-    return "submission_move_batch", _batch_params(moves)
-
-
-def _settle_params(settles: Sequence[Settle]) -> dict[str, Any]:
-    """One typed array per field a settle changes; an array of nothing but NULLs
-    (no error on a run of successes, say) goes as one NULL."""
-    return {
-        "ids": [settle.submission_id for settle in settles],
-        "holders": [settle.holder for settle in settles],
-        "statuses": [settle.to_status.value for settle in settles],
-        "remote_ids": _column([settle.remote_id for settle in settles]),
-        "retry_ins": _column([seconds(settle.retry_in) for settle in settles]),
-        "error_kinds": _column(
-            [kind.value if (kind := settle.error_kind) else None for settle in settles]
-        ),
-        "last_errors": _column([settle.last_error for settle in settles]),
-        "durations": _column([settle.duration_ms for settle in settles]),
-        "actor": settles[0].actor,
-    }
-
-
-def _column(values: list[Any]) -> list[Any] | None:
-    return None if all(value is None for value in values) else values
-
-
-def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
-    """A move's compare-and-set, the event it records, its place in the batch, and
-    whether the mover has the row's payload (then it is not sent back)."""
-    values = move_params(move)
-    values.update(
-        ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
-        duration_ms=move.duration_ms, payload_known=move.row is not None,
-    )  # fmt: skip
-    return values
-
-
-def _batch_params(moves: Sequence[tuple[int, Move]]) -> dict[str, Any]:
-    """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
-    params = [_one_params(ordinal, move) for ordinal, move in moves]
-    return {"moves": json.dumps(params), "ids": [move.submission_id for _, move in moves]}
 
 
 class _Autocommit:

@@ -17,6 +17,8 @@ import re
 from functools import cache
 from importlib import resources
 
+from denpyo.store.dialects import DIALECTS
+
 HEADER = re.compile(r"^-- ([a-z][a-z0-9_]*): (.+)$", re.MULTILINE)
 FRAGMENT = re.compile(r"^-- @([a-z][a-z0-9_]*): .+\n((?:.+\n?)+)", re.MULTILINE)
 INCLUDE = re.compile(r"\{\{([a-z][a-z0-9_]*)(?: ([a-z][a-z0-9_]*))?\}\}")
@@ -48,22 +50,34 @@ def expand(sql: str, fragments: dict[str, str], depth: int = 0) -> str:
 
 
 @cache
-def load_queries(dialect: str, layout: str | None = None) -> dict[str, str]:
+def load_queries(dialect: str) -> dict[str, str]:
     """Return {name: sql} for a dialect; the header comment stays as the first line.
-    With a `layout` (PostgreSQL's "partitioned"), the queries of
-    `sql/<dialect>-<layout>.sql` replace those of the same name and add their own;
-    they use the dialect's fragments."""
-    text = _sql_file(dialect)
-    queries = _split(text, load_fragments(text), f"{dialect}.sql")
-    if layout is not None:
-        queries.update(_split(_sql_file(f"{dialect}-{layout}"), load_fragments(text), layout))
+    A variant's (`Dialect.parent`) are its parent's, with the queries of its own
+    overlay file `sql/<name>.sql` replacing those of the same name and adding their
+    own; its fragments are its parent's and its own."""
+    queries: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    for record in _lineage(dialect):
+        text = _sql_file(record)
+        fragments = fragments | load_fragments(text)
+        queries.update(_split(text, fragments, f"{record}.sql"))
     return queries
 
 
-def load_layout_queries(dialect: str, layout: str) -> dict[str, str]:
-    """Only the queries a layout's file defines (tests check they are the store's)."""
-    text = _sql_file(dialect)
-    return _split(_sql_file(f"{dialect}-{layout}"), load_fragments(text), layout)
+def load_overlay_queries(dialect: str) -> dict[str, str]:
+    """Only the queries a variant's overlay file defines (tests check that it
+    replaces only its parent's and adds only its store's)."""
+    fragments: dict[str, str] = {}
+    for record in _lineage(dialect):
+        fragments = fragments | load_fragments(_sql_file(record))
+    return _split(_sql_file(dialect), fragments, f"{dialect}.sql")
+
+
+def _lineage(dialect: str) -> list[str]:
+    """The names of a dialect and its parents, the root first (one name for a
+    dialect without a record: tests load files of their own so)."""
+    record = DIALECTS.get(dialect)
+    return [dialect] if record is None else [parent.name for parent in record.lineage]
 
 
 def _sql_file(name: str) -> str:
@@ -84,13 +98,31 @@ def _split(text: str, fragments: dict[str, str], where: str) -> dict[str, str]:
 
 @cache
 def load_migrations(dialect: str) -> tuple[tuple[int, str], ...]:
-    """The numbered migration scripts of a dialect, in order: ((1, sql), ...)."""
+    """The numbered migration scripts of a dialect, in order: ((1, sql), ...). A
+    variant's are its parent's, its own replacing those of the same number and adding
+    theirs; a `squashed` variant's first one replaces every parent script up to it."""
+    record = DIALECTS.get(dialect)
+    found: dict[int, str] = {}
+    if record is not None and record.parent is not None:
+        found = dict(load_migrations(record.parent))
+    own = _own_migrations(dialect)
+    if own and record is not None and record.squashed:
+        first = min(own)
+        found = {version: script for version, script in found.items() if version > first}
+    found.update(own)
+    return tuple(sorted(found.items()))
+
+
+def _own_migrations(dialect: str) -> dict[int, str]:
+    """The scripts of `migrations/<dialect>/` (none: a variant that changes no script)."""
     folder = resources.files("denpyo.store").joinpath("migrations", dialect)
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
-    return tuple(sorted(found))
+    if not folder.is_dir():
+        return {}
+    return {
+        int(entry.name.split("_", 1)[0]): entry.read_text()
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    }
 
 
 def split_statements(script: str) -> list[str]:
@@ -112,10 +144,12 @@ def split_statements(script: str) -> list[str]:
 
 def ddl(dialect: str) -> str:
     """Every migration of a dialect as one script, for users who run their own migrations."""
-    parts = [f"-- denpyo schema for {dialect}: migrations 1..{len(load_migrations(dialect))}"]
-    for version, script in load_migrations(dialect):
+    migrations = load_migrations(dialect)
+    latest = migrations[-1][0] if migrations else 0
+    parts = [f"-- denpyo schema for {dialect}: migrations 1..{latest}"]
+    for version, script in migrations:
         parts.append(f"\n-- migration {version}\n{script.strip()}")
     parts.append(f"\n{load_queries(dialect)['schema_version_create'].strip()};")
-    for version, _ in load_migrations(dialect):
+    for version in range(1, latest + 1):
         parts.append(f"INSERT INTO denpyo_schema_version (version) VALUES ({version});")
     return "\n".join(parts) + "\n"

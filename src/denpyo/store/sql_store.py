@@ -91,7 +91,7 @@ class SqlStore(
     # -- schema ---------------------------------------------------------------------------
 
     def latest_version(self) -> int:
-        migrations = load_migrations(self.dialect)
+        migrations = load_migrations(self.dialect_record.name)
         return migrations[-1][0] if migrations else 0
 
     def migrate(self) -> list[int]:
@@ -109,7 +109,7 @@ class SqlStore(
     def apply_migrations(self, tx: Tx, current: int) -> list[int]:
         """Run the numbered migrations above `current`, recording each."""
         applied = []
-        for version, script in load_migrations(self.dialect):
+        for version, script in load_migrations(self.dialect_record.name):
             if version > current:
                 tx.script(script)
                 tx.execute("schema_version_add", {"version": version})

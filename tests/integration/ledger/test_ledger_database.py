@@ -13,6 +13,7 @@ from ledger_helpers import SQL, ok
 import denpyo
 from conftest import driver_connection
 from denpyo import Status
+from denpyo.store.dialects import DIALECTS
 from denpyo.store.postgresql import PostgresStore
 
 
@@ -78,7 +79,8 @@ def test_printed_ddl_builds_the_same_schema(empty_url: str, backend: str) -> Non
         cursor = conn.cursor()
         script = ddl(backend)
         # PostgreSQL takes the script whole (it has function bodies); the others by statement.
-        for statement in [script] if backend == "postgresql" else split_statements(script):
+        whole = DIALECTS[backend].whole_scripts
+        for statement in [script] if whole else split_statements(script):
             cursor.execute(statement)
         conn.commit()
     finally:

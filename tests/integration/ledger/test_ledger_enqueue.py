@@ -12,6 +12,7 @@ from ledger_helpers import SQL, as_prepared, ok
 import denpyo
 from conftest import driver_connection
 from denpyo.errors import SubmissionNotFound
+from denpyo.store.dialects import DIALECTS
 from denpyo.store.postgresql import PostgresStore
 
 
@@ -124,7 +125,7 @@ def test_enqueue_many_writes_nothing_when_a_late_item_is_bad(
     ledger.channel("c")(ok)
     ledger.enqueue("c", "known", {"v": 1})
 
-    n = 3500 if backend == "postgresql" else 300  # PostgreSQL: several chunks of 1,000
+    n = 3500 if DIALECTS[backend].capabilities.copy else 300  # PostgreSQL: chunks of 1,000
 
     def items(bad: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
         yield from ((f"k{i}", {"i": i}) for i in range(n))

@@ -116,7 +116,7 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
         stored = [ledger.get("c", sub.key) for sub in claimed]
         assert [sub.payload if sub else None for sub in stored] == [{"i": 0}, {"i": 1}, {"i": 2}]
     if isinstance(ledger.store, PostgresStore):  # and the server does not send it back
-        from denpyo.store.postgresql import _statements
+        from denpyo.store.postgresql_async import _statements
 
         ledger.enqueue_many("c", [(f"q{i}", {"i": i}) for i in range(3)])
         held = ledger.store.claim("c", holder="w", limit=3, lease=60)

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from conftest import driver_connection
+from database_records import database_record
 from denpyo import Status
 from denpyo.domain.moves import Settle
 from denpyo.domain.policy import AttemptDecision
@@ -37,14 +38,16 @@ def plans(store: Store, backend: str, db_url: str) -> Iterator[Callable[[str, An
     conn = driver_connection(backend, db_url)
     try:
         cursor = conn.cursor()
-        if backend == "postgresql":
-            cursor.execute("SET enable_seqscan = off")
-        explain = "EXPLAIN QUERY PLAN" if backend == "sqlite" else "EXPLAIN"
+        record = database_record(backend)
+        for setting in record.plan_settings:
+            cursor.execute(setting)
+        explain = record.explain
+        partitions = store.capabilities.partitions
 
         def plan(name: str, params: Any) -> str:
             cursor.execute(f"{explain} {store.queries[name]}", params)  # type: ignore[attr-defined]
             text = "\n".join(str(row) for row in cursor.fetchall())
-            return text if backend != "postgresql" else _parent_indexes(cursor, text)
+            return _parent_indexes(cursor, text) if partitions else text
 
         yield plan
     finally:

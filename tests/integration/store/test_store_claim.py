@@ -10,6 +10,7 @@ import pytest
 from store_helpers import SQL, new, plans
 
 from conftest import driver_connection
+from database_records import database_record
 from denpyo.domain.moves import Move
 from denpyo.store import Store, open_store
 
@@ -54,11 +55,8 @@ def test_claim_skips_rows_another_transaction_has_locked(
     locker = driver_connection(backend, db_url)
     try:
         cursor = locker.cursor()
-        if backend == "mysql":
-            # READ COMMITTED and one row at a time: under REPEATABLE READ a scan of this
-            # tiny table would keep every row it read locked, not only the five.
-            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            cursor.execute("BEGIN")
+        for setting in database_record(backend).row_lock_settings:
+            cursor.execute(setting)
         for row_id in ids[:5]:
             cursor.execute(f"SELECT id FROM denpyo_submissions WHERE id = {row_id} FOR UPDATE")
         claimed = store.claim("c", holder="w", limit=10, lease=60)

@@ -12,7 +12,7 @@ from itertools import pairwise
 import pytest
 from store_helpers import SYNCED, settled
 
-from conftest import POSTGRES_PARTITIONS
+from database_records import POSTGRES_PARTITIONS
 from denpyo.domain.retention import Retention
 from denpyo.store import Store, open_store
 from denpyo.store.base import Partition
@@ -27,11 +27,11 @@ def test_one_table_has_no_partitions(store: Store, backend: str) -> None:
     settled(store, "a", SYNCED)
     parts = store.partitions()
     store.maintain_partitions()
-    if backend == "postgresql" and POSTGRES_PARTITIONS:  # `make test-partitions`
+    if store.capabilities.partitions and POSTGRES_PARTITIONS:  # `make test-partitions`
         assert parts and days_in_a_row(parts) and store.partitions()[0] == parts[0]
         return
     assert parts == [] and store.partitions() == []
-    if backend == "postgresql":
+    if store.capabilities.partitions:
         return  # the plain layout: the worker's upkeep makes none, the prune goes row by row
     whole = Partition(0, 2**62, datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
     assert store.partition_rows(whole, 0, 10) == []

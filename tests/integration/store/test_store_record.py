@@ -75,7 +75,7 @@ def test_a_row_recorded_elsewhere_during_a_batch_keeps_its_own_history(
     def batch() -> Iterator[NewSubmission]:
         for i in range(n):
             if i == middle:
-                if backend == "postgresql":  # until the server has copied some rows in
+                if store.capabilities.copy:  # until the server has copied some rows in
                     wait_until(lambda: sql(SEQUENCE)[0][0] > 100, "the sequence", every=0.01)
                 other.record(new("elsewhere"), actor="other")
             yield new(f"k{i}")

@@ -28,7 +28,7 @@ from denpyo.store.dialects import DIALECTS, Dialect
 from denpyo.store.queries import load_migrations, load_queries, split_statements
 
 # Django's `connection.vendor` is the name of denpyo's dialect for each of them.
-VENDORS = frozenset(DIALECTS)
+VENDORS = frozenset(name for name, dialect in DIALECTS.items() if dialect.django_engines)
 
 
 class ApplySchema(RunSQL):

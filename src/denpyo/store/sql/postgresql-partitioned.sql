@@ -3,6 +3,17 @@
 -- use, and add the partitions' own. Here denpyo_keys holds every key from its insert
 -- on, as the layout's unique index on (channel, key) and on the idempotency key.
 
+-- @keys_of_gone: denpyo_keys takes the outcome of the rows `gone` (a query's CTE: the rows it deletes, or the partition it drops) and remembers them removed now, archived to :archived_to; included as a CTE's body (`kept AS {{keys_of_gone}}`: the parentheses are the include's)
+UPDATE denpyo_keys k SET
+    status = g.status, attempts = g.attempts, error_kind = g.error_kind,
+    remote_id = g.remote_id, resolution = g.resolution, supersedes = g.supersedes,
+    -- `+ 0`: read by the partial index on supersedes, not by walking denpyo_keys
+    superseded_by = (SELECT MIN(r.submission_id + 0) FROM denpyo_keys r
+                     WHERE r.supersedes = g.id),
+    synced_at = g.synced_at, removed_at = now(), archived_to = %(archived_to)s::text
+FROM gone g
+WHERE k.submission_id = g.id
+
 -- submission_record: insert a row with its created (and first attempt) events, and wake the workers; nothing when denpyo_keys knows (channel, key), the row live or removed
 -- The key goes in first and makes the row's id (its creation time): a key known
 -- already writes nothing, and a concurrent insert of the same key waits for this one.
@@ -111,17 +122,7 @@ WITH gone AS (
       AND {{removable s}}
     RETURNING s.id, s.channel, s.status, s.attempts, s.error_kind, s.remote_id,
         s.resolution, s.supersedes, s.created_at, s.synced_at
-), kept AS (
-    UPDATE denpyo_keys k SET
-        status = g.status, attempts = g.attempts, error_kind = g.error_kind,
-        remote_id = g.remote_id, resolution = g.resolution, supersedes = g.supersedes,
-        -- `+ 0`: read by the partial index on supersedes, not by walking denpyo_keys
-        superseded_by = (SELECT MIN(r.submission_id + 0) FROM denpyo_keys r
-                         WHERE r.supersedes = g.id),
-        synced_at = g.synced_at, removed_at = now(), archived_to = %(archived_to)s::text
-    FROM gone g
-    WHERE k.submission_id = g.id
-), counted AS (
+), kept AS {{keys_of_gone}}, counted AS (
     INSERT INTO denpyo_removed_counts (day, channel, status, error_kind, n)
     SELECT (created_at AT TIME ZONE 'UTC')::date, channel, status, COALESCE(error_kind, ''),
            COUNT(*)
@@ -171,23 +172,14 @@ SELECT set_config('lock_timeout', (%(wait)s::float8 * 1000)::int::text, true),
     denpyo_partition_freeze(%(from_id)s, %(to_id)s, %(frozen)s) AS partitions;
 
 -- partition_keys: record in denpyo_keys the outcome of every row of the (frozen) partition [from_id, to_id), and where it was archived; back the counts its removal adds, by day of creation (UTC), channel, status, error kind, count kind and resolution
-WITH part AS (
+WITH gone AS (  -- the rows of the partition, which its drop takes
     SELECT * FROM denpyo_submissions WHERE id >= %(from_id)s AND id < %(to_id)s
-), kept AS (
-    UPDATE denpyo_keys k SET
-        status = p.status, attempts = p.attempts, error_kind = p.error_kind,
-        remote_id = p.remote_id, resolution = p.resolution, supersedes = p.supersedes,
-        superseded_by = (SELECT MIN(r.submission_id + 0) FROM denpyo_keys r
-                         WHERE r.supersedes = p.id),
-        synced_at = p.synced_at, removed_at = now(), archived_to = %(archived_to)s::text
-    FROM part p
-    WHERE k.submission_id = p.id
-)
+), kept AS {{keys_of_gone}}
 SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status,
     COALESCE(error_kind, '') AS error_kind,
     denpyo_count_kind(status, error_kind, next_attempt_at) AS kind,
     resolution IS NOT NULL AS resolved, COUNT(*) AS n
-FROM part
+FROM gone
 GROUP BY 1, 2, 3, 4, 5, 6;
 
 -- partition_drop: detach and drop the partition [from_id, to_id) and its events' twin, adding its counts (:day, :channel, :status, :error_kind, :kind, :resolved, :n from partition_keys) to the removed counts and taking them off the running counts; waits at most :wait seconds for the lock
