@@ -25,13 +25,7 @@ from denpyo.domain.settings import (
 from denpyo.domain.status import ErrorKind
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
-from denpyo.engine.operator import (
-    ChannelView,
-    ReconcileSummary,
-    Resolution,
-    RetryResult,
-    label,
-)
+from denpyo.engine.operator import ChannelView, ReconcileSummary, Resolution, RetryResult, label
 from denpyo.engine.processes import MAX_PROCESSES
 from denpyo.errors import InvalidInput, PayloadNotJSON
 

@@ -1,5 +1,7 @@
-"""Output for people: rich tables, a colour per status, times relative to the
-database clock ("3 min ago"). Scripts use `--json` instead, which bypasses this.
+"""What every command's output for people shares: the consoles, a colour per
+status, times relative to the database clock ("3 min ago"), a row's status and
+hold, JSON for scripts (`--json`). Each command's own tables live beside it
+(status.py, rows.py, actions.py, audit.py, keeping.py...).
 
 Every stored text (a key, an error, a note, a remote id) reaches rich as a `Text`,
 which is never read as markup, after `visible` has escaped its control characters:

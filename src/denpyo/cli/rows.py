@@ -26,11 +26,7 @@ from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 from denpyo.engine.ledger import Ledger
-from denpyo.engine.operator import (
-    History,
-    clip_text,
-    label,
-)
+from denpyo.engine.operator import History, clip_text, label
 from denpyo.engine.processes import EXIT_ATTENTION
 
 channel_option = click.option("--channel", metavar="NAME", help="Only this channel.")

@@ -18,9 +18,7 @@ from denpyo.domain.holders import actor_of
 from denpyo.domain.status import Status
 from denpyo.domain.text import age, visible
 from denpyo.engine import operator as op
-from denpyo.engine.operator import (
-    StatusReport,
-)
+from denpyo.engine.operator import StatusReport
 from denpyo.engine.processes import EXIT_ATTENTION
 
 
