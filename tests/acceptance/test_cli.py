@@ -133,11 +133,11 @@ def seeded(db_url: str) -> Iterator[dict[str, int]]:
 
 def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
-    assert set(main.commands) >= {
+    assert set(main.every_command()) >= {
         "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
         "worker", "demo", "prune", "dashboard",
     }  # fmt: skip
-    for name, command in main.commands.items():
+    for name, command in main.every_command().items():
         assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"
         result = runner.invoke(main, [name, "--help"])
         assert result.exit_code == 0 and "Example:" in result.output, name
@@ -150,13 +150,13 @@ def test_every_command_has_help_with_an_example() -> None:
 
 def test_the_dashboard_listens_on_a_port_of_its_own_by_default() -> None:
     """Not 8000, where uvicorn serves an application by default."""
-    [port] = [p for p in main.commands["dashboard"].params if p.name == "port"]
+    [port] = [p for p in main.every_command()["dashboard"].params if p.name == "port"]
     assert port.default == 8470
 
 
 def test_the_commands_that_log_take_a_level() -> None:
     for name in ("worker", "reconcile", "audit"):
-        options = {opt for p in main.commands[name].params for opt in p.opts}
+        options = {opt for p in main.every_command()[name].params for opt in p.opts}
         assert {"-v", "--verbose", "--log-level"} <= options, name
 
 
@@ -700,9 +700,9 @@ def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[s
     each meaning the same, and a filter that can only match rows a retry may not take
     is refused rather than matching nothing."""
     for name in ("list", "retry"):
-        assert {p.name for p in main.commands[name].params} >= ROW_FILTERS, name
+        assert {p.name for p in main.every_command()[name].params} >= ROW_FILTERS, name
     listed, retry = (
-        {p.name: p.opts for p in main.commands[n].params if p.name in ROW_FILTERS}
+        {p.name: p.opts for p in main.every_command()[n].params if p.name in ROW_FILTERS}
         for n in ("list", "retry")
     )
     assert listed == retry

@@ -143,7 +143,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(db_url: str) -> Non
 KILLED_MID_FORGET = """
 import os, signal, sys
 import denpyo
-from denpyo.engine.operator._forget import forget
+from denpyo.engine.forgetting import forget
 
 with denpyo.Ledger(sys.argv[1]) as ledger:
     real = ledger.store.forget_rows

@@ -1,4 +1,4 @@
-"""denpyo.contrib.django in a small Django project (tests/django_project), on fresh
+"""denpyo.contrib.django in the example shop (examples/django_shop), on fresh
 real SQLite, PostgreSQL and MariaDB databases: `manage.py migrate` makes the same
 schema as `denpyo migrate` and either can follow the other; enqueue joins
 `transaction.atomic()`; a worker sends what committed; the admin only reads."""
@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from io import StringIO
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -30,21 +31,40 @@ from denpyo.store.dialects import DIALECTS  # noqa: E402
 from denpyo.store.queries import load_migrations  # noqa: E402
 from denpyo.testing import FakeProvider  # noqa: E402
 
+SHOP = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
+"""The example shop: its settings, its app (`shop`) and its channel."""
+
 
 @pytest.fixture(scope="session")
 def django_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Django set up once, as `manage.py` does, with the test project's settings;
-    its database is a SQLite file of the session (yielded) unless a test picks another."""
-    previous = os.environ.get("DJANGO_SETTINGS_MODULE")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "django_project.settings"
-    django.setup()
+    """Django set up once, as the shop's `manage.py test` does, with its settings;
+    its database is a SQLite file of the session (yielded) unless a test picks another.
+    Its ready() registers the shop's channel on the session's ledger; each test's
+    ledger (`on_database`) starts without it."""
+    import pymysql
+    from django.test.utils import setup_test_environment, teardown_test_environment
+
+    pymysql.install_as_MySQLdb()  # Django's MySQL backend, on PyMySQL
     home = f"sqlite:///{tmp_path_factory.mktemp('django')}/project.db"
-    use_database(home)
-    yield home
-    if previous is None:
-        os.environ.pop("DJANGO_SETTINGS_MODULE", None)
-    else:
-        os.environ["DJANGO_SETTINGS_MODULE"] = previous
+    sys.path.insert(0, str(SHOP))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DJANGO_SETTINGS_MODULE", "shop_site.settings")
+        env.setenv("DATABASE_URL", home)
+        django.setup()
+        setup_test_environment()  # the test client's host allowed, as a test run does
+        use_database(home)
+        yield home
+        teardown_test_environment()
+    sys.path.remove(str(SHOP))
+
+
+def checkout(email: str, total: int) -> Any:
+    """An order through the shop's view, as its page's `curl` posts one: the view
+    enqueues its invoice email in the order's transaction (a total of 0 is declined
+    after the enqueue: both roll back)."""
+    from django.test import Client
+
+    return Client().post("/orders", {"email": email, "total": total})
 
 
 def django_database(url: str) -> dict[str, Any]:
@@ -276,11 +296,10 @@ def shop(project: str, provider: FakeProvider) -> denpyo.Ledger:
 
 
 def test_enqueue_rolls_back_with_the_atomic_block(shop: denpyo.Ledger, project: str) -> None:
-    from django_project.shop.models import Order
-    from django_project.shop.views import checkout
+    from shop.models import Order
 
-    with pytest.raises(RuntimeError, match="declined"):
-        checkout("a@example.com", 100, fail_after_enqueue=True)
+    declined = checkout("a@example.com", 0)
+    assert declined.status_code == 400 and "positive" in declined.json()["detail"]
     assert Order.objects.count() == 0
     assert query(project, "SELECT COUNT(*) FROM denpyo_submissions")[0][0] == 0
 
@@ -288,10 +307,9 @@ def test_enqueue_rolls_back_with_the_atomic_block(shop: denpyo.Ledger, project: 
 def test_enqueue_commits_with_the_atomic_block_and_a_worker_sends_it(
     shop: denpyo.Ledger, project: str, provider: FakeProvider
 ) -> None:
-    from django_project.shop.models import Order
-    from django_project.shop.views import checkout
+    from shop.models import Order
 
-    order = checkout("a@example.com", 100)
+    order = Order.objects.get(pk=checkout("a@example.com", 100).json()["order_id"])
     assert Order.objects.count() == 1
     sub = shop.get("invoice-email", f"order:{order.pk}")
     assert sub is not None and sub.status is denpyo.Status.REQUESTING and sub.attempts == 0
@@ -339,8 +357,7 @@ def test_enqueue_of_a_recorded_key_in_the_block_returns_its_row(
     """The same key again is the same row; with another payload, KeyReused, and the
     block carries on (the database raised nothing that aborts it)."""
     from django.db import connection, transaction
-
-    from django_project.shop.models import Order
+    from shop.models import Order
 
     with transaction.atomic():
         first = shop.enqueue("invoice-email", "order:1", {"n": 1}, conn=connection)
@@ -471,10 +488,10 @@ def test_the_admin_shows_a_row_with_its_history_and_changes_nothing(
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_manage_py_denpyo_worker_sends_until_sigterm(shop: denpyo.Ledger) -> None:
     from django.core.management import call_command
+    from shop.models import Order
 
-    from django_project.shop.views import checkout
-
-    orders = [checkout(f"{n}@example.com", n) for n in range(3)]
+    placed = [checkout(f"{n}@example.com", n + 1).json()["order_id"] for n in range(3)]
+    orders = list(Order.objects.filter(pk__in=placed))
     returned = threading.Event()
 
     def stop_when_sent() -> None:
@@ -530,12 +547,11 @@ def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigte
     """`denpyo_worker --processes 2` as a deploy runs it, in processes of its own: the
     children register the shop's channel in its AppConfig.ready, send every row
     once between them, and all stop cleanly on the supervisor's SIGTERM."""
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = tmp_path / "shop.db"
     env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "django_project.settings",
-        "SHOP_SQLITE_PATH": str(path), "SHOP_PROVIDER_URL": provider.url,
-        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        **os.environ, "DJANGO_SETTINGS_MODULE": "shop_site.settings",
+        "DATABASE_URL": f"sqlite:///{path}", "MAIL_URL": provider.url,
+        "PYTHONPATH": os.pathsep.join([str(SHOP), os.environ.get("PYTHONPATH", "")]),
     }  # fmt: skip
     django_command = [sys.executable, "-m", "django"]
     subprocess.run([*django_command, "migrate", "-v", "0"], env=env, cwd=tmp_path, check=True)

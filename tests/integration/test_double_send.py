@@ -286,10 +286,10 @@ def test_renewal_that_fails_stops_calls_past_the_lease_alerts_once_and_recovers(
         await asyncio.sleep(2.0)
         outage[0] = False  # the database is back
         for _ in range(400):  # the work ends, and a round of renewals works again
-            if sum(calls.values()) >= 12 and worker.renewal_failing_since is None:
+            if sum(calls.values()) >= 12 and worker.renewal.failing_since is None:
                 break
             await asyncio.sleep(0.05)
-        recovered = worker.renewal_failing_since is None
+        recovered = worker.renewal.failing_since is None
         worker.stop()
         report = await task
         assert recovered
@@ -426,10 +426,10 @@ def test_a_worker_whose_renewals_fail_leaves_rows_in_doubt_to_others(
         worker = Worker(ledger, poll_interval=0.05)
         task = asyncio.create_task(worker.run())
         for _ in range(2000):  # up to 20 s on a loaded machine
-            if worker.renewal_failing_since is not None:
+            if worker.renewal.failing_since is not None:
                 break
             await asyncio.sleep(0.01)
-        assert worker.renewal_failing_since is not None, "the worker saw its renewals fail"
+        assert worker.renewal.failing_since is not None, "the worker saw its renewals fail"
         new = NewSubmission("c", "doubt", "idem-doubt", "{}")
         doubtful, _ = ledger.store.record(new, actor="gone", lease=60)
         ledger.store.move([Move.still_in_doubt(doubtful, "gone", 0, "its worker died")])

@@ -5,6 +5,7 @@ row in doubt, and the library call for another provider's events; on every backe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,10 +91,13 @@ def test_mounted_in_starlette(env: pytest.MonkeyPatch) -> None:
     _synced(page["ledger"], "mail:1", "abc")
 
 
-def test_beside_django(env: pytest.MonkeyPatch) -> None:
+def test_beside_django(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("django")
-    # The test project's settings, as tests/integration/test_django.py sets Django up.
-    env.setenv("DJANGO_SETTINGS_MODULE", "django_project.settings")
+    # The example shop's settings, as tests/integration/test_django.py sets Django up.
+    shop = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
+    env.syspath_prepend(str(shop))
+    env.setenv("DJANGO_SETTINGS_MODULE", "shop_site.settings")
+    env.setenv("DATABASE_URL", f"sqlite:///{tmp_path}/shop.db")
     signer = SnsSigner()
     env.setattr(_sns, "fetch", signer.fetch)  # no network: the test's certificate
     env.setenv("SES_EVENTS_TOPIC_ARN", SNS_TOPIC)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from denpyo.cli import main
+from denpyo.cli.app import LazyGroup
 from denpyo.store.dialects import DATABASES, DIALECTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,8 @@ def _commands(
     """Every command of the command line, by its words after `denpyo`, groups first."""
     yield " ".join(path), command
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        subs = command.every_command() if isinstance(command, LazyGroup) else command.commands
+        for name, sub in subs.items():
             yield from _commands(sub, (*path, name))
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from denpyo.domain import limits
 from denpyo.domain.filters import MAX_ERROR_TEXT, MAX_LIMIT, Filter
 from denpyo.domain.forgetting import Where
+from denpyo.engine.acting import check_note
 from denpyo.engine.operator import MAX_NOTE_LENGTH
-from denpyo.engine.operator._moves import check_note
 from denpyo.engine.people import MAX_NAME, check_name
 
 PAGE = Path(__file__).resolve().parents[2] / "docs/reference/limits.md"

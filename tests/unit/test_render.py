@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from denpyo import ErrorKind, Status, Submission
-from denpyo.cli import render
+from denpyo.cli import render, rows
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -27,7 +27,7 @@ def printed(monkeypatch: pytest.MonkeyPatch, width: int, subs: list[Submission])
     screen = io.StringIO()
     terminal = Console(file=screen, width=width, force_terminal=True, color_system=None)
     monkeypatch.setattr(render, "out", terminal)
-    render.show_list(subs, NOW, limit=50)
+    rows.show_list(subs, NOW, limit=50)
     return screen.getvalue().splitlines()
 
 

@@ -1,5 +1,6 @@
 """A small shop that enqueues an order's invoice email in the order's transaction.
-Its database: ./shop.db, or DATABASE_URL=postgresql://USER@HOST/NAME."""
+Its database: ./shop.db, or DATABASE_URL=postgresql://USER@HOST/NAME (or
+sqlite:///PATH, another SQLite file)."""
 
 import os
 from pathlib import Path
@@ -51,7 +52,8 @@ STATIC_URL = "static/"
 TEST_RUNNER = "shop_site.testing.TestRunner"  # closes the ledger before the test database goes
 
 # The ledger goes to the same database (DENPYO_DATABASE_URL would name another).
-_url = urlsplit(os.environ.get("DATABASE_URL", ""))
+_database_url = os.environ.get("DATABASE_URL", "")
+_url = urlsplit(_database_url)
 if _url.scheme.startswith("postgres"):
     DATABASES = {
         "default": {
@@ -67,7 +69,11 @@ else:  # SQLite: an atomic() block takes the write lock when it starts (Django 5
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": BASE_DIR / "shop.db",
+            "NAME": (
+                _database_url.removeprefix("sqlite:///")
+                if _url.scheme == "sqlite"
+                else BASE_DIR / "shop.db"
+            ),
             "OPTIONS": {"transaction_mode": "IMMEDIATE"},
             "TEST": {"NAME": BASE_DIR / "test.db"},  # a file: the ledger's connections reach it
         }

@@ -1,19 +1,9 @@
 """The `denpyo` command line: for the people on call. Each command is a thin call
 into `denpyo.engine.operator` (or the Ledger), with tables for people and
 `--json` for scripts. Exit codes: 0 fine, 1 needs attention (`--check`), 2 usage
-or input error, 3 the database is out of reach."""
+or input error, 3 the database is out of reach. A command's module is imported
+only when it runs (`cli/index.py`)."""
 
-from denpyo.cli import (  # noqa: F401 - registers the commands
-    action_log,
-    actions,
-    commands,
-    demo,
-    forgetting,
-    keeping,
-    payload_keys,
-    people,
-    webhooks,
-)
 from denpyo.cli.app import main
 from denpyo.engine.processes import EXIT_ATTENTION, EXIT_INPUT, EXIT_OK, EXIT_UNAVAILABLE
 

@@ -1,4 +1,5 @@
-"""Commands that act: retry, resolve, pause, resume, reconcile, worker."""
+"""Commands that act: retry, resolve, pause, resume, reconcile, worker; and what
+each says it did."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.table import Table
+from rich.text import Text
 
 from denpyo.cli import redacting, render
 from denpyo.cli.app import Env, fail, full_option, json_option, log_options, main, pass_env
 from denpyo.cli.rows import RowFilters, check_filter_channel, row_filters
+from denpyo.domain.channel_state import Mode
 from denpyo.domain.limits import decode_payload
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
@@ -18,8 +22,11 @@ from denpyo.domain.settings import (
     DEFAULT_POLL_INTERVAL,
     WorkerSettings,
 )
+from denpyo.domain.status import ErrorKind
+from denpyo.domain.text import visible
 from denpyo.engine import operator as op
-from denpyo.engine.processes import EXIT_ATTENTION, MAX_PROCESSES
+from denpyo.engine.operator import ChannelView, ReconcileSummary, Resolution, RetryResult, label
+from denpyo.engine.processes import MAX_PROCESSES
 from denpyo.errors import InvalidInput, PayloadNotJSON
 
 by_option = click.option(
@@ -86,7 +93,7 @@ def retry(
     if as_json:
         render.emit_json(result.to_json(full=full))
     else:
-        render.show_retry(result, full=full)
+        show_retry(result, full=full)
 
 
 @main.command()
@@ -165,7 +172,7 @@ def resolve(
     if as_json:
         render.emit_json(done.to_json(full=full))
     else:
-        render.show_resolution(done)
+        show_resolution(done)
 
 
 @main.command()
@@ -228,7 +235,7 @@ def _switch(
             }
         )
     else:
-        render.show_switch(view, pausing=pausing, changed=changed, by=op.operator_actor(by))
+        show_switch(view, pausing=pausing, changed=changed, by=op.operator_actor(by))
 
 
 def read_payload(text: str) -> Any:
@@ -257,7 +264,7 @@ def reconcile(env: Env, as_json: bool, log_level: int) -> None:
     Example: denpyo --app myapp.ledger:ledger reconcile
     Example: denpyo --app myapp.ledger:ledger reconcile -v    # and log the pass
     """
-    _log_to_stderr(log_level)
+    log_to_stderr(log_level)
     ledger = env.require_channels("reconcile")  # before the progress bar draws anything
     if as_json:
         summary = op.reconcile(ledger)
@@ -279,75 +286,7 @@ def reconcile(env: Env, as_json: bool, log_level: int) -> None:
             bar.update(task, completed=done, total=total)
 
         summary = op.reconcile(ledger, progress)
-    render.show_reconcile(summary)
-
-
-@main.command()
-@click.option("--channel", required=True, help="The channel to audit (its list_remote).")
-@click.option(
-    "--since",
-    metavar="WHEN",
-    help="Start of the window: 24h, 7d, today, 2024-05-01; default 24 hours before --until.",
-)
-@click.option("--until", metavar="WHEN", help="End of the window (same forms); default now.")
-@click.option(
-    "--adopt",
-    is_flag=True,
-    help="Record each call the provider accepted that the ledger has no row of (lost in "
-    "a database failover) as a synced row of its key (list_remote must give the key).",
-)
-@json_option
-@log_options(logging.WARNING)
-@pass_env
-@click.pass_context
-def audit(
-    ctx: click.Context,
-    env: Env,
-    channel: str,
-    since: str | None,
-    until: str | None,
-    adopt: bool,
-    as_json: bool,
-    log_level: int,
-) -> None:
-    """Compare the ledger with the provider's own records (the channel's list_remote)
-    and list each discrepancy with its row: accepted by the provider but not synced,
-    synced but unknown to the provider, different remote ids, a key accepted twice.
-    Writes nothing, but with --adopt. Exit 1 when there is any discrepancy, 0 when
-    none. Needs --app.
-
-    \b
-    Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 24h
-    Example: denpyo --app myapp.ledger:ledger audit --channel charge --since 2024-05-01 \\
-             --until 2024-05-02 --json | jq '.discrepancies[].submission_id'
-    """
-    _log_to_stderr(log_level)
-    ledger = env.ledger
-    op.require_channels(ledger, "audit")
-    if as_json:
-        report = op.audit(ledger, channel, since=since, until=until, adopt=adopt)
-        render.emit_json(render.audit_json(report))
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        columns = (TextColumn("auditing"), BarColumn(), MofNCompleteColumn())
-        bar = Progress(*columns, console=render.err, transient=True)
-        task = bar.add_task("audit", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.start()  # at the first page, after the input was checked: an error stays one line
-            bar.update(task, completed=done, total=total)
-
-        try:
-            report = op.audit(
-                ledger, channel, since=since, until=until, progress=progress, adopt=adopt
-            )
-        finally:
-            if bar.live.is_started:  # stopping prints a line break where stderr is no terminal
-                bar.stop()
-        render.show_audit(report)
-    if not report.clean:
-        ctx.exit(EXIT_ATTENTION)
+    show_reconcile(summary)
 
 
 @main.command()
@@ -424,7 +363,7 @@ def worker(
     settings = WorkerSettings(concurrency, poll_interval, grace)  # refused before any start
     if processes > 1:
         ctx.exit(_supervise(env, processes, settings, metrics_port, metrics_host, log_level))
-    _log_to_stderr(log_level)
+    log_to_stderr(log_level)
     ledger = env.require_channels("the worker")
     names = ", ".join(sorted(ledger.channels)) or "none"
     server = None
@@ -495,7 +434,7 @@ def _supervise(
     return code
 
 
-def _log_to_stderr(level: int) -> None:
+def log_to_stderr(level: int) -> None:
     from rich.logging import RichHandler
 
     from denpyo.engine.tracing import TraceIdsFormatter
@@ -503,3 +442,97 @@ def _log_to_stderr(level: int) -> None:
     handler = RichHandler(console=render.err, show_path=False, rich_tracebacks=False)
     handler.setFormatter(TraceIdsFormatter("%(message)s"))  # a row's trace, when it has one
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+
+
+def show_switch(view: ChannelView, *, pausing: bool, changed: bool, by: str) -> None:
+    """What `pause` or `resume` did, on one line (and what still holds the channel)."""
+    name, now = visible(view.channel), visible(view.describe())
+    poll = "within one poll interval"
+    if not changed:
+        said = f"is already {now}" if pausing else f"is not paused ({now})"
+        render.out.print(Text(f"{name} {said}; nothing written"), soft_wrap=True)
+    elif pausing:
+        said = f"workers stop starting its calls {poll}; calls already sent finish"
+        render.out.print(
+            Text(f"{name} paused by {visible(by)}: {said}", style="yellow"), soft_wrap=True
+        )
+    else:
+        said = f"workers start its calls again {poll}"
+        if view.mode is not Mode.RUNNING:
+            said += f"; it is still {now}"
+        render.out.print(
+            Text(f"{name} resumed by {visible(by)}: {said}", style="green"), soft_wrap=True
+        )
+
+
+def show_retry(result: RetryResult, *, full: bool = False) -> None:
+    if result.requested is not None:
+        render.show_requested(result.requested.action.id, result.requested.reason, False)
+        return
+    verb = "would retry" if result.dry_run else "retried"
+    if result.retried:
+        table = Table(title=f"{verb} {len(result.retried)}", title_justify="left")
+        for name in ("id", "channel:key", "status", "last error"):
+            table.add_column(name)
+        for sub in result.retried:
+            table.add_row(
+                str(sub.id),
+                render.plain(f"{sub.channel}:{sub.key}"),
+                render.status_text(sub),
+                Text(render.short(sub.last_error, None if full else 60)),
+            )
+        render.out.print(table)
+    else:
+        render.out.print(f"nothing to retry ({verb} 0)")
+    for sub, reason in result.skipped:
+        render.out.print(render.plain(f"skipped #{sub.id}: {reason}", style="yellow"))
+
+
+def show_resolution(done: Resolution) -> None:
+    if done.requested is not None:
+        render.show_requested(done.requested.action.id, done.requested.reason, False)
+        return
+    sub = done.submission
+    text = {
+        "abandon": f"{label(sub)} abandoned; {_became(done)}, nothing more is sent",
+        "mark_synced": f"{label(sub)} marked synced (remote id {sub.remote_id})",
+        "resend": f"{label(sub)} replaced; {_became(done)}, nothing more is sent for it",
+    }[done.action]
+    render.out.print(render.plain(text, style="green"))
+    if done.created is not None:
+        new = label(done.created)
+        render.out.print(
+            render.plain(f"new submission {new} waits for a worker (supersedes #{sub.id})")
+        )
+    render.out.print(render.plain(f"resolution: {sub.resolution or ''}", style="dim"))
+
+
+def _became(done: Resolution) -> str:
+    """What happened to the row's status: a `requesting` row given up becomes `failed`."""
+    sub = done.submission
+    if not done.moved or done.from_status is None:
+        return f"it stays {sub.status.value}"
+    why = (
+        "its last attempt may have arrived, so it stays counted in doubt"
+        if sub.error_kind is ErrorKind.AMBIGUOUS
+        else "never sent"
+    )
+    return f"it moved from {done.from_status.value} to {sub.status.value} ({why})"
+
+
+def show_reconcile(summary: ReconcileSummary) -> None:
+    table = Table(title="reconcile", title_justify="left", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    for name, value in (
+        ("in doubt and due when it began", summary.due),
+        ("checked", summary.checked),
+        ("synced (found at the provider, or resent)", summary.synced),
+        ("failed", summary.failed),
+        ("rejected", summary.rejected),
+        ("still requesting (recheck later, or a person)", summary.requesting),
+        ("errors", summary.errors),
+        ("in doubt now, all channels", summary.in_doubt_after),
+    ):
+        table.add_row(name, str(value))
+    render.out.print(table)

@@ -9,15 +9,17 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from denpyo.cli.index import COMMANDS
 from denpyo.domain.text import visible
-from denpyo.engine import operator as op
-from denpyo.engine.ledger import Ledger, database_url
 from denpyo.engine.processes import EXIT_INPUT, EXIT_UNAVAILABLE
 from denpyo.errors import ConfigurationError, DenpyoError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from denpyo.engine.ledger import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,10 +52,14 @@ class Env:
 
     @property
     def url(self) -> str:
+        from denpyo.engine.ledger import database_url  # the engine only where it is used
+
         return database_url(self.db)
 
     @property
     def ledger(self) -> Ledger:
+        from denpyo.engine.ledger import Ledger
+
         if self._ledger is None:
             ledger = load_app(self.app) if self.app else Ledger(self.url)
             if self.read_db:
@@ -71,7 +77,9 @@ class Env:
                 f"{attr}; {what} needs them (register each with @{attr}.channel(...) when "
                 "the module is imported)"
             )
-        op.require_channels(ledger, what)
+        from denpyo.engine.operator import require_channels
+
+        require_channels(ledger, what)
         return ledger
 
     def close(self) -> None:
@@ -84,6 +92,8 @@ def load_app(spec: str) -> Ledger:
     """Import `module:attr` (a Ledger, or a function of no arguments that returns
     one), as uvicorn does: the working directory is importable. Nothing else is
     called: `sys:exit` must not end the command as if all were fine."""
+    from denpyo.engine.ledger import Ledger
+
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigurationError(f"--app {spec!r}: expected module:attribute (myapp.ledger:ledger)")
@@ -178,12 +188,43 @@ class DenpyoGroup(click.Group):
             raise _one_line(exc, command) from exc
 
 
+class LazyGroup(DenpyoGroup):
+    """`denpyo` itself: a command's module is imported only when that command runs
+    (it registers the command with `@main.command`), and `--help` lists every
+    command from the index (`cli/index.py`), importing none."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"denpyo.cli.{COMMANDS[cmd_name][0]}")
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists commands (the first sentence of each one's help, cut to
+        fit), from the index: a stand-in command with that sentence for its help."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, click.Command(name, help=summary).get_short_help_str(limit))
+            for name, (_, summary) in sorted(COMMANDS.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def every_command(self) -> dict[str, click.Command]:
+        """Every command, each module imported: for what checks them all."""
+        for name in COMMANDS:
+            self.get_command(click.Context(self), name)
+        return dict(self.commands)
+
+
 def _one_line(exc: click.UsageError, command: str = "denpyo") -> InputError:
     where = exc.ctx.command_path if exc.ctx is not None else command
     return InputError(f"{exc.format_message()} (see `{where} --help`)")
 
 
-@click.group(cls=DenpyoGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     metavar="URL",

@@ -1,5 +1,5 @@
-"""Commands that read, and the schema: migrate, sql, status, list, show, dashboard;
-and how the dashboard and the webhooks are served."""
+"""The schema and the servers: migrate, sql, dashboard; and how the dashboard and
+the webhooks are served."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ from typing import Any
 
 import click
 
-from denpyo.cli import redacting, render
-from denpyo.cli.app import Env, F, fail, full_option, json_option, main, pass_env
-from denpyo.cli.rows import RowFilters, channel_option, check_filter_channel, row_filters
+from denpyo.cli import render
+from denpyo.cli.app import Env, F, fail, json_option, main, pass_env
 from denpyo.domain.actions import DEFAULT_BULK_OVER, Approval
-from denpyo.domain.filters import DEFAULT_LIMIT
-from denpyo.engine import operator as op
-from denpyo.engine.processes import EXIT_ATTENTION
 from denpyo.engine.schema import DATABASES, schema_sql
 from denpyo.errors import InvalidInput
 
@@ -65,79 +61,6 @@ def sql(env: Env, dialect: str | None) -> None:
     except InvalidInput as exc:
         fail(str(exc))
     click.echo(script, nl=False)
-
-
-@main.command()
-@channel_option
-@click.option("--check", is_flag=True, help="Exit 1 when something needs attention.")
-@json_option
-@pass_env
-@click.pass_context
-def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_json: bool) -> None:
-    """Counts by channel and status; in doubt, exhausted, and the oldest pending row.
-
-    "Needs attention" counts rows with no person's resolution that are in doubt
-    (the call may have arrived), exhausted (failed, no attempt left) or rejected.
-
-    Example: denpyo status --check || page-the-on-call
-    """
-    check_filter_channel(env.ledger, channel)
-    report = op.status(env.ledger, channel)
-    if as_json:
-        render.emit_json(report.to_json())
-    else:
-        render.show_status(report)
-    if check and report.needs_attention:
-        ctx.exit(EXIT_ATTENTION)
-
-
-@main.command("list")
-@row_filters(limit=DEFAULT_LIMIT, limit_help="At most this many rows.")
-@click.option("--check", is_flag=True, help="Exit 1 when any row matches.")
-@full_option
-@json_option
-@pass_env
-@click.pass_context
-def list_(
-    ctx: click.Context, env: Env, rows: RowFilters, check: bool, full: bool, as_json: bool
-) -> None:
-    """Submissions matching the filters, newest first. Piped (not a terminal), one
-    tab-separated line per row, after a header line.
-
-    \b
-    Example: denpyo list --status failed --since 1d
-    Example: denpyo list --needs-attention --json | jq '.[].id'
-    """
-    flt = rows.to_filter(env.ledger)
-    listed = op.list_submissions(env.ledger, flt, reading=True)
-    shown = redacting.rule(env, full=full, what=f"{len(listed)} rows listed")
-    subs = [shown.submission(sub) for sub in listed]
-    if as_json:
-        render.emit_json([op.submission_json(s, full=full) for s in subs])
-    else:
-        render.show_list(subs, env.ledger.now(), flt.limit, full=full)
-    if check and subs:
-        ctx.exit(EXIT_ATTENTION)
-
-
-@main.command()
-@click.argument("ref", metavar="ID|CHANNEL:KEY")
-@full_option
-@json_option
-@pass_env
-def show(env: Env, ref: str, full: bool, as_json: bool) -> None:
-    """One submission and its history, oldest event first.
-
-    \b
-    Example: denpyo show 42
-    Example: denpyo show invoice-email:order:42 --full
-    """
-    whole = op.history(env.ledger, ref)
-    found = whole.redacted(redacting.rule(env, full=full, what=op.label(whole.submission)))
-    if as_json:
-        render.emit_json(found.to_json(full=full))
-    else:
-        render.show_history(found, full=full)
 
 
 def listen_options(port: int) -> Callable[[F], F]:

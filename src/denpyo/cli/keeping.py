@@ -3,15 +3,17 @@ and `report` (the counts, before and after any prune)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import click
+from rich.table import Table
 
 from denpyo.cli import render
 from denpyo.cli.actions import by_option, note_option
 from denpyo.cli.app import Env, F, json_option, main, pass_env
 from denpyo.domain.filters import parse_duration, parse_when
-from denpyo.domain.report import PERIODS
+from denpyo.domain.report import PERIODS, ReportRow
+from denpyo.domain.status import Status
 from denpyo.domain.text import visible
 from denpyo.engine import operator as op
 
@@ -233,4 +235,25 @@ def report(
     if as_json:
         render.emit_json([row.to_json() for row in rows])
     else:
-        render.show_report(rows, by)
+        show_report(rows, by)
+
+
+def show_report(rows: Sequence[ReportRow], by: str) -> None:
+    """One line per period and channel, a column per status (`--json` keeps the rows)."""
+    table = Table(title=f"Submissions by {by} of creation (UTC)", title_justify="left")
+    table.add_column(by)
+    table.add_column("channel")
+    for st in Status:
+        table.add_column(st.value, justify="right", style=render.STATUS_STYLE[st])
+    table.add_column("total", justify="right", style="bold")
+    lines: dict[tuple[str, str], dict[str, int]] = {}
+    for row in rows:
+        lines.setdefault((row.period, row.channel), {})[row.status] = row.count
+    for (period, channel), counts in lines.items():
+        cells = [str(counts.get(st.value, 0)) for st in Status]
+        table.add_row(
+            render.plain(period), render.plain(channel), *cells, str(sum(counts.values()))
+        )
+    if not lines:
+        table.add_row("(no rows)", "", *("" for _ in Status), "")
+    render.out.print(table)

@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from denpyo.domain.actions import Approval
+from denpyo.domain.actions import ActionKind, ActionState, Approval, Scope
 from denpyo.domain.audit import AuditReport
 from denpyo.domain.backoff import Backoff
 from denpyo.domain.channel_state import DEFAULT_DOWN_AFTER
@@ -37,13 +37,15 @@ from denpyo.domain.settings import (
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
-from denpyo.engine import archiving, provider_events, tracing
+from denpyo.engine import archiving, forgetting, provider_events, tracing
+from denpyo.engine.acting import check_note, operator_actor
 from denpyo.engine.alerts import AlertHandler, Alerts
 from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.audit import Auditor, Progress
 from denpyo.engine.bridge import LoopThread
 from denpyo.engine.channel import ChannelSpec, Classifier, ListRemoteFn, SendFn, VerifyFn
 from denpyo.engine.flows import Flows
+from denpyo.engine.forgetting import ForgetResult
 from denpyo.engine.gates import Gates
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.observers import CallHandler, CallObservers
@@ -64,11 +66,9 @@ from denpyo.errors import (
     UnknownChannel,
 )
 from denpyo.store import NewSubmission, Store, open_store, shown_url
+from denpyo.store.actions import NewAction
 from denpyo.store.base import AsyncStore
 from denpyo.store.sealing import PayloadKeys, Sealing, payload_codec
-
-if TYPE_CHECKING:
-    from denpyo.engine.operator._forget import ForgetResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -302,16 +302,23 @@ class Ledger:
         still record rows, which wait. `note` (required) says why, `by` who (default:
         the login name); both are kept in the channel's history. False when it was
         paused already (nothing written)."""
-        from denpyo.engine.operator._channels import pause
-
-        return pause(self, channel, note=note, by=by)
+        return self._switch(ActionKind.PAUSE, channel, note, by)
 
     def resume(self, channel: str, *, note: str, by: str | None = None) -> bool:
         """Let the workers start `channel`'s calls again (within one poll interval),
         kept in its history with `note` and `by`. False when it was not paused."""
-        from denpyo.engine.operator._channels import resume
+        return self._switch(ActionKind.RESUME, channel, note, by)
 
-        return resume(self, channel, note=note, by=by)
+    def _switch(self, kind: ActionKind, channel: str, note: str | None, by: str | None) -> bool:
+        """A pause or a resume, with who and why in the channel's history and its
+        entry in the action log, written with it."""
+        check_channel_name(channel)
+        pausing = kind is ActionKind.PAUSE
+        text = check_note(note, "a pause" if pausing else "a resume")
+        actor = operator_actor(by)
+        log = NewAction(kind, Scope.CHANNEL, f"channel {channel}", actor, text, ActionState.DONE)
+        switch = self.store.pause_channel if pausing else self.store.resume_channel
+        return switch(channel, actor=actor, note=text, log=log)
 
     def new_actor(self, role: str) -> str:
         """A name for the events this process writes in a role (`worker`, `app`,
@@ -699,9 +706,9 @@ class Ledger:
         the value searched for). A row still open refuses the whole forget
         (`InvalidInput`, nothing written): abandon it first. `dry_run`: what would
         be forgotten, nothing written. Archived rows need the `archive` extra."""
-        from denpyo.engine.operator._forget import forget
-
-        return forget(self, ref, where=where, channel=channel, note=note, by=by, dry_run=dry_run)
+        return forgetting.forget(
+            self, ref, where=where, channel=channel, note=note, by=by, dry_run=dry_run
+        )
 
     def report(
         self,

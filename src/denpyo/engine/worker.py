@@ -37,27 +37,24 @@ import logging
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from denpyo.domain.channel_state import Mode
-from denpyo.domain.holders import actor_of, by_actor
 from denpyo.domain.lease import Lease
 from denpyo.domain.moves import Change, Move, Settle
-from denpyo.domain.sealed import waiting_for_key
 from denpyo.domain.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE,
-    DEFAULT_LEASE,
     DEFAULT_POLL_INTERVAL,
     WorkerSettings,
 )
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
-from denpyo.domain.text import visible
 from denpyo.engine import tracing
 from denpyo.engine.batching import GroupCommit
 from denpyo.engine.channel import ChannelSpec
+from denpyo.engine.claim_shape import Shape, shape_of
 from denpyo.engine.flows import (
     Apply,
     Call,
@@ -70,8 +67,12 @@ from denpyo.engine.flows import (
     StoreOp,
     step,
 )
-from denpyo.engine.holders import holder_gone
 from denpyo.engine.pacing import Pacing
+from denpyo.engine.renewal import HeldRow, Renewal
+from denpyo.engine.startup import check_durability, due_for_keys, tell_holdings
+from denpyo.engine.work_report import ReconcilePass, WorkReport, counts
+
+__all__ = ["WorkReport", "Worker"]
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
@@ -80,47 +81,6 @@ log = logging.getLogger("denpyo.worker")
 
 CLAIM_TRIES = 3
 """Claim rounds that may fail in a row before `work(until_idle=True)` raises."""
-
-CLAIM_AHEAD = 128
-"""Rows of a channel that can settle its in-doubt rows itself (`Worker._shape`) held
-ready or running: three times what may run at once, and up to this many (at most 8
-times). A claim takes a few milliseconds on a busy loop; calls of a few
-milliseconds drained three times the slots before it returned, and slots sat
-empty (measured: bench/CHANGES.md)."""
-
-
-@dataclass(slots=True, eq=False)
-class HeldRow:
-    """A row this worker holds: its holder (a new one when a flow starts a new
-    attempt), this process's deadline for starting its call, and, while it is only
-    being verified, the status it is held in (a row in doubt must never be given
-    back as if it had not been sent). One object per claim: compared by identity."""
-
-    holder: str
-    lease: Lease
-    verifying: Status | None = None
-
-
-class Shape(NamedTuple):
-    """How a worker claims and runs one channel (`Worker._shape`)."""
-
-    cap: int  # calls at once
-    ahead: int  # rows held, ready or running
-    batch: int  # the smallest claim worth a round trip
-
-
-@dataclass(slots=True, eq=False)
-class ReconcilePass:
-    """The rows in doubt one round of claims took to verify (`Worker._claim_in_doubt`),
-    per channel, and how each ended: logged once the last has."""
-
-    taken: Counter[str]
-    ended: Counter[str] = field(default_factory=Counter)
-
-    def end(self, how: str) -> bool:
-        """Count one row's end; True when it was the last."""
-        self.ended[how] += 1
-        return self.ended.total() == self.taken.total()
 
 
 @dataclass(slots=True, eq=False)
@@ -134,45 +94,6 @@ class Run:
     hold: HeldRow
     flow: Flow
     doubt: ReconcilePass | None = None
-
-
-@dataclass
-class WorkReport:
-    """What one `work()` run did: `attempted`, rows whose attempt it began (a row given
-    back before its call started included); `outcomes`, how its calls ended, by the
-    status their settles recorded; `reconciled`, rows it took in doubt to verify, and
-    `verified`, the status each of those ended in (`requesting`: still in doubt, or
-    given back); `released`, rows given back before their call started (its lease ran
-    out first, or the worker stopped); `errors`, flows that failed (their rows
-    recovered when their leases end); `cut`, calls still on the wire when the grace
-    of a stop ran out (each counted as an attempt, its row in doubt: `failed`,
-    ambiguous, and in `outcomes`)."""
-
-    attempted: int = 0
-    reconciled: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    verified: Counter[str] = field(default_factory=Counter)
-    errors: int = 0
-    released: int = 0
-    cut: int = 0
-
-    def summary(self) -> str:
-        """One line for a person, as a worker stops."""
-        line = (
-            f"attempted {self.attempted}, outcomes: {_counts(self.outcomes)}; reconciled "
-            f"{self.reconciled}, verified: {_counts(self.verified)}; released "
-            f"{self.released}, errors {self.errors}"
-        )
-        if self.cut:
-            line += (
-                f"; cut {self.cut} call{'s' if self.cut != 1 else ''} on the wire at the end "
-                "of the grace: their rows are in doubt and will be verified"
-            )
-        return line
-
-
-def _counts(counts: Counter[str]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "none"
 
 
 class Worker:
@@ -216,10 +137,7 @@ class Worker:
         self.idle_lanes: deque[asyncio.Future[None]] = deque()
         self.held: dict[int, HeldRow] = {}
         self.shapes: dict[str, Shape] = {}
-        self.renewed_at = time.monotonic()  # the last round of renewals that worked
-        self.renewing = asyncio.Lock()  # one round at a time: heartbeat, or after a stall
-        self.renewal_failing_since: float | None = None  # monotonic, while renewals fail
-        self.renewal_alerted = False
+        self.renewal = Renewal(ledger, self.held, self.runner)
         self.pacing = {
             spec.name: Pacing(spec.rate_limit, spec.fleet_rate_limit)
             for spec in ledger.channels.values()
@@ -244,21 +162,22 @@ class Worker:
     async def run(self, *, until_idle: bool = False) -> WorkReport:
         ops = self.ledger.store.async_ops(self.runner.db)
         await ops.open()
-        self.runner = self.ledger.async_runner(ops)
+        self.runner = self.renewal.runner = self.ledger.async_runner(ops)
         try:
             return await self._run(until_idle)
         finally:
             await ops.close()
 
     async def _run(self, until_idle: bool) -> WorkReport:
-        helpers = [asyncio.create_task(self._heartbeat())]
+        helpers = [asyncio.create_task(self.renewal.heartbeat())]
         if self.ledger.store.capabilities.notifies:
             helpers.append(asyncio.create_task(self._listen()))
         lanes = [asyncio.create_task(self._lane()) for _ in range(self.concurrency)]
         loop = asyncio.get_running_loop()
-        await self._tell_holdings()
-        await self._check_durability()
-        await self._due_for_keys()
+        await tell_holdings(self.ledger, self.runner)
+        await check_durability(self.ledger, self.runner)
+        if self.sends:
+            await due_for_keys(self.ledger, self.runner)
         with contextlib.suppress(Exception):  # read again at the first poll if it failed
             await self.runner.in_db(self.gates.refresh)  # no call of a paused channel
         doubt_checked = float("-inf")
@@ -277,10 +196,10 @@ class Worker:
                         if self.gates.stale(self.poll_interval):  # not every idle round
                             await self.runner.in_db(self.gates.refresh)
                         claimed += await self._probe()
-                        await self._revalidate()
+                        await self.renewal.revalidate()
                         # While its renewals fail, rows that look in doubt may be this
                         # worker's own calls on the wire: it leaves them to the others.
-                        if self.renewal_failing_since is None:
+                        if self.renewal.failing_since is None:
                             claimed += await self._claim_in_doubt()
                 except Exception:
                     # A deadlock or a restart is retried at the next poll; `until_idle`
@@ -320,28 +239,11 @@ class Worker:
     # on shutdown; after a crash they are in doubt like the calls that had begun.
 
     def _shape(self, spec: ChannelSpec) -> Shape:
-        """How many calls of the channel may run at once, how many of its rows to hold,
-        ready or running, and the smallest claim worth a round trip (up to half of
-        them: fewer claims per call). A crash leaves every held row in doubt, its call
-        begun or not: a channel that can verify, or is idempotent, settles them by
-        itself, so it claims well ahead; any other leaves each one to a person, so it
-        holds at most twice what runs (measured: bench/CHANGES.md). Worked out once
-        per channel: it is asked at every call's end."""
+        """The channel's shape (`claim_shape.py`), worked out once per channel: it is
+        asked at every call's end."""
         shape = self.shapes.get(spec.name)
-        if shape is not None:
-            return shape
-        cap = min(spec.concurrency or self.concurrency, self.concurrency)
-        if spec.fleet_concurrency is not None:
-            # Every row held counts against the fleet's share: hold only what runs.
-            cap = min(cap, spec.fleet_concurrency)
-            shape = Shape(cap, cap, 1)
-        elif not spec.policy.decides_doubt:
-            shape = Shape(cap, 2 * cap, max(1, cap // 2))
-        else:
-            ahead = max(3 * cap, min(8 * cap, CLAIM_AHEAD))
-            # Up to half of it, while a slot-full stays ready as the claim goes out.
-            shape = Shape(cap, ahead, min(ahead // 2, ahead - 2 * cap))
-        self.shapes[spec.name] = shape
+        if shape is None:
+            shape = self.shapes[spec.name] = shape_of(spec, self.concurrency)
         return shape
 
     def _wanted(self, spec: ChannelSpec) -> int:
@@ -460,7 +362,7 @@ class Worker:
             log.debug("reconcile pass: no row in doubt is due")
             return 0
         log.info("reconcile pass: %d rows in doubt taken to verify (%s)",
-                 doubt.taken.total(), _counts(doubt.taken))  # fmt: skip
+                 doubt.taken.total(), counts(doubt.taken))  # fmt: skip
         for name, rows in taken.items():
             self.ready[name].extend((sub, doubt) for sub in rows)
         return doubt.taken.total()
@@ -470,61 +372,7 @@ class Worker:
         self.report.verified[how] += 1
         if doubt.end(how):
             log.info("reconcile pass of %d rows in doubt (%s) done: %s",
-                     doubt.taken.total(), _counts(doubt.taken), _counts(doubt.ended))  # fmt: skip
-
-    async def _tell_holdings(self) -> None:
-        """Say, as the worker starts, which rows of its channels others hold: after a
-        crash, the dead worker's rows wait for their leases to end before they are in
-        doubt and verified."""
-        try:
-            found = await self.runner.in_db(self.ledger.store.holdings, None)
-        except Exception as exc:  # only a message: the claims will say more if it lasts
-            log.warning("cannot read which rows are held now: %s", exc)
-            return
-        for held in by_actor(found):
-            if held.channel not in self.ledger.channels:
-                continue
-            gone = " (its process is gone)" if holder_gone(held.holder) else ""
-            log.info(
-                "%d rows of %s held by %s%s; their leases end in %.0f s at the latest, "
-                "then they are in doubt and verified",
-                held.rows, held.channel, visible(actor_of(held.holder)), gone,
-                max(held.ends_in[1], 0.0),
-            )  # fmt: skip
-
-    async def _due_for_keys(self) -> None:
-        """Send at once, as the worker starts, the rows of its channels that were given
-        back for want of a payload key it has: they are looked at less and less often
-        (up to once a day), and whoever configured the key again and restarted the
-        workers should not wait for their next look."""
-        kids = self.ledger.store.sealing.kids() if self.sends else ()
-        if not kids:
-            return
-        prefixes = [waiting_for_key(kid) for kid in kids]
-        for spec in list(self.ledger.channels.values()):
-            try:
-                woken = await self.runner.in_db(self.ledger.store.due_for_keys, spec.name, prefixes)
-            except Exception as exc:  # only a head start: their next look sends them
-                log.warning("cannot look for rows waiting for a payload key: %s", exc)
-                return
-            if woken:
-                log.info(
-                    "%d rows of %s waited for a payload key this worker has: sent now",
-                    woken, spec.name,
-                )  # fmt: skip
-
-    async def _check_durability(self) -> None:
-        """Say, as the worker starts, when a commit acknowledged to it could still be
-        lost with the database server (an asynchronous standby, synchronous_commit
-        off): a failover could then forget a slip whose call was made. A warning and
-        a `durability_at_risk` alert; the worker runs on (`denpyo status` says it too)."""
-        try:
-            durability = await self.runner.in_db(self.ledger.store.durability)
-        except Exception as exc:  # only a message: the claims will say more if it lasts
-            log.warning("cannot read the database's replication settings: %s", exc)
-            return
-        if durability is not None and durability.risk is not None:
-            self.ledger.alerts.raise_alert("durability_at_risk", durability.risk, None)
+                     doubt.taken.total(), counts(doubt.taken), counts(doubt.ended))  # fmt: skip
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         holder = self.flows.new_holder()
@@ -726,75 +574,7 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wakeup.wait(), timeout=timeout)
 
-    # -- background: leases and wake-ups ----------------------------------------------------
-
-    def _shortest_lease(self) -> float:
-        return min([spec.lease for spec in self.ledger.channels.values()] or [DEFAULT_LEASE])
-
-    async def _heartbeat(self) -> None:
-        """Renew the leases of held rows every third of the shortest lease, and keep
-        the store tidy (`Store.upkeep`) at the same pace. Rows whose deadline passed
-        (the process stalled, or renewals failed) are given back unsent by their
-        flows (`Lease.begin`)."""
-        while True:
-            await asyncio.sleep(self._shortest_lease() / 3)
-            await self.renew()
-
-    async def _revalidate(self) -> None:
-        """After a stall (renewals late by half a beat), renew before looking for rows
-        in doubt: a call of this worker's own that was running through the stall must
-        not be found in doubt and verified, or resent, while it is still on the wire."""
-        if self.held and time.monotonic() - self.renewed_at > self._shortest_lease() / 2:
-            await self.renew()
-
-    async def renew(self) -> None:
-        """One round of renewals. A renewal that fails extends no deadline; the
-        outage is logged once, alerted past a third of the shortest lease, and
-        over when a renewal succeeds again."""
-        async with self.renewing:
-            await self._renew_round()
-
-    async def _renew_round(self) -> None:
-        shortest = self._shortest_lease()
-        # Holders as sent: a hold that starts a new attempt meanwhile is not this renewal's.
-        held = [(row_id, hold, hold.holder) for row_id, hold in self.held.items()]
-        since = time.monotonic()
-        try:
-            if held:
-                rows = [(row_id, holder, hold.lease.seconds) for row_id, hold, holder in held]
-                renewed = await self.runner.in_db(self.ledger.store.renew, rows)
-                for row_id, hold, holder in held:
-                    if row_id in renewed and hold.holder == holder:
-                        hold.lease.renewed(since)
-            await self.runner.in_db(self.ledger.store.upkeep)
-        except Exception as exc:
-            self._renewal_failed(exc, since, shortest)
-        else:
-            self.renewed_at = since
-            if self.renewal_failing_since is not None:
-                log.warning(
-                    "lease renewal works again after %.1fs",
-                    since - self.renewal_failing_since,
-                )
-                self.renewal_failing_since = None
-
-    def _renewal_failed(self, exc: Exception, since: float, shortest: float) -> None:
-        if self.renewal_failing_since is None:
-            self.renewal_failing_since = since
-            self.renewal_alerted = False
-            log.error(
-                "lease renewal failed (%s); no call starts past its lease until it works "
-                "again", exc, exc_info=exc,
-            )  # fmt: skip
-        elif not self.renewal_alerted and since - self.renewal_failing_since > shortest / 3:
-            self.renewal_alerted = True
-            self.ledger.alerts.raise_alert(
-                "renewal_failing",
-                f"this worker has not renewed its leases for "
-                f"{since - self.renewal_failing_since:.1f}s ({exc}); its held rows "
-                "will be given back or verified",
-                None,
-            )
+    # -- background: wake-ups ----------------------------------------------------
 
     async def _listen(self) -> None:
         """Wake on the database's notifications (`Capabilities.notifies`), instead of

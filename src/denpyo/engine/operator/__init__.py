@@ -37,13 +37,23 @@ lease) is never touched; a row a person resolved is not retried.
   ``rejected`` there is no such move: `TransitionNotAllowed`.
 - **prune**, **archive** (`_keeping.py`): rows retention lets go leave the
   table, logged with who ran it, the ages and how many; a dry run counts them.
-- **forget** (note required; `_forget.py`): the payloads of a call's rows, or of
-  every row whose payload names a person, erased, live and archived; no status
-  moves, and a forgotten row takes no retry, resend nor mark synced again.
+- **forget** (note required; `Ledger.forget`, engine/forgetting.py): the payloads
+  of a call's rows, or of every row whose payload names a person, erased, live
+  and archived; no status moves, and a forgotten row takes no retry, resend nor
+  mark synced again. Pause and resume a channel: `Ledger.pause`, `Ledger.resume`.
 """
 
 from denpyo.domain.rules import label
+from denpyo.engine.acting import (
+    BATCH,
+    LEASE,
+    MAX_NOTE_LENGTH,
+    check_note,
+    find,
+    operator_actor,
+)
 from denpyo.engine.audit import Progress
+from denpyo.engine.forgetting import ForgetResult
 from denpyo.engine.operator._act import (
     SAME_PAYLOAD,
     Resolution,
@@ -54,8 +64,6 @@ from denpyo.engine.operator._act import (
     retry,
 )
 from denpyo.engine.operator._actions import (
-    BATCH,
-    LEASE,
     DryRun,
     Requested,
     act,
@@ -79,9 +87,7 @@ from denpyo.engine.operator._channels import (
     channel_states,
     channel_view,
 )
-from denpyo.engine.operator._forget import ForgetResult
 from denpyo.engine.operator._keeping import Keeping, archive, prune, removable_counts
-from denpyo.engine.operator._moves import MAX_NOTE_LENGTH, check_note
 from denpyo.engine.operator._read import (
     PREVIEW_CHARS,
     History,
@@ -95,12 +101,10 @@ from denpyo.engine.operator._read import (
     clip_text,
     clip_value,
     event_json,
-    find,
     forgotten,
     history,
     list_submissions,
     make_filter,
-    operator_actor,
     outcomes,
     page,
     replaced,

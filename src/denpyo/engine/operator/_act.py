@@ -21,14 +21,11 @@ from denpyo.domain.redaction import REDACTED, Redaction, still_redacted
 from denpyo.domain.rules import Permit, label
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Submission
+from denpyo.engine.acting import check_note, find, operator_actor
 from denpyo.engine.keys import new_idempotency_key
 from denpyo.engine.operator._actions import Requested, act, kept_entry, request_json
-from denpyo.engine.operator._moves import (
-    check_note,
-    free_resend_key,
-    retry_move,
-)
-from denpyo.engine.operator._read import find, list_submissions, operator_actor, submission_json
+from denpyo.engine.operator._moves import free_resend_key, retry_move
+from denpyo.engine.operator._read import list_submissions, submission_json
 from denpyo.errors import InvalidInput, LeaseLost, TransitionNotAllowed
 from denpyo.store import NewSubmission
 from denpyo.store.actions import NewAction

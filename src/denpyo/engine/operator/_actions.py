@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import socket
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,9 +40,9 @@ from denpyo.domain.rules import label
 from denpyo.domain.sealed import QUOTED, SealedPayload
 from denpyo.domain.submission import Submission
 from denpyo.domain.text import visible
+from denpyo.engine.acting import BATCH, LEASE, check_note, new_holder, operator_actor
 from denpyo.engine.keys import new_idempotency_key
-from denpyo.engine.operator._moves import check_note, free_resend_key, giving_up, retry_move
-from denpyo.engine.operator._read import operator_actor
+from denpyo.engine.operator._moves import free_resend_key, giving_up, retry_move
 from denpyo.errors import InvalidInput, TransitionNotAllowed
 from denpyo.store import NewSubmission
 from denpyo.store.actions import NO_ROW, NewAction, Resend, Step
@@ -53,11 +50,6 @@ from denpyo.store.actions import NO_ROW, NewAction, Resend, Step
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
 
-BATCH = 500
-"""Rows per batch (one transaction each)."""
-LEASE = 60.0
-"""Seconds a holder holds its action between batches: a holder that died lets
-another carry the action on after this long."""
 SAMPLES = 5
 """Rows a dry run shows for each outcome."""
 PLAN_EXPIRES = 3600.0
@@ -100,11 +92,6 @@ def request_json(requested: Requested | None) -> dict[str, Any] | None:
     if requested is None:
         return None
     return {"action": requested.action.id, "reason": requested.reason}
-
-
-def new_holder() -> str:
-    """Who carries an action out: this host and process, and a nonce."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 # -- carrying an action out --------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from denpyo.domain.actions import ActionKind, ActionRecord, ActionState, Scope
 from denpyo.domain.retention import Retention
-from denpyo.engine.operator._read import operator_actor
+from denpyo.engine.acting import operator_actor
 from denpyo.store.actions import NewAction
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The row moves and the note check that a person's action on one row and a bulk
+"""The row moves that a person's action on one row and a bulk
 action share (`_act.py` and `_actions.py` both build on them)."""
 
 from __future__ import annotations
@@ -16,23 +16,6 @@ from denpyo.errors import InvalidInput
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
-
-MAX_NOTE_LENGTH = 2000
-
-
-def check_note(note: str | None, what: str = "this action") -> str:
-    """A person's note: required, trimmed, at most MAX_NOTE_LENGTH characters."""
-    text = (note or "").strip()
-    if not text:
-        raise InvalidInput(f"a note (--note) is required for {what}: say why, for the next person")
-    if len(text) > MAX_NOTE_LENGTH:
-        raise InvalidInput(f"the note is {len(text)} characters; the limit is {MAX_NOTE_LENGTH}")
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            raise InvalidInput("the note is not valid Unicode text (a lone surrogate)") from None
-    return text
 
 
 def retry_move(sub: Submission, actor: str, note: str | None, force: bool) -> Move:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import json
 import logging
 from collections.abc import Sequence
@@ -18,39 +17,24 @@ from denpyo.domain.filters import Filter, parse_when
 from denpyo.domain.forgetting import Forgotten
 from denpyo.domain.holders import Holding, actor_of, by_actor
 from denpyo.domain.limits import (
-    MAX_ID,
     MAX_KEY_LENGTH,
     check_channel_name,
-    check_id,
     check_search_text,
 )
-from denpyo.domain.people import clean_name
 from denpyo.domain.policy import window_closes_at
 from denpyo.domain.redaction import Redaction
 from denpyo.domain.status import Status
 from denpyo.domain.submission import Event, Submission
+from denpyo.engine.acting import find
 from denpyo.engine.holders import holder_gone
-from denpyo.errors import DenpyoError, InvalidInput, SubmissionNotFound
+from denpyo.errors import DenpyoError, InvalidInput
 from denpyo.store import shown_url
-from denpyo.store.base import Page, Store
+from denpyo.store.base import Page
 
 if TYPE_CHECKING:
     from denpyo.engine.ledger import Ledger
 
 log = logging.getLogger("denpyo.engine")
-
-
-def operator_actor(by: str | None = None) -> str:
-    """`operator:<by>`, or `operator:<login name>` when `by` is not given; the name
-    cleaned as the dashboard cleans the names it is given (no control character
-    reaches the history, a terminal or a CSV)."""
-    name = clean_name(by)
-    if not name:
-        try:
-            name = clean_name(getpass.getuser())
-        except (KeyError, OSError):  # no login name in some containers
-            name = ""
-    return f"operator:{name or 'unknown'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,52 +294,6 @@ def search(ledger: Ledger, channel: str, prefix: str, after: str | None = None) 
 def attention(ledger: Ledger, before: int | None = None, limit: int = 50) -> Page:
     """The needs-a-person queue, newest first: in doubt, exhausted, unresolved rejections."""
     return ledger.reader.attention_page(before=before, limit=limit)
-
-
-def find(ledger: Ledger, ref: str | int, *, reading: bool = False) -> Submission:
-    """A submission by id (``123`` or ``#123``) or by ``CHANNEL:KEY``.
-
-    Channels and keys may both contain ``:``; each split is tried, leftmost first.
-    From the primary, for an action to act on (`reading`: from the ledger's
-    `reader`, a standby, for a person to look at).
-    """
-    store = ledger.reader if reading else ledger.store
-    text = check_search_text(str(ref).strip(), "the submission to find")
-    digits = text[1:] if text.startswith("#") else text
-    if digits.isdigit():
-        number = int(digits) if len(digits) <= len(str(MAX_ID)) else 0
-        found = store.get(number) if check_id(number) else None
-        if found is None:
-            raise SubmissionNotFound(f"no submission with id {digits}")
-        return found
-    if ":" not in text:
-        raise InvalidInput(
-            f"{text!r} is neither an id (123) nor CHANNEL:KEY (invoice-email:order:42)"
-            f"{_key_elsewhere(store, text)}"
-        )
-    start = 0
-    while (at := text.find(":", start)) != -1:
-        channel, key = text[:at], text[at + 1 :]
-        if channel and key:
-            found = store.get_by_key(channel, key)
-            if found is not None:
-                return found
-        start = at + 1
-    channel, _, key = text.partition(":")
-    raise SubmissionNotFound(
-        f"no submission {text!r}: a row is found by CHANNEL:KEY (read here as channel "
-        f"{channel!r}, key {key!r}) or by its id{_key_elsewhere(store, text)}"
-    )
-
-
-def _key_elsewhere(store: Store, key: str) -> str:
-    """What a person who typed a key without its channel meant: the rows of that key
-    in each channel, else the channels there are."""
-    channels = store.channels()
-    meant = [f"{name}:{key}" for name in channels if store.get_by_key(name, key)]
-    if meant:
-        return f"; did you mean {' or '.join(meant[:3])}?"
-    return f"; channels with rows: {', '.join(channels[:10]) or 'none'}"
 
 
 @dataclass(frozen=True, slots=True)

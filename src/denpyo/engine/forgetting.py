@@ -30,10 +30,9 @@ from denpyo.domain.actions import (
     Scope,
 )
 from denpyo.domain.forgetting import Scrubber, Where, is_open, open_refusal
+from denpyo.domain.limits import check_channel_name
 from denpyo.domain.submission import Submission
-from denpyo.engine.operator._actions import BATCH, LEASE, new_holder
-from denpyo.engine.operator._moves import check_note
-from denpyo.engine.operator._read import check_channel, find, operator_actor
+from denpyo.engine.acting import BATCH, LEASE, check_note, find, new_holder, operator_actor
 from denpyo.errors import InvalidInput, SubmissionNotFound
 from denpyo.store.actions import NewAction
 
@@ -133,7 +132,7 @@ def forget(
     if where is not None:
         searched = Where.parse(where)
         if channel is not None:
-            check_channel(channel)
+            check_channel_name(channel)
         found = _by_where(ledger, searched, channel)
         target = f"--where {searched.field}=…" + (f" --channel {channel}" if channel else "")
         return _forget(ledger, found, target, text, by, dry_run, batch, lease, searched)

@@ -1,6 +1,0 @@
-from django.db import models
-
-
-class Order(models.Model):
-    email = models.EmailField()
-    total = models.IntegerField()
