@@ -8,7 +8,14 @@ top of the file: a header `-- @name: what it means`, then its SQL up to the next
 blank line, with `$.` before each column. A query includes it as `{{name}}`, or
 `{{name s}}` for the table aliased `s` (`$.status` becomes `s.status`). The
 expanded text is exactly what the query would spell out, so the planner sees
-the same predicates (partial indexes still match).
+the same predicates (partial indexes still match). A fragment may also be a
+statement that several queries hold as a CTE (the partitioned layout's
+`keys_of_gone`: `kept AS {{keys_of_gone}}`, the parentheses the include's).
+
+A variant (a `Dialect` with a `parent`, store/dialects.py) has an overlay file
+holding only what it changes: its queries replace the parent's of the same name
+or add their own, and its fragments join the parent's. Its migrations are the
+parent's with its own folder's replacing those of the same number.
 """
 
 from __future__ import annotations
