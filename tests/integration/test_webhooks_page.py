@@ -91,13 +91,12 @@ def test_mounted_in_starlette(env: pytest.MonkeyPatch) -> None:
     _synced(page["ledger"], "mail:1", "abc")
 
 
-def test_beside_django(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_beside_django(env: pytest.MonkeyPatch) -> None:
     pytest.importorskip("django")
     # The example shop's settings, as tests/integration/test_django.py sets Django up.
     shop = Path(__file__).resolve().parents[2] / "examples" / "django_shop"
     env.syspath_prepend(str(shop))
     env.setenv("DJANGO_SETTINGS_MODULE", "shop_site.settings")
-    env.setenv("DATABASE_URL", f"sqlite:///{tmp_path}/shop.db")
     signer = SnsSigner()
     env.setattr(_sns, "fetch", signer.fetch)  # no network: the test's certificate
     env.setenv("SES_EVENTS_TOPIC_ARN", SNS_TOPIC)
