@@ -264,7 +264,8 @@ def test_every_denpyo_migration_has_a_django_migration(django_project: str) -> N
         for op in migration.operations
         if isinstance(op, ApplySchema)
     )
-    for dialect in DIALECTS:
+    opened_by_url = [name for name, record in DIALECTS.items() if record.schemes]
+    for dialect in opened_by_url:  # a layout's migrations are made whole, never one by one
         assert applied == [version for version, _ in load_migrations(dialect)]
     call_command("makemigrations", "denpyo", check=True, dry_run=True, verbosity=0)
 

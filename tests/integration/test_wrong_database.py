@@ -18,6 +18,7 @@ import denpyo
 from conftest import driver_connection, free_port
 from database_records import database_record
 from denpyo.errors import ConfigurationError, SchemaError, StoreUnavailable
+from denpyo.store.dialects import DIALECTS
 
 PAYLOAD = {"to": "a@example.com"}
 
@@ -57,7 +58,8 @@ def test_enqueue_on_the_same_database_spelled_otherwise_is_accepted(
 ) -> None:
     """`localhost` and `127.0.0.1`, or a relative and an absolute path: one database."""
     other_spelling = database_record(backend).other_spelling(db_url)
-    assert other_spelling != db_url
+    if not DIALECTS[backend].embedded:  # a file's path may be absolute already
+        assert other_spelling != db_url
     with denpyo.Ledger(db_url) as ledger:
         ledger.channel("email")(lambda sub: "sent")
         conn = driver_connection(backend, other_spelling)
