@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # `make test`'s steps, in order (each a target below); `a+b` runs a and b at the same
 # time (scripts/steps.sh): they mostly wait, on subprocesses, servers and sleeps.
 # The chaos runs restart the database servers: they run alone, one after the other.
-TEST_STEPS = test-main+test-acceptance+test-partitioned+test-serializable-main \
+TEST_STEPS = test-main+test-acceptance+test-bench-smoke+test-partitioned+test-serializable-main \
 	test-chaos test-partitioned-chaos test-serializable-chaos
 
 .PHONY: setup demo test unit $(subst +, ,$(TEST_STEPS)) test-serializable test-partitions chaos lint docs dist bench services browser clean
@@ -35,7 +35,8 @@ browser:  ## Debian's Chromium for the dashboard's browser tests (no browser dow
 # (scripts/steps.sh). First, at the same time: the unit and integration tests two at
 # a time (each has databases of its own; a worker takes the next test as soon as it
 # is free), the acceptance tests four at a time (they wait on the interpreters they
-# start), the partitioned layout's and the SERIALIZABLE database's own tests. Then
+# start), the benchmark harness's quick runs three at a time, the partitioned
+# layout's and the SERIALIZABLE database's own tests. Then
 # the short chaos runs, two at a time but those that restart PostgreSQL one after
 # the other (they restart the database servers under everything else), and the
 # short chaos run on the partitioned layout and on a SERIALIZABLE database
@@ -52,7 +53,12 @@ test-main:
 
 test-acceptance:
 	$(BIN)/python -m pytest -q -n 4 --dist loadgroup tests/acceptance \
-		--ignore=tests/acceptance/test_chaos.py
+		--ignore=tests/acceptance/test_chaos.py --ignore=tests/acceptance/test_bench_smoke.py
+
+# The benchmark harness's quick runs: the longest tests (minutes each, mostly waiting
+# on their processes), a step of their own so that they start at once.
+test-bench-smoke:
+	$(BIN)/python -m pytest -q -n 3 tests/acceptance/test_bench_smoke.py
 
 test-chaos:
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests/acceptance/test_chaos.py
