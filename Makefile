@@ -5,10 +5,13 @@ BIN := $(VENV)/bin
 # The slowest peers (about 100 jobs/s) on fewer jobs, so that a run fits in an hour.
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
-# `make test`'s steps, in order (each a target below).
-TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable
+# `make test`'s steps, in order (each a target below); `a+b` runs a and b at the same
+# time (scripts/steps.sh): they mostly wait, on subprocesses, servers and sleeps.
+# The chaos runs restart the database servers: they run alone, one after the other.
+TEST_STEPS = test-main+test-acceptance+test-bench-smoke+test-partitioned+test-serializable-main \
+	test-chaos test-partitioned-chaos test-serializable-chaos
 
-.PHONY: setup demo test unit $(TEST_STEPS) test-partitions chaos lint docs dist bench services browser clean
+.PHONY: setup demo test unit $(subst +, ,$(TEST_STEPS)) test-serializable test-partitions chaos lint docs dist bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,11 +32,16 @@ browser:  ## Debian's Chromium for the dashboard's browser tests (no browser dow
 
 # `make test` runs each step of TEST_STEPS, every one even
 # when an earlier one failed, then prints which passed and which failed
-# (scripts/steps.sh). Two tests at a time (each has databases of its own); then the
-# short chaos runs, two at a time but those that restart PostgreSQL one after the
-# other (they restart the database servers under everything else); then the
-# partitioned layout's own tests and its short chaos run (`test-partitions` runs
-# the store's and the ledger's tests on it too, as CI does).
+# (scripts/steps.sh). First, at the same time: the unit and integration tests two at
+# a time (each has databases of its own; a worker takes the next test as soon as it
+# is free), the acceptance tests four at a time (they wait on the interpreters they
+# start), the benchmark harness's quick runs three at a time, the partitioned
+# layout's and the SERIALIZABLE database's own tests. Then
+# the short chaos runs, two at a time but those that restart PostgreSQL one after
+# the other (they restart the database servers under everything else), and the
+# short chaos run on the partitioned layout and on a SERIALIZABLE database
+# (`test-partitions` runs the store's and the ledger's tests on the partitioned
+# layout too, as CI does).
 test: setup services browser  ## the whole default suite (unit, integration, acceptance)
 	scripts/steps.sh $(MAKE) $(TEST_STEPS)
 
@@ -41,7 +49,16 @@ unit: setup  ## the unit tests only: no servers, under a minute
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 
 test-main:
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=tests/acceptance/test_chaos.py
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/unit tests/integration
+
+test-acceptance:
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup tests/acceptance \
+		--ignore=tests/acceptance/test_chaos.py --ignore=tests/acceptance/test_bench_smoke.py
+
+# The benchmark harness's quick runs: the longest tests (minutes each, mostly waiting
+# on their processes), a step of their own so that they start at once.
+test-bench-smoke:
+	$(BIN)/python -m pytest -q -n 3 tests/acceptance/test_bench_smoke.py
 
 test-chaos:
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests/acceptance/test_chaos.py
@@ -66,15 +83,20 @@ test-partitions: setup services  ## the store's and the engine's tests again on 
 		tests/integration/test_async_outbox.py tests/integration/test_webhooks.py
 
 # The store's and the ledger's tests, the worker's, the double-send, fleet, operator
-# and action log tests, the conflicts' own, and the short chaos run once more on
-# PostgreSQL databases whose default isolation is SERIALIZABLE (ALTER DATABASE ...
-# SET default_transaction_isolation), as an application may set it.
-test-serializable: setup services  ## the store's and the worker's tests again on a SERIALIZABLE PostgreSQL
+# and action log tests and the conflicts' own once more on PostgreSQL databases whose
+# default isolation is SERIALIZABLE (ALTER DATABASE ... SET
+# default_transaction_isolation), as an application may set it; then the short chaos
+# run on such a database.
+test-serializable: test-serializable-main test-serializable-chaos  ## the store's and the worker's tests again on a SERIALIZABLE PostgreSQL
+
+test-serializable-main: setup services
 	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q -n 2 -k postgresql \
 		tests/integration/store tests/integration/ledger \
 		tests/integration/test_worker.py tests/integration/test_double_send.py \
 		tests/integration/test_fleet.py tests/integration/test_operator.py \
 		tests/integration/test_actions.py tests/integration/test_serializable.py
+
+test-serializable-chaos:
 	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
 

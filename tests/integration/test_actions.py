@@ -15,6 +15,7 @@ from denpyo.domain.actions import ActionKind, ActionState, Approval, RowOutcome
 from denpyo.domain.filters import Filter
 from denpyo.engine import operator as op
 from denpyo.errors import InvalidInput
+from waiting import wait_until
 
 S = denpyo.Status
 EMAIL = Filter(channel="email")
@@ -109,14 +110,16 @@ def test_two_person_rule_waits_for_a_second_person(ledger: denpyo.Ledger) -> Non
 
 def test_a_rejected_or_expired_request_does_nothing(ledger: denpyo.Ledger) -> None:
     a, b = failed_rows(ledger, 2)
-    ledger.approval = Approval(expires_after=0.2)
+    ledger.approval = Approval()  # the default expiry: no machine is that slow
     first = op.resolve_mark_synced(ledger, a, remote_id="r", note="n", by="ada").requested
     assert first is not None
     rejected = op.reject(ledger, first.action.id, note="not at the provider", by="bob")
     assert (rejected.state, rejected.decision_note) == (ActionState.REJECTED, "not at the provider")
+    ledger.approval = Approval(expires_after=0.2)  # this one expires while we wait
     second = op.resolve_mark_synced(ledger, b, remote_id="r", note="n", by="ada").requested
-    assert second is not None
-    time.sleep(0.4)
+    assert second is not None and second.action.expires_at is not None
+    expires_at = second.action.expires_at
+    wait_until(lambda: ledger.store.now() > expires_at, "the request's expiry, by the database")
     with pytest.raises(InvalidInput, match="expired"):
         op.approve(ledger, second.action.id, note="late", by="bob")
     assert [row_of(ledger, i).status for i in (a, b)] == [S.FAILED, S.FAILED]
@@ -181,10 +184,11 @@ def test_a_runner_that_lost_its_lease_writes_nothing(ledger: denpyo.Ledger) -> N
     )
     op.confirm_bulk(ledger, dry.action.id, by="ada")
     store = ledger.store
-    assert store.take_action(dry.action.id, holder="a", lease=0.05)
+    assert store.take_action(dry.action.id, holder="a", lease=1.5)
     assert not store.take_action(dry.action.id, holder="b", lease=60)  # a holds it
-    time.sleep(0.2)
-    assert store.take_action(dry.action.id, holder="b", lease=60)  # a's lease ran out
+    wait_until(  # a's lease runs out
+        lambda: store.take_action(dry.action.id, holder="b", lease=60), "a's lease to run out"
+    )
     sub = row_of(ledger, row)
     from denpyo.engine.operator._moves import retry_move
 

@@ -21,6 +21,7 @@ from denpyo.domain.moves import Move
 from denpyo.engine import operator as op
 from denpyo.engine.worker import Worker
 from denpyo.store import NewSubmission
+from waiting import wait_until
 
 
 def exhausted(ledger: denpyo.Ledger, calls: Counter[str], key: str) -> Submission:
@@ -305,6 +306,14 @@ def test_renewal_that_fails_stops_calls_past_the_lease_alerts_once_and_recovers(
     assert any("works again" in r.getMessage() for r in caplog.records)
 
 
+def past_the_lease(ledger: denpyo.Ledger, key: str, lease: float) -> None:
+    """Keep this thread busy until `key`'s row is recorded and its lease has run out
+    by this process's clock: a fixed time would not do on a busy machine, where the
+    submit's own write may take longer than the lease."""
+    wait_until(lambda: ledger.get("c", key) is not None, "the submit's row")
+    time.sleep(lease + 0.25)
+
+
 def test_an_inline_submit_waiting_for_a_thread_past_its_lease_is_not_sent(
     ledger: denpyo.Ledger,
 ) -> None:
@@ -314,7 +323,7 @@ def test_an_inline_submit_waiting_for_a_thread_past_its_lease_is_not_sent(
     assert ledger._calls is not None
     ledger._calls.shutdown()
     busy = ledger._calls = ThreadPoolExecutor(1)
-    busy.submit(time.sleep, 1.0)
+    busy.submit(past_the_lease, ledger, "k", 0.5)
     sub = asyncio.run(ledger.asubmit("c", "k", {}))
     busy.shutdown()
     ledger._calls = ThreadPoolExecutor(4)
@@ -340,7 +349,7 @@ def test_an_inline_submit_waiting_for_its_loop_past_its_lease_is_not_sent(
     ledger.bridge.run(asyncio.sleep(0))  # the loop is running
 
     async def busy() -> None:
-        time.sleep(1.0)  # blocks the loop
+        past_the_lease(ledger, "k", 0.5)  # blocks the loop
 
     blocked = asyncio.run_coroutine_threadsafe(busy(), ledger.bridge.loop)
     sub = ledger.submit("c", "k", {})

@@ -42,11 +42,23 @@ def test_all_steps_passing_exit_zero(tmp_path: Path) -> None:
     assert "FAILED" not in done.stdout
 
 
+def test_steps_joined_by_a_plus_run_together_each_judged_on_its_own(tmp_path: Path) -> None:
+    make = _fake_make(tmp_path, {"b"})
+    done = subprocess.run([ROOT / "scripts" / "steps.sh", make, "a+b", "c"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    ran = (tmp_path / "ran").read_text().split()
+    assert sorted(ran[:2]) == ["a", "b"] and ran[2:] == ["c"]  # c after both
+    assert re.search(r"passed: a \(\d+m\d+s\)", done.stdout), done.stdout
+    assert re.search(r"FAILED: b \(\d+m\d+s\)", done.stdout), done.stdout
+    assert re.search(r"passed: c \(\d+m\d+s\)", done.stdout), done.stdout
+
+
 def test_make_test_runs_its_steps_through_the_script() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    steps = re.search(r"^TEST_STEPS = (.+)$", makefile, re.M)
+    steps = re.search(r"^TEST_STEPS = ((?:.*\\\n)*.*)$", makefile, re.M)
     assert steps is not None
-    for step in steps.group(1).split():
+    for step in re.split(r"[\s\\+]+", steps.group(1).strip()):
         assert re.search(rf"^{step}:", makefile, re.M), step
     assert "scripts/steps.sh $(MAKE) $(TEST_STEPS)" in makefile
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import pytest
@@ -19,6 +20,7 @@ from denpyo.domain.retention import Retention
 from denpyo.domain.status import ErrorKind
 from denpyo.store import Store, dialect_of, open_store
 from denpyo.store.sql_store import SqlStore
+from waiting import wait_until
 
 
 def test_counts_follow_the_moves(store: Store) -> None:
@@ -216,15 +218,19 @@ def test_counts_fold_while_others_write(store: Store, db_url: str, sql: SQL) -> 
     counts are left for a later fold) and never loses a change of writers that commit
     meanwhile."""
     other = cast(SqlStore, open_store(db_url))
+    pool = ThreadPoolExecutor(1)
     try:
         with other.transaction() as tx:
             other.record_in(tx, new("open"), actor="t", lease=None, detail=None)
-            started = time.monotonic()
-            cast(SqlStore, store).fold_counts()
-            assert time.monotonic() - started < 5
+            # A fold that waited for the writer would wait for ever: the writer
+            # commits only after it (or rolls back when this wait gives up).
+            fold = pool.submit(cast(SqlStore, store).fold_counts)
+            wait_until(fold.done, "the fold beside an uncommitted writer")
+            fold.result()
             assert store.count_by_status() == []
         assert store.count_by_status() == [("c", Status.REQUESTING, 1)]
     finally:
+        pool.shutdown()
         other.close()
 
     def write(name: str) -> None:
