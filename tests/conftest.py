@@ -23,7 +23,7 @@ import pytest
 
 import denpyo
 from denpyo.store import Store, open_store
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DATABASES
 from denpyo.testing import FakeProvider
 
 POSTGRES_URL = os.environ.get(
@@ -36,14 +36,25 @@ test` runs the store's and the ledger's tests so once more)."""
 POSTGRES_ISOLATION = os.environ.get("DENPYO_TEST_POSTGRES_ISOLATION") or None
 """`serializable` (or `repeatable read`): every PostgreSQL database the tests make
 has it as its default isolation (`make test-serializable`)."""
-BACKENDS = list(DIALECTS)
+POSTGRES_PROFILE = os.environ.get("DENPYO_TEST_POSTGRES_PROFILE") or None
+"""`distributed`: the PostgreSQL tests open their databases under the distributed SQL
+profile (`?denpyo_profile=distributed`: `make test-distributed`)."""
+BACKENDS = list(DATABASES)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
 
 
 def _with_database(url: str, name: str) -> str:
+    """The URL of database `name` on `url`'s server (under the profile, if one is set)."""
     base, _, _ = url.rpartition("/")
+    if url == POSTGRES_URL and POSTGRES_PROFILE:
+        return f"{base}/{name}?denpyo_profile={POSTGRES_PROFILE}"
     return f"{base}/{name}"
+
+
+def without_profile(url: str) -> str:
+    """A URL a driver reads itself: the profile's option off."""
+    return url.partition("?denpyo_profile=")[0]
 
 
 @pytest.fixture(scope="session")
@@ -189,7 +200,7 @@ def postgres_url(made_ahead: dict[str, _MadeAhead]) -> Iterator[str]:
 def serializable_url(postgres_url: str) -> str:
     """A fresh, migrated PostgreSQL database whose sessions run SERIALIZABLE unless
     they say otherwise."""
-    default_isolation(postgres_url.rpartition("/")[2], "serializable")
+    default_isolation(without_profile(postgres_url).rpartition("/")[2], "serializable")
     return postgres_url
 
 
@@ -260,7 +271,7 @@ def driver_connection(backend: str, db_url: str) -> Any:
     if backend == "postgresql":
         import psycopg
 
-        return psycopg.connect(db_url)
+        return psycopg.connect(without_profile(db_url))
     import pymysql
 
     from denpyo.store.mysql import connect_args  # type: ignore[import-not-found, unused-ignore]

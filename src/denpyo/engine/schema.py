@@ -16,7 +16,10 @@ def schema_sql(dialect: str | None = None, *, url: str | None = None) -> str:
     """Every migration of `dialect` (default: the kind `url` names) as one script,
     with the schema-version rows, so that `migrate` later knows the tables are there."""
     chosen = dialect or dialect_of(url or "")
+    variant = DIALECTS.get(chosen)
     try:
+        if variant is not None and variant.parent is not None:
+            return ddl(variant.parent, overlay=variant.name)
         return ddl(chosen)
     except (FileNotFoundError, KeyError):
         raise InvalidInput(f"this denpyo has no {chosen} schema") from None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.base import NewSubmission, Store
-from denpyo.store.dialects import BY_SCHEME, Dialect
+from denpyo.store.dialects import BY_SCHEME, DIALECTS, Dialect
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "masked", "open_store", "shown_url"]
 
@@ -37,7 +37,20 @@ def _dialect(url: str) -> Dialect:
         raise InvalidDatabaseURL(
             f"unsupported database {scheme!r} in {_without_password(url)!r}; use one of: {schemes}"
         )
+    profile = dict(parse_qsl(url.partition("?")[2])).get(PROFILE_OPTION)
+    if profile is not None:
+        variant = DIALECTS.get(profile)
+        if variant is None or variant.parent != dialect.name:
+            raise InvalidDatabaseURL(
+                f"{_without_password(url)!r}: no {PROFILE_OPTION} {profile!r} for {dialect.title}"
+            )
+        return variant
     return dialect
+
+
+PROFILE_OPTION = "denpyo_profile"
+"""The URL option that picks a variant of a database's store:
+`postgresql://…?denpyo_profile=distributed` (the store strips it before connecting)."""
 
 
 def shown_url(url: str) -> str:
@@ -121,7 +134,7 @@ def _check_hosts(netloc: str, dialect: Dialect, shown: str) -> None:
     (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): libpq
     tries them in turn, which is how a client follows a failover to a standby."""
     hosts = netloc.rpartition("@")[2].split(",")
-    if len(hosts) > 1 and dialect.name != "postgresql":
+    if len(hosts) > 1 and "postgresql" not in (dialect.name, dialect.parent):
         raise InvalidDatabaseURL(f"{shown!r}: several hosts are for PostgreSQL only")
     for host in hosts:
         try:

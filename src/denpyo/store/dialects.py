@@ -73,6 +73,12 @@ class Dialect:
     """`schema_lock` takes a lock of the session, not of the transaction (MariaDB,
     whose DDL commits on its own): it answers whether it got it (`locked`), and
     `schema_unlock` releases it."""
+    parent: str | None = None
+    """A variant of another database's store (the distributed SQL profile of
+    PostgreSQL's): its SQL is the parent's, with an overlay `sql/<parent>-<name>.sql`
+    of the statements it changes, and migrations `migrations/<parent>-<name>/` that
+    replace the parent's of the same number. Tests and messages list only the
+    databases without one."""
 
     def store_class(self) -> type[Store]:
         """The store class, imported now; ConfigurationError naming the extra to
@@ -110,8 +116,19 @@ DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (
         django_options=("connect_timeout", "unix_socket"), socket_options=("unix_socket",),
         session_lock=True,
     ),
+    Dialect(
+        name="distributed", title="distributed SQL (YugabyteDB, CockroachDB)",
+        schemes=("yugabytedb", "cockroachdb"),
+        store="denpyo.store.distributed:DistributedStore", extra="postgresql", embedded=False,
+        db_threads=4, executors=(), socket_options=("host", "port"), whole_scripts=True,
+        parent="postgresql",
+    ),
 )}  # fmt: skip
-"""Every database denpyo stores in, by name, in the order messages list them."""
+"""Every database denpyo stores in, by name, in the order messages list them; the
+variants (`parent`) last."""
+
+DATABASES: tuple[str, ...] = tuple(name for name, dialect in DIALECTS.items() if not dialect.parent)
+"""The databases themselves, without their variants: what tests run on."""
 
 BY_SCHEME: dict[str, Dialect] = {
     scheme: dialect for dialect in DIALECTS.values() for scheme in dialect.schemes

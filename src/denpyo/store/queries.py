@@ -83,14 +83,23 @@ def _split(text: str, fragments: dict[str, str], where: str) -> dict[str, str]:
 
 
 @cache
-def load_migrations(dialect: str) -> tuple[tuple[int, str], ...]:
-    """The numbered migration scripts of a dialect, in order: ((1, sql), ...)."""
-    folder = resources.files("denpyo.store").joinpath("migrations", dialect)
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
-    return tuple(sorted(found))
+def load_migrations(dialect: str, overlay: str | None = None) -> tuple[tuple[int, str], ...]:
+    """The numbered migration scripts of a dialect, in order: ((1, sql), ...). With an
+    `overlay` (a variant's, such as "distributed"), the scripts of
+    `migrations/<dialect>-<overlay>/` replace the dialect's of the same number."""
+    scripts = dict(_numbered(dialect))
+    if overlay is not None:
+        scripts.update(_numbered(f"{dialect}-{overlay}"))
+    return tuple(sorted(scripts.items()))
+
+
+def _numbered(folder_name: str) -> list[tuple[int, str]]:
+    folder = resources.files("denpyo.store").joinpath("migrations", folder_name)
+    return [
+        (int(entry.name.split("_", 1)[0]), entry.read_text())
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
 
 
 def split_statements(script: str) -> list[str]:
@@ -110,12 +119,15 @@ def split_statements(script: str) -> list[str]:
     return statements
 
 
-def ddl(dialect: str) -> str:
-    """Every migration of a dialect as one script, for users who run their own migrations."""
-    parts = [f"-- denpyo schema for {dialect}: migrations 1..{len(load_migrations(dialect))}"]
-    for version, script in load_migrations(dialect):
+def ddl(dialect: str, overlay: str | None = None) -> str:
+    """Every migration of a dialect (or of its variant `overlay`) as one script, for
+    users who run their own migrations."""
+    migrations = load_migrations(dialect, overlay)
+    named = f"{dialect}-{overlay}" if overlay else dialect
+    parts = [f"-- denpyo schema for {named}: migrations 1..{len(migrations)}"]
+    for version, script in migrations:
         parts.append(f"\n-- migration {version}\n{script.strip()}")
     parts.append(f"\n{load_queries(dialect)['schema_version_create'].strip()};")
-    for version, _ in load_migrations(dialect):
+    for version, _ in migrations:
         parts.append(f"INSERT INTO denpyo_schema_version (version) VALUES ({version});")
     return "\n".join(parts) + "\n"

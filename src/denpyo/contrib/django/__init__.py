@@ -93,7 +93,7 @@ def url_of(database: Mapping[str, Any]) -> str:
     engine = str(database.get("ENGINE") or "")
     dialect = ENGINES.get(engine.rsplit(".", 1)[-1])
     if dialect is None:
-        *others, last = [known.title for known in DIALECTS.values()]
+        *others, last = [known.title for known in DIALECTS.values() if not known.parent]
         raise ConfigurationError(
             f"denpyo cannot use the database engine {engine!r}: "
             f"it stores in {', '.join(others)} or {last} (set DENPYO_DATABASE_URL)"
