@@ -9,6 +9,7 @@ from DENPYO_TEST_POSTGRES_URL and DENPYO_TEST_MYSQL_URL.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import socket
@@ -39,6 +40,9 @@ has it as its default isolation (`make test-serializable`)."""
 POSTGRES_PROFILE = os.environ.get("DENPYO_TEST_POSTGRES_PROFILE") or None
 """`distributed`: the PostgreSQL tests open their databases under the distributed SQL
 profile (`?denpyo_profile=distributed`: `make test-distributed`)."""
+STATEMENTS = os.environ.get("DENPYO_TEST_STATEMENTS") or None
+"""A folder: under the profile, each test process leaves there, as JSON, every
+distinct statement the profile's stores ran (test_store_distributed.py scans them)."""
 BACKENDS = list(DATABASES)
 
 _TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"  # one per test session
@@ -55,6 +59,22 @@ def _with_database(url: str, name: str) -> str:
 def without_profile(url: str) -> str:
     """A URL a driver reads itself: the profile's option off."""
     return url.partition("?denpyo_profile=")[0]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def statements_of_the_profile() -> Iterator[None]:
+    """Under the profile, with DENPYO_TEST_STATEMENTS set: the statements of the run,
+    kept for the check that none uses what distributed engines lack."""
+    if not (POSTGRES_PROFILE and STATEMENTS):
+        yield
+        return
+    from denpyo.testing.faults import record_statements
+
+    with record_statements() as ran:
+        yield
+    folder = Path(STATEMENTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{os.getpid()}.json").write_text(json.dumps(sorted(ran)))
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from denpyo.domain.status import ErrorKind, Status
 from denpyo.domain.submission import Event, Submission
 from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
 from denpyo.engine.alerts import Alert
+from denpyo.engine.app_transactions import run_again_on_conflict
 from denpyo.engine.archiving import ArchiveReport
 from denpyo.engine.ledger import Ledger
 from denpyo.engine.payload_keys import KeyRotation
@@ -109,5 +110,6 @@ __all__ = [
     "UnknownChannel",
     "Verdict",
     "WorkReport",
+    "run_again_on_conflict",
     "new_payload_key",
 ]

@@ -32,6 +32,8 @@ from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
+import psycopg
+
 from denpyo.domain.durability import Durability
 from denpyo.domain.moves import Change, Move
 from denpyo.domain.submission import Submission
@@ -122,6 +124,14 @@ class DistributedStore(PostgresStore):
         store = super().from_url(conninfo_of(url))
         assert isinstance(store, DistributedStore)
         return store
+
+    async def listen(self, wake: Callable[[str], None]) -> None:
+        """No LISTEN: workers poll (their `poll_interval`)."""
+        return
+
+    def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
+        conn.denpyo_profile = DISTRIBUTED.name  # type: ignore[attr-defined]
+        super()._durable_session(conn)
 
     def _use_layout(self, partitioned: bool) -> None:
         if partitioned:
@@ -221,6 +231,10 @@ class DistributedStore(PostgresStore):
 
 class DistributedAsync(PostgresAsync):
     """The worker's claims and settles, their unknown commits re-read."""
+
+    async def _durable_session(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        conn.denpyo_profile = DISTRIBUTED.name  # type: ignore[attr-defined]
+        await super()._durable_session(conn)
 
     async def claim(
         self, channel: str, *, holder: str, limit: int, lease: float, in_doubt: bool = False
