@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from conftest import without_profile
+
 
 @asynccontextmanager
 async def aiomysql_connection(db_url: str) -> AsyncIterator[Any]:
@@ -33,7 +35,7 @@ async def app_connection(backend: str, db_url: str) -> AsyncIterator[Any]:
     if backend == "postgresql":
         import psycopg
 
-        pg = await psycopg.AsyncConnection.connect(db_url)
+        pg = await psycopg.AsyncConnection.connect(without_profile(db_url))
         try:
             yield pg
         finally:

@@ -56,6 +56,11 @@ def _with_database(url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
+def under_the_profile(backend: str) -> bool:
+    """Whether this backend's databases are opened under the distributed profile."""
+    return backend == "postgresql" and POSTGRES_PROFILE is not None
+
+
 def without_profile(url: str) -> str:
     """A URL a driver reads itself: the profile's option off."""
     return url.partition("?denpyo_profile=")[0]

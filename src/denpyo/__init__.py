@@ -110,6 +110,6 @@ __all__ = [
     "UnknownChannel",
     "Verdict",
     "WorkReport",
-    "run_again_on_conflict",
     "new_payload_key",
+    "run_again_on_conflict",
 ]

@@ -41,4 +41,3 @@ def test_chaos_short_distributed(distributed_url: str, monkeypatch: pytest.Monke
 def test_chaos_long_distributed(distributed_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, f"2,{FAULT_RATE * 2}")
     check(run_chaos(distributed_url, submissions=20_000, restart_database=None))
-

@@ -249,9 +249,7 @@ class DistributedAsync(PostgresAsync):
             if not unknown_outcome(exc):
                 raise
             log.info("claim by %s: commit unknown (%s); reading its rows", holder, exc)
-            rows = await self._run(
-                [("submission_held_by", {"channel": channel, "holder": holder})]
-            )
+            rows = await self._run([("submission_held_by", {"channel": channel, "holder": holder})])
             return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, changes: Sequence[Change]) -> list[Submission | None]:

@@ -175,9 +175,7 @@ def record_statements() -> Iterator[set[str]]:
 
 
 @contextmanager
-def inject(
-    seed: int, rate: float, databases: frozenset[str] | None = None
-) -> Iterator[Faults]:
+def inject(seed: int, rate: float, databases: frozenset[str] | None = None) -> Iterator[Faults]:
     """Faults injected inside the `with` (on the named databases only, if given)."""
     faults = Faults(seed, rate, databases)
     install(faults)

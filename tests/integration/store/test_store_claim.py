@@ -51,8 +51,10 @@ def test_claim_skips_rows_another_transaction_has_locked(
     """(SQLite has one writer at a time and no row locks: nothing to skip.) If the
     claim waited for the locked rows, it would never return while they are held."""
     if backend == "postgresql" and POSTGRES_PROFILE:
-        pytest.skip("the distributed profile's claim waits for a locked row (no SKIP "
-                    "LOCKED): tests/integration/test_distributed.py checks what it does")
+        pytest.skip(
+            "the distributed profile's claim waits for a locked row (no SKIP "
+            "LOCKED): tests/integration/test_distributed.py checks what it does"
+        )
     ids = [store.record(new(f"k{i}"), actor="t")[0].id for i in range(10)]
     locker = driver_connection(backend, db_url)
     try:

@@ -21,7 +21,7 @@ from store_helpers import EXHAUSTED, REJECTED, RETRYING, SYNCED, new, settled
 import denpyo
 from conftest import POSTGRES_URL, _with_database, default_isolation, without_profile
 from denpyo.domain.moves import Move, Settle
-from denpyo.errors import InvalidDatabaseURL
+from denpyo.errors import InvalidDatabaseURL, StoreConflict
 from denpyo.store import Store, open_store
 from denpyo.store.distributed import (
     DistributedStore,
@@ -121,9 +121,7 @@ def test_the_profile_makes_no_trigger_and_uses_nothing_the_engines_lack(
     for version, script in load_migrations("postgresql", "distributed"):
         assert forbidden(script) == [], f"migration {version}"
     with psycopg.connect(without_profile(distributed_url)) as conn:
-        found = conn.execute(
-            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
-        ).fetchall()
+        found = conn.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal").fetchall()
     assert found == []
 
 
@@ -133,22 +131,21 @@ def test_no_statement_run_under_the_profile_uses_what_the_engines_lack(
     """Every statement the profile's stores run through a ledger's life (migrate,
     enqueue one and in bulk, work, status, report, prune, forget, an action) is
     scanned; then those a suite run left (`make test-distributed`), if any."""
-    with record_statements() as ran:
-        with denpyo.Ledger(distributed_url) as ledger:
-            ledger.migrate()
+    with record_statements() as ran, denpyo.Ledger(distributed_url) as ledger:
+        ledger.migrate()
 
-            @ledger.channel("c")
-            async def send(sub: denpyo.Submission) -> str:
-                return f"r-{sub.id}"
+        @ledger.channel("c")
+        async def send(sub: denpyo.Submission) -> str:
+            return f"r-{sub.id}"
 
-            for i in range(5):
-                ledger.enqueue("c", f"one-{i}", {"i": i})
-            ledger.enqueue_many("c", [(f"bulk-{i}", {"i": i}) for i in range(300)])
-            ledger.work(until_idle=True, poll_interval=0.05)
-            ledger.store.count_attention()
-            ledger.store.count_by_status()
-            ledger.report()
-            ledger.prune(older_than=0)
+        for i in range(5):
+            ledger.enqueue("c", f"one-{i}", {"i": i})
+        ledger.enqueue_many("c", [(f"bulk-{i}", {"i": i}) for i in range(300)])
+        ledger.work(until_idle=True, poll_interval=0.05)
+        ledger.store.count_attention()
+        ledger.store.count_by_status()
+        ledger.report()
+        ledger.prune(older_than=0)
     assert len(ran) > 20
     found = {sql.splitlines()[0][:90]: forbidden(sql) for sql in ran if forbidden(sql)}
     assert found == {}
@@ -189,12 +186,19 @@ def test_counts_and_report_are_plain_postgresqls(distributed_url: str, plain_url
 
 def test_eight_claimers_take_disjoint_rows_and_all_of_them(dist: Store) -> None:
     """The atomic UPDATE claim under SERIALIZABLE: claimers that collide lose with
-    40001 and claim again; no row is held twice, none is left."""
+    40001 and claim again (a claim that lost every try waits for the next poll, as a
+    worker's does); no row is held twice, none is left."""
     dist.record_many([new(f"k{i}") for i in range(400)], actor="t", check=lambda n, e: None)
     held: list[list[int]] = [[] for _ in range(8)]
 
     def claimer(n: int) -> None:
-        while rows := dist.claim("c", holder=f"w{n}", limit=10, lease=60):
+        while True:
+            try:
+                rows = dist.claim("c", holder=f"w{n}", limit=10, lease=60)
+            except StoreConflict:
+                continue
+            if not rows:
+                return
             held[n].extend(sub.id for sub in rows)
 
     threads = [threading.Thread(target=claimer, args=(n,)) for n in range(8)]
@@ -263,8 +267,10 @@ class _Once(Faults):
 
     def draw(self, conn: Any, query: Any) -> tuple[str, bool] | None:
         text = str(query if not isinstance(query, bytes) else query.decode()).lstrip()
-        writes = text.startswith("COMMIT") or "submission_record" in text[:40] or (
-            "submission_settle" in text[:40]
+        writes = (
+            text.startswith("COMMIT")
+            or "submission_record" in text[:40]
+            or ("submission_settle" in text[:40])
         )
         if self.counts or not writes:
             return None

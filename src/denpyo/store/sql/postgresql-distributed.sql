@@ -69,7 +69,9 @@ WITH claimed AS (
         locked_until = now() + make_interval(secs => %(lease)s::float8),
         next_attempt_at = now() + make_interval(secs => %(lease)s::float8),
         updated_at = now()
-    FROM (
+    FROM (  -- at random among the 4 * :limit oldest due rows: claimers that meet spread
+            -- over them instead of all aiming at the same :limit rows and losing in turn
+      SELECT id, status FROM (
         SELECT d.id, d.status FROM denpyo_submissions d
         WHERE d.channel = %(channel)s
           AND d.next_attempt_at <= now()
@@ -82,7 +84,10 @@ WITH claimed AS (
                 WHERE h.channel = d.channel AND h.ordering_key = d.ordering_key AND h.id < d.id
                   AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL))
         ORDER BY d.next_attempt_at, d.id
-        LIMIT %(limit)s
+        LIMIT 4 * %(limit)s
+      ) AS oldest
+      ORDER BY random()
+      LIMIT %(limit)s
     ) AS due
     WHERE s.id = due.id
       AND s.status = due.status  -- still as read: a row claimed meanwhile is left
