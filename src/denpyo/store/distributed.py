@@ -26,10 +26,12 @@ The application's own transaction that enqueues is the application's to run agai
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import psycopg
@@ -58,7 +60,9 @@ DISTRIBUTED = DIALECTS["distributed"]
 UNKNOWN_STATE = "40003"
 """SQLSTATE statement_completion_unknown: CockroachDB's "result is ambiguous"."""
 
-T = TypeVar("T")
+MIGRATION_COLLISIONS = ("23505", "42P07", "42710", "40001", "40P01")
+"""What a migration that raced another ends in: a unique violation (a version row, or
+the catalog's), a table or object that exists already, a conflict."""
 
 
 class Outcome(Enum):
@@ -148,6 +152,21 @@ class DistributedStore(PostgresStore):
             "rows in batches (`denpyo prune`); CockroachDB's row-level TTL is not for "
             "denpyo's rows, whose keys must outlive them"
         )
+
+    def migrate(self) -> list[int]:
+        """As PostgreSQL's, without its advisory lock: of two migrations at once, the
+        one whose DDL or version row collides with the other's (or that loses under
+        SERIALIZABLE) runs again, and finds the migrations applied."""
+        for tries in range(1, CONFLICT_TRIES + 1):
+            try:
+                return super().migrate()
+            except StoreError as exc:
+                state = getattr(exc.__cause__, "sqlstate", None)
+                if state not in MIGRATION_COLLISIONS or tries == CONFLICT_TRIES:
+                    raise
+                log.info("migration collided with another (%s); running it again", exc)
+                time.sleep(random.uniform(0, 0.1 * tries))
+        raise AssertionError("unreachable")
 
     def latest_version(self) -> int:
         return load_migrations("postgresql", "distributed")[-1][0]

@@ -10,7 +10,7 @@ import pytest
 from ledger_helpers import SQL, as_prepared, ok
 
 import denpyo
-from conftest import driver_connection
+from conftest import driver_connection, without_profile
 from denpyo.errors import SubmissionNotFound
 from denpyo.store.postgresql import PostgresStore
 
@@ -34,7 +34,7 @@ def test_enqueue_joins_a_driver_transaction(
 def _sqlalchemy_url(backend: str, db_url: str) -> str:
     return {
         "sqlite": db_url,
-        "postgresql": db_url.replace("postgresql://", "postgresql+psycopg://"),
+        "postgresql": without_profile(db_url).replace("postgresql://", "postgresql+psycopg://"),
         "mysql": db_url.replace("mysql://", "mysql+pymysql://"),
     }[backend]
 
