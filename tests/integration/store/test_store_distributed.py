@@ -313,3 +313,40 @@ def test_a_settle_whose_commit_is_unknown_is_read_again(dist: Store, kind: str) 
     assert after is not None and after.status.value == "synced" and after.attempts == 1
     settles = [event for event in dist.events(sub.id) if event.kind == "settle"]
     assert len(settles) == 1
+
+
+class _FirstOrderLoses(Faults):
+    """The application's first INSERT of an order loses to a concurrent transaction."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0, rate=0.0)
+
+    def draw(self, conn: Any, query: Any) -> tuple[str, bool] | None:
+        if self.counts or not str(query).startswith("INSERT INTO orders"):
+            return None
+        self.counts["40001"] += 1
+        return "40001", False
+
+
+def test_the_pages_app_transaction_runs_again_after_a_conflict(distributed_url: str) -> None:
+    """docs/how-to/distributed-sql.md: the application's transaction, run again after
+    it lost to a concurrent one, writes its order and its slip once."""
+    from doc_pages import named
+
+    app_url = without_profile(distributed_url)
+    with psycopg.connect(app_url) as conn:
+        conn.execute("CREATE TABLE orders (id text PRIMARY KEY)")
+    lost = _FirstOrderLoses()
+    faults.install(lost)
+    try:
+        code = named("how-to/distributed-sql.md", "distributed")["app-transaction"]
+        scope: dict[str, Any] = {"DATABASE_URL": distributed_url, "APP_URL": app_url}
+        exec(code, scope)
+    finally:
+        faults.uninstall()
+        scope["ledger"].close()
+    assert lost.counts["40001"] == 1
+    with psycopg.connect(app_url) as conn:
+        orders = conn.execute("SELECT id FROM orders").fetchall()
+        slips = conn.execute("SELECT key FROM denpyo_submissions").fetchall()
+    assert orders == [("A-1001",)] and slips == [("order-A-1001",)]
