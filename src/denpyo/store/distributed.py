@@ -182,7 +182,7 @@ class DistributedStore(PostgresStore):
                 applied.append(version)
         return applied
 
-    def durability(self) -> Durability | None:
+    def durability(self) -> Durability | None:  # type: ignore[override]  # Store's says None
         """None: a distributed engine replicates each commit to a quorum of its
         nodes (Raft), which PostgreSQL's view of standbys does not describe."""
         return None

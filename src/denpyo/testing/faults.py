@@ -137,8 +137,8 @@ def _patch() -> None:
     if not _originals:
         _originals["sync"] = psycopg.Cursor.execute
         _originals["async"] = psycopg.AsyncCursor.execute
-        psycopg.Cursor.execute = _sync_execute  # type: ignore[method-assign, assignment]
-        psycopg.AsyncCursor.execute = _async_execute  # type: ignore[method-assign, assignment]
+        psycopg.Cursor.execute = _sync_execute  # type: ignore[method-assign]
+        psycopg.AsyncCursor.execute = _async_execute  # type: ignore[method-assign]
 
 
 def _unpatch() -> None:
@@ -165,7 +165,8 @@ def record_statements() -> Iterator[set[str]]:
     """The distinct statements the distributed profile's stores run inside the
     `with`, as they were sent (the named queries with their header line)."""
     global _recording
-    _recording = found = set()
+    found: set[str] = set()
+    _recording = found
     _patch()
     try:
         yield found
