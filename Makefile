@@ -6,8 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 # `make test`'s steps, in order (each a target below).
-TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable \
-	test-distributed
+TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable test-distributed
 
 .PHONY: setup demo test unit $(TEST_STEPS) test-partitions chaos lint docs dist bench services browser clean
 

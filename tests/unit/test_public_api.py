@@ -8,7 +8,7 @@ import denpyo
 import denpyo.errors
 
 EXPECTED = {
-    "Ledger", "Submission", "Status", "ErrorKind", "Event", "Backoff", "Transient", "Rejected",
+    "Ledger", "run_again_on_conflict", "Submission", "Status", "ErrorKind", "Event", "Backoff", "Transient", "Rejected",
     "Delivered", "NotDelivered", "Unknown", "Verdict", "Outcome", "OutcomeKind", "Alert",
     "WorkReport", "MAX_KEY_LENGTH", "MAX_PAYLOAD_BYTES", "KeyReused",
     "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",

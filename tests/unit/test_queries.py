@@ -2,7 +2,7 @@
 
 import pytest
 
-from denpyo.store.dialects import DIALECTS
+from denpyo.store.dialects import DATABASES, DIALECTS
 from denpyo.store.queries import ddl, load_migrations, load_queries, split_statements
 
 
@@ -37,7 +37,7 @@ def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None
 
 
 def test_migrations_carry_the_same_numbers() -> None:
-    numbers = {d: [v for v, _ in load_migrations(d)] for d in DIALECTS if load_migrations(d)}
+    numbers = {d: [v for v, _ in load_migrations(d)] for d in DATABASES if load_migrations(d)}
     assert len(set(map(tuple, numbers.values()))) == 1, numbers
 
 
@@ -61,7 +61,7 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
 
     from denpyo.store.queries import load_fragments
 
-    for dialect in DIALECTS:
+    for dialect in DATABASES:
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
         shared = {"in_doubt", "needs_a_person", "list_filter", "removable"}
