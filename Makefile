@@ -93,7 +93,7 @@ test-distributed: setup services  ## the store's and the worker's tests under th
 	$(DIST_ENV) $(BIN)/python -m pytest -q -n 2 -k "postgresql or distributed" \
 		tests/integration/store tests/integration/ledger tests/integration/test_worker.py \
 		tests/integration/test_distributed_engines.py
-	$(DIST_ENV) $(BIN)/python -m pytest -q -k "statements" \
+	$(DIST_ENV) $(BIN)/python -m pytest -q -k "statement" \
 		tests/integration/store/test_store_distributed.py
 	$(DIST_ENV) $(BIN)/python -m pytest -q -k "short" tests/acceptance/test_chaos_distributed.py
 
