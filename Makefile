@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 BENCH_SIZES = --peer-n dbos=2000,procrastinate=3000 --backend-n 3000
 STAMP := $(VENV)/.installed
 # `make test`'s steps, in order (each a target below).
-TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable
+TEST_STEPS = test-main test-chaos test-partitioned test-partitioned-chaos test-serializable test-distributed
 
 .PHONY: setup demo test unit $(TEST_STEPS) test-partitions chaos lint docs dist bench services browser clean
 
@@ -77,6 +77,25 @@ test-serializable: setup services  ## the store's and the worker's tests again o
 		tests/integration/test_actions.py tests/integration/test_serializable.py
 	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
+
+# The store's, the ledger's and the worker's tests under the distributed SQL profile
+# (store/distributed.py: `?denpyo_profile=distributed`) on PostgreSQL databases whose
+# default isolation is SERIALIZABLE, every statement the stores ran kept in
+# DIST_STATEMENTS; then the check that none of them uses what YugabyteDB or
+# CockroachDB lack, and the short chaos run with injected 40001, 40003 and
+# connection resets (no server restart). Set DENPYO_TEST_YUGABYTEDB_URL or
+# DENPYO_TEST_COCKROACHDB_URL to run the profile's tests on a real engine too.
+DIST_STATEMENTS = /tmp/denpyo-distributed-statements
+DIST_ENV = DENPYO_TEST_POSTGRES_PROFILE=distributed DENPYO_TEST_POSTGRES_ISOLATION=serializable \
+	DENPYO_TEST_STATEMENTS=$(DIST_STATEMENTS)
+test-distributed: setup services  ## the store's and the worker's tests under the distributed SQL profile
+	rm -rf $(DIST_STATEMENTS)
+	$(DIST_ENV) $(BIN)/python -m pytest -q -n 2 -k "postgresql or distributed" \
+		tests/integration/store tests/integration/ledger tests/integration/test_worker.py \
+		tests/integration/test_distributed_engines.py
+	$(DIST_ENV) $(BIN)/python -m pytest -q -k "statement" \
+		tests/integration/store/test_store_distributed.py
+	$(DIST_ENV) $(BIN)/python -m pytest -q -k "short" tests/acceptance/test_chaos_distributed.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance
