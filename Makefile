@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 # `make test`'s steps, in order (each a target below); `a+b` runs a and b at the same
 # time (scripts/steps.sh): they mostly wait, on subprocesses, servers and sleeps.
 # The chaos runs restart the database servers: they run alone, one after the other.
-TEST_STEPS = test-main+test-acceptance+test-bench-smoke+test-partitioned+test-serializable-main \
-	test-chaos test-partitioned-chaos test-serializable-chaos
+TEST_STEPS = test-main+test-acceptance+test-bench-smoke+test-partitioned+test-serializable-main+test-distributed-main \
+	test-chaos test-partitioned-chaos test-serializable-chaos test-distributed-chaos
 
-.PHONY: setup demo test unit $(subst +, ,$(TEST_STEPS)) test-serializable test-partitions chaos lint docs dist bench services browser clean
+.PHONY: setup demo test unit $(subst +, ,$(TEST_STEPS)) test-serializable test-distributed test-partitions chaos lint docs dist bench services browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -99,6 +99,29 @@ test-serializable-main: setup services
 test-serializable-chaos:
 	DENPYO_TEST_POSTGRES_ISOLATION=serializable $(BIN)/python -m pytest -q \
 		-k "test_chaos_short and postgresql" tests/acceptance/test_chaos.py
+
+# The store's, the ledger's and the worker's tests under the distributed SQL profile
+# (store/distributed.py: `?denpyo_profile=distributed`) on PostgreSQL databases whose
+# default isolation is SERIALIZABLE, every statement the stores ran kept in
+# DIST_STATEMENTS; then the check that none of them uses what YugabyteDB or
+# CockroachDB lack, and the short chaos run with injected 40001, 40003 and
+# connection resets (no server restart). Set DENPYO_TEST_YUGABYTEDB_URL or
+# DENPYO_TEST_COCKROACHDB_URL to run the profile's tests on a real engine too.
+DIST_STATEMENTS = /tmp/denpyo-distributed-statements
+DIST_ENV = DENPYO_TEST_POSTGRES_PROFILE=distributed DENPYO_TEST_POSTGRES_ISOLATION=serializable \
+	DENPYO_TEST_STATEMENTS=$(DIST_STATEMENTS)
+test-distributed: test-distributed-main test-distributed-chaos  ## the store's and the worker's tests under the distributed SQL profile
+
+test-distributed-main: setup services
+	rm -rf $(DIST_STATEMENTS)
+	$(DIST_ENV) $(BIN)/python -m pytest -q -n 2 -k "postgresql or distributed" \
+		tests/integration/store tests/integration/ledger tests/integration/test_worker.py \
+		tests/integration/test_distributed_engines.py
+	$(DIST_ENV) $(BIN)/python -m pytest -q -k "statement" \
+		tests/integration/store/test_store_distributed.py
+
+test-distributed-chaos:
+	$(DIST_ENV) $(BIN)/python -m pytest -q -k "short" tests/acceptance/test_chaos_distributed.py
 
 chaos: setup services  ## the long chaos run (100,000 submissions, many kills)
 	$(BIN)/python -m pytest -q -m slow tests/acceptance

@@ -10,6 +10,8 @@ DENPYO_TEST_MYSQL_URL.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import random
 import socket
 from collections.abc import Callable, Iterator
@@ -22,10 +24,12 @@ import denpyo
 from database_records import (
     MARIADB,
     POSTGRES,
+    POSTGRES_PROFILE,
     SERVERS,
     TEMPLATE,
     MadeAhead,
     database_record,
+    without_profile,
 )
 from denpyo.store import Store, open_store
 from denpyo.store.dialects import DATABASES
@@ -33,8 +37,34 @@ from denpyo.testing import FakeProvider
 
 POSTGRES_URL = POSTGRES.admin_url
 MYSQL_URL = MARIADB.admin_url
-BACKENDS = list(DATABASES)
-"""Every database a URL opens: each has its record in tests/database_records.py."""
+BACKENDS = [name for name, dialect in DATABASES.items() if dialect.parent is None]
+"""Every database a URL opens, each with its record in tests/database_records.py; a
+variant a URL opens (the distributed SQL profile) runs as its parent's record says
+(`Database.profile`: DENPYO_TEST_POSTGRES_PROFILE)."""
+STATEMENTS = os.environ.get("DENPYO_TEST_STATEMENTS") or None
+"""A folder: under the profile, each test process leaves there, as JSON, every
+distinct statement the profile's stores ran (test_store_distributed.py scans them)."""
+
+
+def under_the_profile(backend: str) -> bool:
+    """Whether this backend's databases are opened under a variant's profile."""
+    return database_record(backend).profile is not None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def statements_of_the_profile() -> Iterator[None]:
+    """Under the profile, with DENPYO_TEST_STATEMENTS set: the statements of the run,
+    kept for the check that none uses what distributed engines lack."""
+    if not (POSTGRES_PROFILE and STATEMENTS):
+        yield
+        return
+    from denpyo.testing.faults import record_statements
+
+    with record_statements() as ran:
+        yield
+    folder = Path(STATEMENTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{os.getpid()}.json").write_text(json.dumps(sorted(ran)))
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +95,7 @@ def postgres_url(made_ahead: dict[str, MadeAhead]) -> Iterator[str]:
 def serializable_url(postgres_url: str) -> str:
     """A fresh, migrated PostgreSQL database whose sessions run SERIALIZABLE unless
     they say otherwise."""
-    POSTGRES.default_isolation(postgres_url.rpartition("/")[2], "serializable")
+    POSTGRES.default_isolation(without_profile(postgres_url).rpartition("/")[2], "serializable")
     return postgres_url
 
 

@@ -29,6 +29,10 @@ POSTGRES_ISOLATION = os.environ.get("DENPYO_TEST_POSTGRES_ISOLATION") or None
 """`serializable` (or `repeatable read`): every PostgreSQL database the tests make
 has it as its default isolation (`make test-serializable`)."""
 
+POSTGRES_PROFILE = os.environ.get("DENPYO_TEST_POSTGRES_PROFILE") or None
+"""`distributed`: the PostgreSQL tests open their databases under that variant's
+profile (`?denpyo_profile=distributed`, `Dialect.profile`: `make test-distributed`)."""
+
 TEMPLATE = f"denpyo_template_{uuid.uuid4().hex[:8]}"
 """The migrated PostgreSQL database every PostgreSQL test copies (one per session)."""
 
@@ -37,6 +41,11 @@ def with_database(url: str, name: str) -> str:
     """`url` with its database name replaced by `name`."""
     base, _, _ = url.rpartition("/")
     return f"{base}/{name}"
+
+
+def without_profile(url: str) -> str:
+    """A URL a driver reads itself: the profile's option off."""
+    return url.partition("?denpyo_profile=")[0]
 
 
 class MadeAhead:
@@ -99,6 +108,9 @@ class Database(ABC):
     """Its store keeps a pool of connections (psycopg_pool's)."""
     stop_signal: ClassVar[int] = signal.SIGINT
     """The signal the tests stop a worker with (Ctrl-C's; a service manager's SIGTERM)."""
+    profile: ClassVar[str | None] = None
+    """The variant's profile its databases are opened under (`Dialect.profile`: the
+    URL option `denpyo_profile`), or None: the database itself."""
 
     def sessions_query(self, name: str) -> str | None:
         """SQL that counts the server's sessions in database `name` (None: no server)."""
@@ -151,7 +163,9 @@ class ServerDatabase(Database):
         return os.environ.get(self.env, self.default_url)
 
     def url(self, name: str) -> str:
-        return with_database(self.admin_url, name)
+        """The URL of database `name` on the server (under `profile`, if one is set)."""
+        url = with_database(self.admin_url, name)
+        return f"{url}?denpyo_profile={self.profile}" if self.profile else url
 
     @abstractmethod
     def create(self, *, migrated: bool) -> str:
@@ -218,6 +232,7 @@ class Postgres(ServerDatabase):
     async_drivers = ("psycopg", "asyncpg")
     pooled = True
     stop_signal = signal.SIGTERM
+    profile = POSTGRES_PROFILE
 
     def sessions_query(self, name: str) -> str:
         return f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'"
@@ -230,7 +245,7 @@ class Postgres(ServerDatabase):
             return
         import asyncpg
 
-        conn = await asyncpg.connect(url)
+        conn = await asyncpg.connect(without_profile(url))
         try:
             async with conn.transaction():
                 yield conn
@@ -281,13 +296,13 @@ class Postgres(ServerDatabase):
     def connect(self, url: str) -> Any:
         import psycopg
 
-        return psycopg.connect(url)
+        return psycopg.connect(without_profile(url))
 
     @contextlib.asynccontextmanager
     async def app_connection(self, url: str) -> AsyncIterator[Any]:
         import psycopg
 
-        pg = await psycopg.AsyncConnection.connect(url)
+        pg = await psycopg.AsyncConnection.connect(without_profile(url))
         try:
             yield pg
         finally:

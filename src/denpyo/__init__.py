@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from denpyo.domain.submission import Event, Submission
     from denpyo.domain.verdict import Delivered, NotDelivered, Unknown, Verdict
     from denpyo.engine.alerts import Alert
+    from denpyo.engine.app_transactions import run_again_on_conflict
     from denpyo.engine.archiving import ArchiveReport
     from denpyo.engine.ledger import Ledger
     from denpyo.engine.payload_keys import KeyRotation
@@ -78,6 +79,7 @@ _HOMES = {
     "denpyo.domain.submission": ("Event", "Submission"),
     "denpyo.domain.verdict": ("Delivered", "NotDelivered", "Unknown", "Verdict"),
     "denpyo.engine.alerts": ("Alert",),
+    "denpyo.engine.app_transactions": ("run_again_on_conflict",),
     "denpyo.engine.archiving": ("ArchiveReport",),
     "denpyo.engine.ledger": ("Ledger",),
     "denpyo.engine.payload_keys": ("KeyRotation",),
@@ -159,4 +161,5 @@ __all__ = [
     "Verdict",
     "WorkReport",
     "new_payload_key",
+    "run_again_on_conflict",
 ]

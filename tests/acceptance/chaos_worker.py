@@ -14,6 +14,7 @@ from typing import IO
 
 import denpyo
 from denpyo.channels.http import HttpChannel
+from denpyo.testing.faults import install_from_env
 
 
 def main() -> None:
@@ -31,6 +32,7 @@ def main() -> None:
         )
     else:
         logging.basicConfig(level=logging.CRITICAL)  # kills and restarts are expected here
+    install_from_env()  # DENPYO_TEST_FAULTS: the distributed profile's chaos run
     ledger = denpyo.Ledger(args.db_url)
     http = HttpChannel(
         url=f"{args.provider_url}/send",

@@ -10,7 +10,7 @@ import denpyo.errors
 EXPECTED = {
     "Ledger", "Submission", "Status", "ErrorKind", "Event", "Backoff", "Transient", "Rejected",
     "Delivered", "NotDelivered", "Unknown", "Verdict", "Outcome", "OutcomeKind", "Alert",
-    "WorkReport", "MAX_KEY_LENGTH", "MAX_PAYLOAD_BYTES", "KeyReused",
+    "WorkReport", "MAX_KEY_LENGTH", "MAX_PAYLOAD_BYTES", "KeyReused", "run_again_on_conflict",
     "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",
     "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
     "LeaseLost", "StoreError", "StoreUnavailable", "StoreConflict", "SubmissionError",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from denpyo.errors import InvalidDatabaseURL
 from denpyo.store.base import NewSubmission, Store
-from denpyo.store.dialects import BY_SCHEME, DATABASES, Dialect
+from denpyo.store.dialects import BY_SCHEME, DATABASES, DIALECTS, Dialect
 
 __all__ = ["NewSubmission", "Store", "dialect_of", "masked", "open_store", "shown_url"]
 
@@ -37,7 +37,24 @@ def _dialect(url: str) -> Dialect:
         raise InvalidDatabaseURL(
             f"unsupported database {scheme!r} in {_without_password(url)!r}; use one of: {schemes}"
         )
+    profile = dict(parse_qsl(url.partition("?")[2])).get(PROFILE_OPTION)
+    if profile is not None:
+        variants = [
+            known
+            for known in DIALECTS.values()
+            if known.parent == dialect.name and known.profile == profile
+        ]
+        if not variants:
+            raise InvalidDatabaseURL(
+                f"{_without_password(url)!r}: no {PROFILE_OPTION} {profile!r} for {dialect.title}"
+            )
+        return variants[0]
     return dialect
+
+
+PROFILE_OPTION = "denpyo_profile"
+"""The URL option that picks a variant of a database's store by its `profile`:
+`postgresql://…?denpyo_profile=distributed` (the store strips it before connecting)."""
 
 
 def shown_url(url: str) -> str:
@@ -122,7 +139,11 @@ def _check_hosts(netloc: str, dialect: Dialect, shown: str) -> None:
     tries them in turn, which is how a client follows a failover to a standby."""
     hosts = netloc.rpartition("@")[2].split(",")
     if len(hosts) > 1 and not dialect.capabilities.several_hosts:
-        several = [known.title for known in DATABASES.values() if known.capabilities.several_hosts]
+        several = [
+            known.title
+            for known in DATABASES.values()
+            if known.capabilities.several_hosts and known.parent is None
+        ]
         raise InvalidDatabaseURL(f"{shown!r}: several hosts are for {', '.join(several)} only")
     for host in hosts:
         try:

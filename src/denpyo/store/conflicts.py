@@ -54,16 +54,18 @@ class Conflicts:
     """The tries of one transaction: how long to wait before the next, and the one
     log line about them."""
 
-    __slots__ = ("tries", "what")
+    __slots__ = ("limit", "tries", "what")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, tries: int = CONFLICT_TRIES) -> None:
         self.what = what
         self.tries = 1
+        self.limit = tries
 
-    def pause(self, exc: StoreConflict) -> float:
+    def pause(self, exc: Exception) -> float:
         """Seconds to wait before trying again after `exc`; raises it once the tries
         are spent."""
-        if self.tries >= (WAITED_TRIES if exc.waited else CONFLICT_TRIES):
+        waited = isinstance(exc, StoreConflict) and exc.waited
+        if self.tries >= (min(WAITED_TRIES, self.limit) if waited else self.limit):
             log.warning("%s: gave up after %d tries, each lost to a conflict: %s",
                         self.what, self.tries, exc)  # fmt: skip
             raise exc

@@ -35,7 +35,10 @@ So adding a PostgreSQL-wire variant is a store module (a `PostgresStore`
 subclass), an overlay SQL file (and overlay migrations if its schema differs),
 and one `DIALECTS` entry made with `variant(...)`. PostgreSQL's partitioned
 layout is such a variant with no URL schemes: the store takes it on once it
-reads that its tables are partitioned (store/postgresql_partitions.py).
+reads that its tables are partitioned (store/postgresql_partitions.py). The
+distributed SQL profile is one with schemes of its own (`yugabytedb://`,
+`cockroachdb://`) and a `profile` that picks it on a PostgreSQL URL
+(`?denpyo_profile=distributed`; store/distributed.py).
 """
 
 from __future__ import annotations
@@ -129,6 +132,9 @@ class Dialect:
     parent: str | None = None
     """The record this one is a variant of: its SQL and migrations are the parent's
     with its own overlaid (the module docstring says how)."""
+    profile: str | None = None
+    """The value of the URL option `denpyo_profile` that picks this variant on a URL
+    of its parent's (`postgresql://…?denpyo_profile=distributed`)."""
     squashed: bool = False
     """A variant's first migration stands for all of its parent's up to its number."""
 
@@ -192,6 +198,16 @@ POSTGRESQL_PARTITIONED = variant(
 """PostgreSQL's partitioned layout: no URL opens it; a PostgreSQL store whose tables
 are partitioned takes it on (its bulk enqueue goes by statements: a COPY cannot
 write denpyo_keys first)."""
+POSTGRESQL_DISTRIBUTED = variant(
+    POSTGRESQL, "postgresql-distributed", "distributed SQL (YugabyteDB, CockroachDB)",
+    schemes=("yugabytedb", "cockroachdb"), profile="distributed",
+    store="denpyo.store.distributed:DistributedStore",
+    capabilities=Capabilities(count_triggers=False, savepoints=False, several_hosts=True),
+)  # fmt: skip
+"""The distributed SQL profile: PostgreSQL's store run the way YugabyteDB and
+CockroachDB run it (store/distributed.py says what changes): workers poll, counts
+are read from the rows, no partitions, no COPY, no advisory locks, no SAVEPOINT,
+claims without SKIP LOCKED."""
 MYSQL = Dialect(
     name="mysql", title="MariaDB", schemes=("mysql", "mariadb", "mysql+pymysql"),
     store="denpyo.store.mysql:MysqlStore", extra="mysql", embedded=False, db_threads=4,
@@ -201,14 +217,22 @@ MYSQL = Dialect(
 )  # fmt: skip
 
 DIALECTS: dict[str, Dialect] = {
-    dialect.name: dialect for dialect in (SQLITE, POSTGRESQL, POSTGRESQL_PARTITIONED, MYSQL)
+    dialect.name: dialect
+    for dialect in (
+        SQLITE,
+        POSTGRESQL,
+        POSTGRESQL_PARTITIONED,
+        MYSQL,
+        POSTGRESQL_DISTRIBUTED,
+    )
 }
 """Every database and variant denpyo stores in, by name, in the order messages list them."""
 
 DATABASES: dict[str, Dialect] = {
     name: dialect for name, dialect in DIALECTS.items() if dialect.schemes
 }
-"""The records a URL opens (a layout, such as the partitioned one, has no scheme)."""
+"""The records a URL opens (a layout, such as the partitioned one, has no scheme; the
+distributed SQL profile has its own)."""
 
 BY_SCHEME: dict[str, Dialect] = {
     scheme: dialect for dialect in DIALECTS.values() for scheme in dialect.schemes

@@ -615,7 +615,10 @@ class PostgresStore(PartitionedLayout):
         return PostgresAsync(self)
 
     async def listen(self, wake: Callable[[str], None]) -> None:
-        """LISTEN on its own connection; reconnect after the server went away."""
+        """LISTEN on its own connection; reconnect after the server went away. Without
+        `notifies` (the distributed SQL profile), nothing: workers poll."""
+        if not self.capabilities.notifies:
+            return
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)

@@ -123,6 +123,8 @@ class PartitionedLayout(SqlStore):
         ]
 
     def partition_rows(self, part: Partition, after: int, limit: int) -> list[Submission]:
+        if not self._is_partitioned():  # one table (the distributed SQL profile's too)
+            return super().partition_rows(part, after, limit)
         params = {"from_id": max(part.from_id, after + 1), "to_id": part.to_id, "limit": limit}
         with self.reading() as tx:
             return [self.to_submission(row) for row in tx.fetch_all("partition_rows", params)]
@@ -141,6 +143,8 @@ class PartitionedLayout(SqlStore):
         the layout says each step). A partition that keeps a row, or whose lock cannot
         be had within `PARTITION_LOCK_WAIT` seconds (`PARTITION_LOCK_TRIES` times), is
         thawed and waits: 0."""
+        if not self._is_partitioned():  # one table: nothing to drop
+            return 0
         bounds = {"from_id": part.from_id, "to_id": part.to_id}
         check = {**bounds, **retention_params(retention)}
         with self.reading() as tx:

@@ -11,6 +11,7 @@ from ledger_helpers import SQL, as_prepared, ok
 
 import denpyo
 from conftest import driver_connection
+from database_records import without_profile
 from denpyo.errors import SubmissionNotFound
 from denpyo.store.dialects import DIALECTS
 from denpyo.store.postgresql import PostgresStore
@@ -35,7 +36,7 @@ def test_enqueue_joins_a_driver_transaction(
 def _sqlalchemy_url(backend: str, db_url: str) -> str:
     return {
         "sqlite": db_url,
-        "postgresql": db_url.replace("postgresql://", "postgresql+psycopg://"),
+        "postgresql": without_profile(db_url).replace("postgresql://", "postgresql+psycopg://"),
         "mysql": db_url.replace("mysql://", "mysql+pymysql://"),
     }[backend]
 

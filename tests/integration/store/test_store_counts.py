@@ -11,7 +11,7 @@ from typing import cast
 import pytest
 from store_helpers import AMBIGUOUS, EXHAUSTED, REJECTED, RETRYING, SQL, SYNCED, new, settled
 
-from conftest import asker
+from conftest import asker, under_the_profile
 from denpyo import Status
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move, Settle
@@ -63,7 +63,8 @@ FROM denpyo_status_counts GROUP BY 1, 2, 3, 4 HAVING SUM(n) <> 0
 def assert_counts_match_the_table(store: Store, sql: SQL) -> None:
     """The running counts, and both count queries, say what counting the rows says."""
     groups = sorted((c, s, k, int(r), int(n)) for c, s, k, r, n in sql(GROUPS))
-    assert sorted((c, s, k, int(r), int(n)) for c, s, k, r, n in sql(COUNTED)) == groups
+    if store.capabilities.count_triggers:  # without (distributed SQL), rows are counted
+        assert sorted((c, s, k, int(r), int(n)) for c, s, k, r, n in sql(COUNTED)) == groups
     by_status: dict[tuple[str, str], int] = {}
     for channel, status, _, _, n in groups:
         by_status[(channel, status)] = by_status.get((channel, status), 0) + n
@@ -177,6 +178,8 @@ def test_an_upgrade_counts_the_rows_already_there(
 ) -> None:
     """A database with rows of every kind, at schema 7, taken to the latest: the running
     counts start from the rows already there (on SQLite and MariaDB schema 8 recounts)."""
+    if under_the_profile(backend):
+        pytest.skip("the distributed profile keeps no running counts: it counts the rows")
     import denpyo.store.sql_store as sql_store
 
     every = sql_store.load_migrations(dialect_of(empty_url))

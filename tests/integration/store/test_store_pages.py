@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from store_helpers import AMBIGUOUS, EXHAUSTED, REJECTED, RETRYING, SYNCED, new, plans, settled
 
+from conftest import under_the_profile
 from denpyo import Status
 from denpyo.domain.filters import Filter
 from denpyo.domain.moves import Move
@@ -139,6 +140,8 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
     }  # fmt: skip
     with plans(store, backend, db_url) as plan:
         for name, indexes in DASHBOARD_INDEXES[backend].items():
+            if name == "submission_count_attention" and under_the_profile(backend):
+                continue  # the distributed profile counts the rows (no running counts)
             given = {**params, "after": ""} if name == "submission_next_channel" else params
             found = plan(name, given)
             for index in indexes:
