@@ -290,7 +290,7 @@ def make_template(store: Store, rows: int, live: int) -> dict[str, Any]:
         "bulk_failed": rows,
         "exhausted": rows,
         "in_doubt": 0,
-        "needs_attention": rows,
+        "needs_person": rows,
         "pending": live,
         "live_requesting": live,
     }
@@ -317,7 +317,7 @@ def status_counts(store: Store, name: str) -> dict[str, dict[str, int]]:
         "live_requesting": report.channels.get(LIVE, {}).get(denpyo.Status.REQUESTING, 0),
         "exhausted": report.exhausted,
         "in_doubt": report.in_doubt,
-        "needs_attention": report.needs_attention,
+        "needs_person": report.needs_person,
         "pending": report.pending,
     }
     [row] = store.execute(
@@ -436,7 +436,7 @@ def bulk_once(store: Store, rows: int, batch: int) -> dict[str, Any]:
         batches: list[int] = []
         done, running = measured(
             store, name, rows,
-            lambda ledger: op.run(
+            lambda ledger: op.carry_out(
                 ledger, dry.action.id, batch=batch, progress=lambda r: batches.append(r.done)
             ),
         )  # fmt: skip
@@ -573,7 +573,7 @@ def worker_once(
                     planned = time.time()
                     op.confirm_bulk(ledger, dry.action.id, by="bench")
                     confirmed = time.time()
-                    done = op.run(ledger, dry.action.id, batch=batch, progress=lambda r: None)
+                    done = op.carry_out(ledger, dry.action.id, batch=batch, progress=lambda r: None)
                     ended = time.time()
                 bulk = {
                     "batch": batch,

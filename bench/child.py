@@ -388,8 +388,8 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     """One inline submit as denpyo's store writes it, its own named queries run
     directly on the driver with nothing of the engine: the floor under `submit()`.
     SQLite: INSERT ... RETURNING with the `created` and `attempt` events, commit;
-    the call; the lean compare-and-set `submission_settle` with the `settle` event,
-    commit. PostgreSQL: `submission_record`, the call, `submission_settle_one`, each
+    the call; the lean compare-and-set `settle_submission` with the `settle` event,
+    commit. PostgreSQL: `record_submission`, the call, `settle_submission_one`, each
     autocommitted, on a connection set up as the store's pool sets its own."""
     import uuid
 
@@ -411,8 +411,8 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
         for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
                        "PRAGMA foreign_keys = ON"):  # fmt: skip
             conn.execute(pragma)
-        insert, started = queries["submission_insert"], queries["event_insert_sent_inline"]
-        settle, event = queries["submission_settle"], queries["event_insert"]
+        insert, started = queries["insert_submission"], queries["insert_events_sent_inline"]
+        settle, event = queries["settle_submission"], queries["insert_event"]
 
         def sqlite_one(key: str, payload: Any) -> None:
             idempotency_key = str(uuid.uuid4())
@@ -440,7 +440,7 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     from psycopg.rows import dict_row
 
     pg = psycopg.connect(pg_conninfo(db_url), autocommit=True, row_factory=dict_row)
-    record, settle = queries["submission_record"], queries["submission_settle_one"]
+    record, settle = queries["record_submission"], queries["settle_submission_one"]
 
     def pg_one(key: str, payload: Any) -> None:
         idempotency_key = str(uuid.uuid4())
@@ -714,7 +714,7 @@ STATUS_SQL = [
 ]
 
 
-STATUS_QUERIES = ("submission_count_by_status", "submission_count_attention")
+STATUS_QUERIES = ("count_submissions_by_status", "count_submissions_needs_person")
 
 
 def _status_queries(queries: dict[str, str]) -> list[str]:
@@ -758,8 +758,8 @@ async def run_scale(spec: dict[str, Any]) -> dict[str, Any]:
     ledger = denpyo.Ledger(ctx.db_url)
     ledger.migrate()
     queries = ledger.store.queries
-    claim_query = "submission_claim_ready" if "submission_claim_ready" in queries else None
-    claim_sql = queries[claim_query or "submission_find_ready"]
+    claim_query = "claim_submissions_ready" if "claim_submissions_ready" in queries else None
+    claim_sql = queries[claim_query or "find_submissions_ready"]
     out: list[dict[str, Any]] = []
     filled = 0
     conn = psycopg.connect(pg_conninfo(ctx.db_url), autocommit=True)
@@ -805,7 +805,7 @@ async def run_scale(spec: dict[str, Any]) -> dict[str, Any]:
                     "fill_seconds": fill_seconds,
                     "claim_ms": claim_ms,
                     "claim_plan": "\n".join(r[0] for r in plan),
-                    "claim_query": claim_query or "submission_find_ready",
+                    "claim_query": claim_query or "find_submissions_ready",
                     "status": status_name,
                     "status_ms": status_ms,
                     "status_plans": status_plans,

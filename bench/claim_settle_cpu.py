@@ -8,11 +8,11 @@ as the dispatch benchmark's). Three ways, rounds alternated:
 
 - `floor`: the two hand-written statements of `bench/peers/floor.py` on the bare
   driver (no Submission, no Move);
-- `settle_many`: the store's claim (`submission_claim_ready`, rows read by
+- `settle_many`: the store's claim (`claim_submissions_ready`, rows read by
   `to_submission`) and the worker's settle (a `Settle` of each row, written
-  by `submission_settle_many`, read back by `moved`);
+  by `settle_submissions_many`, read back by `moved`);
 - `move_batch`: the same, the settles written as general moves by
-  `submission_move_batch` (the JSON recordset every other group of moves takes).
+  `move_submissions_batch` (the JSON recordset every other group of moves takes).
 
 It prints this process's CPU per row (`time.process_time`) and the CPU per row
 of the PostgreSQL session serving it (`/proc/<pid>/stat`, 10 ms ticks), split
@@ -84,7 +84,7 @@ async def drain(
             statements = _statements(settles)
         else:
             moves = [(ordinal, settle.as_move()) for ordinal, settle in enumerate(settles)]
-            statements = [(("submission_move_batch", _batch_params(moves)), list(moves))]
+            statements = [(("move_submissions_batch", _batch_params(moves)), list(moves))]
         returned = [
             await (await conn.execute(store.queries[query], params)).fetchall()
             for (query, params), _ in statements

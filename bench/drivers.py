@@ -2,7 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python bench/drivers.py [--rows 20000] [--rounds 3]
 
-The store's own statements (`submission_claim_ready`, then `submission_settle_many`
+The store's own statements (`claim_submissions_ready`, then `settle_submissions_many`
 settling the 64 rows it claimed as synced), its own parameters and its own rows
 (`to_submission`), one after the other on one connection, through the two
 drivers in turn on fresh databases, rounds alternated. It prints the client CPU

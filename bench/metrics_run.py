@@ -224,7 +224,7 @@ def draw(scrapes: list[tuple[float, Series]], out: Path, window: float) -> None:
     )
     attention = {
         f"need a person {k}": v
-        for k, v in series(scrapes, "denpyo_needs_attention", "channel").items()
+        for k, v in series(scrapes, "denpyo_needs_person", "channel").items()
     }
     attention |= {
         f"in doubt {k}": v for k, v in series(scrapes, "denpyo_in_doubt", "channel").items()

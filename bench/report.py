@@ -1107,14 +1107,14 @@ def section_scale(results: dict[str, Any]) -> list[str]:
         f"status × {status_ratio:.2f}.",
         "",
         f"Claim query plan at {last['rows']:,} rows (`EXPLAIN (ANALYZE, BUFFERS)` of "
-        f"`{last.get('claim_query', 'submission_find_ready')}`, rolled back):",
+        f"`{last.get('claim_query', 'find_submissions_ready')}`, rolled back):",
         "",
         "```",
         last["claim_plan"],
         "```",
         "",
-        f"Plans of the queries status runs (`submission_count_by_status` and "
-        f"`submission_count_attention` of the store's SQL file; a store without them: "
+        f"Plans of the queries status runs (`count_submissions_by_status` and "
+        f"`count_submissions_needs_person` of the store's SQL file; a store without them: "
         f"counts by channel and status, in-doubt count, oldest pending) at "
         f"{last['rows']:,} rows:",
         "",

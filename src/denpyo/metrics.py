@@ -8,7 +8,7 @@ Two sources, one registry:
   `denpyo_alerts_total{channel,reason}`;
 - gauges read from the store when scraped (cached for a few seconds, so that
   several scrapers cost one read): `denpyo_rows{channel,status}`,
-  `denpyo_in_doubt{channel}`, `denpyo_needs_attention{channel}`,
+  `denpyo_in_doubt{channel}`, `denpyo_needs_person{channel}`,
   `denpyo_oldest_pending_seconds{channel}`, `denpyo_channel_state{channel,state}`,
   and `denpyo_store_up` (0 when the database could not be read; the other gauges
   are then left out, not zeroed).
@@ -294,7 +294,7 @@ class StoreCounts(Collector):
             labels=["channel"],
         )
         attention = GaugeMetricFamily(
-            "denpyo_needs_attention",
+            "denpyo_needs_person",
             "Unresolved rows that need a person: in doubt, exhausted or rejected.",
             labels=["channel"],
         )
@@ -310,7 +310,7 @@ class StoreCounts(Collector):
         for channel in sorted(channels):
             counts = op.attention_counts(self.ledger, channel, reading=False)
             in_doubt.add_metric([channel], counts["in_doubt"])
-            attention.add_metric([channel], counts["needs_attention"])
+            attention.add_metric([channel], counts["needs_person"])
             pending = counts["oldest_pending"]
             age = (counts["now"] - pending).total_seconds() if pending is not None else 0.0
             oldest.add_metric([channel], max(age, 0.0))
@@ -327,7 +327,7 @@ class StoreCounts(Collector):
         )
         modes = {name: state.mode for name, state in op.channel_states(self.ledger).items()}
         for channel in sorted(channels | set(modes)):
-            now = modes.get(channel, Mode.RUNNING)
+            now = modes.get(channel, Mode.ACTIVE)
             for mode in Mode:
                 family.add_metric([channel, mode.value], 1 if mode is now else 0)
         return family

@@ -193,12 +193,12 @@ def test_status(db_url: str, seeded: dict[str, int]) -> None:
     assert report["channels"]["email"] == {
         "requesting": 1, "synced": 1, "failed": 2, "rejected": 1,
     }  # fmt: skip
-    assert (report["in_doubt"], report["exhausted"], report["needs_attention"]) == (2, 1, 4)
+    assert (report["in_doubt"], report["exhausted"], report["needs_person"]) == (2, 1, 4)
     assert report["oldest_pending_age_seconds"] >= 0
     text = ok(people).stdout
     assert "email" in text and "needs attention 4" in text and "ago" in text
     assert check.returncode == 1 and "needs attention 4" in check.stdout
-    assert check_json.returncode == 1 and json.loads(check_json.stdout)["needs_attention"] == 4
+    assert check_json.returncode == 1 and json.loads(check_json.stdout)["needs_person"] == 4
 
 
 def test_status_check_is_0_when_all_is_well(db_url: str) -> None:
@@ -216,8 +216,8 @@ def test_list_and_show(db_url: str, seeded: dict[str, int]) -> None:
     *found, table, check, empty_check, shown, people, doubt = run_all(
         [
             *(["list", *q, "--json"] for q in queries),
-            ["list", "--needs-attention"],
-            ["list", "--needs-attention", "--check"],
+            ["list", "--needs-person"],
+            ["list", "--needs-person", "--check"],
             ["list", "--channel", "sms", "--check"],
             ["show", str(seeded["k-rejected"]), "--json"],
             ["show", "email:k-ok"],
@@ -594,7 +594,7 @@ def test_pause_and_resume_a_channel_with_who_and_why(db_url: str) -> None:
     assert "\x1b" not in people.stdout
     state = as_json(as_json_)["channel_states"]["email"]
     assert (state["mode"], state["paused_by"], state["note"]) == ("paused", "operator:alice", note)
-    assert state["paused_at"] is not None and state["held_until"] is None
+    assert state["paused_at"] is not None and state["throttled_until"] is None
     text = " ".join(ok(again).stdout.split())
     assert text.startswith("email is already paused by operator:alice at "), text
     assert text.endswith(": provider incident\\x1b[2J INC-7; nothing written"), text
@@ -690,7 +690,7 @@ def test_a_channel_with_no_rows_yet_may_be_paused_ahead(db_url: str) -> None:
 
 
 ROW_FILTERS = {
-    "statuses", "channel", "in_doubt", "needs_attention", "resolved", "since", "until",
+    "statuses", "channel", "in_doubt", "needs_person", "resolved", "since", "until",
     "key_prefix", "limit",
 }  # fmt: skip
 
@@ -708,7 +708,7 @@ def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[s
     assert listed == retry
     plans = [
         ["--status", "failed"],
-        ["--status", "failed", "--needs-attention", "--key-prefix", "k-f"],
+        ["--status", "failed", "--needs-person", "--key-prefix", "k-f"],
         ["--status", "failed,requesting", "--in-doubt", "--force-in-doubt", "--note", "checked"],
         ["--channel", "email", "--since", "1h"],
         ["--all"],

@@ -197,7 +197,7 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
         holder.send_signal(signal.SIGKILL)
         holder.wait()
         [killed] = ledger.store.actions(limit=1)
-    assert killed.state.value == "running" and 200 <= killed.done < total
+    assert killed.state.value == "in_progress" and 200 <= killed.done < total
     counts = retries_per_row(db_url)
     assert set(counts.values()) <= {0, 1}
     assert sum(counts.values()) == killed.done  # the rows moved are exactly those counted

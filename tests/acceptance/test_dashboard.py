@@ -110,7 +110,7 @@ def test_every_page_and_an_abandon_through_the_browser(
     page.goto(f"{base}/attention")
     rows = page.locator("table.rows tbody tr")
     assert rows.count() == 4
-    shots.take(page, "3-needs-attention")
+    shots.take(page, "3-needs-a-person")
 
     page.goto(f"{base}/submissions")
     assert page.locator("table.rows tbody tr").count() == 46

@@ -209,7 +209,7 @@ def test_a_worker_serves_its_metrics(
         'denpyo_call_duration_seconds_count{channel="mail"} 4.0',
         # Raised once the rejection is recorded, a commit after the call is counted.
         'denpyo_alerts_total{channel="mail",reason="rejected"} 1.0',
-        'denpyo_needs_attention{channel="mail"}',
+        'denpyo_needs_person{channel="mail"}',
     ]
     texts = [""]
 

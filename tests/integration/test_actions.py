@@ -92,7 +92,7 @@ def test_two_person_rule_waits_for_a_second_person(ledger: denpyo.Ledger) -> Non
     done = op.resolve_mark_synced(ledger, row, remote_id="r-9", note="found it", by="ada")
     assert done.requested is not None and "second person" in done.requested.reason
     request = done.requested.action
-    assert request.state is ActionState.REQUESTED
+    assert request.state is ActionState.AWAITING_APPROVAL
     assert row_of(ledger, row).status is S.FAILED  # nothing done yet
     with pytest.raises(InvalidInput, match="second person"):
         op.approve(ledger, request.id, note="mine", by="ada")
@@ -113,13 +113,13 @@ def test_a_rejected_or_expired_request_does_nothing(ledger: denpyo.Ledger) -> No
     ledger.approval = Approval()  # the default expiry: no machine is that slow
     first = op.resolve_mark_synced(ledger, a, remote_id="r", note="n", by="ada").requested
     assert first is not None
-    rejected = op.reject(ledger, first.action.id, note="not at the provider", by="bob")
-    assert (rejected.state, rejected.decision_note) == (ActionState.REJECTED, "not at the provider")
-    ledger.approval = Approval(expires_after=0.2)  # this one expires while we wait
+    rejected = op.decline(ledger, first.action.id, note="not at the provider", by="bob")
+    assert (rejected.state, rejected.decision_note) == (ActionState.DECLINED, "not at the provider")
+    ledger.approval = Approval(lapses_after=0.2)  # this one expires while we wait
     second = op.resolve_mark_synced(ledger, b, remote_id="r", note="n", by="ada").requested
-    assert second is not None and second.action.expires_at is not None
-    expires_at = second.action.expires_at
-    wait_until(lambda: ledger.store.now() > expires_at, "the request's expiry, by the database")
+    assert second is not None and second.action.lapses_at is not None
+    lapses_at = second.action.lapses_at
+    wait_until(lambda: ledger.store.now() > lapses_at, "the request's expiry, by the database")
     with pytest.raises(InvalidInput, match="expired"):
         op.approve(ledger, second.action.id, note="late", by="bob")
     assert [row_of(ledger, i).status for i in (a, b)] == [S.FAILED, S.FAILED]
@@ -134,9 +134,9 @@ def test_bulk_acts_on_the_rows_frozen_at_its_dry_run(ledger: denpyo.Ledger) -> N
     assert dry.counts == {"will retry": 12} and dry.action.total == 12
     later = failed_rows(ledger, 3, prefix="late")  # not in the frozen set
     started = op.confirm_bulk(ledger, dry.action.id, by="ada")
-    assert not isinstance(started, op.Requested) and started.state is ActionState.RUNNING
+    assert not isinstance(started, op.Requested) and started.state is ActionState.IN_PROGRESS
     seen: list[int] = []
-    done = op.run(ledger, dry.action.id, batch=5, progress=lambda r: seen.append(r.done))
+    done = op.carry_out(ledger, dry.action.id, batch=5, progress=lambda r: seen.append(r.done))
     assert (done.state, done.done, done.skipped) == (ActionState.DONE, 12, 0)
     assert seen == [5, 10, 12]
     assert all(row_of(ledger, i).next_attempt_at is not None for i in failed)
@@ -152,7 +152,7 @@ def test_bulk_skips_what_its_rows_no_longer_allow_and_says_why(ledger: denpyo.Le
     )
     op.resolve_abandon(ledger, ids[0], note="done by hand", by="bob")  # after the dry run
     op.confirm_bulk(ledger, dry.action.id, by="ada")
-    done = op.run(ledger, dry.action.id)
+    done = op.carry_out(ledger, dry.action.id)
     assert (done.done, done.skipped) == (3, 1)
     _, rows = op.action_detail(ledger, dry.action.id, outcome="skipped")
     assert [r.submission_id for r in rows] == [ids[0]]
@@ -165,13 +165,13 @@ def test_bulk_pauses_resumes_and_never_acts_twice(ledger: denpyo.Ledger) -> None
         ledger, ActionKind.RETRY, Filter(channel="email"), note="n", by="ada", target="x"
     )
     op.confirm_bulk(ledger, dry.action.id, by="ada")
-    paused = op.run(
+    paused = op.carry_out(
         ledger, dry.action.id, batch=3, progress=lambda r: op.pause_action(ledger, r.id)
     )
     assert (paused.state, paused.done) == (ActionState.PAUSED, 3)
-    assert op.run(ledger, dry.action.id).done == 3  # paused: nothing runs
+    assert op.carry_out(ledger, dry.action.id).done == 3  # paused: nothing runs
     assert op.resume_action(ledger, dry.action.id)
-    done = op.run(ledger, dry.action.id, batch=3)
+    done = op.carry_out(ledger, dry.action.id, batch=3)
     assert (done.state, done.done, done.skipped) == (ActionState.DONE, 10, 0)
     for sid in ids:
         assert [e.kind for e in ledger.events(sid)].count("retry") == 1
@@ -213,7 +213,7 @@ def test_two_runners_at_once_act_on_each_row_once(ledger: denpyo.Ledger) -> None
         t.start()
     for t in threads:
         t.join()
-    final = op.run(ledger, dry.action.id)  # whatever one left, finished
+    final = op.carry_out(ledger, dry.action.id)  # whatever one left, finished
     assert (final.state, final.done) == (ActionState.DONE, 30)
     for sid in ids:
         assert [e.kind for e in ledger.events(sid)].count("retry") == 1
@@ -227,7 +227,7 @@ def test_a_large_bulk_over_the_rule_waits_for_approval(ledger: denpyo.Ledger) ->
     )
     asked = op.confirm_bulk(ledger, dry.action.id, by="ada")
     assert isinstance(asked, op.Requested) and "over 2 rows" in asked.reason
-    assert op.run(ledger, dry.action.id).done == 0  # waits
+    assert op.carry_out(ledger, dry.action.id).done == 0  # waits
     done = op.approve(ledger, dry.action.id, note="ok", by="bob")
     assert (done.state, done.done, done.approved_by) == (ActionState.DONE, 3, "bob")
 
@@ -267,7 +267,7 @@ def test_people_are_one_person_whatever_the_case_of_their_names(ledger: denpyo.L
     assert row_of(ledger, row).status is S.FAILED
     dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
     started = op.confirm_bulk(ledger, dry.action.id, by="ADA")
-    assert isinstance(started, op.Requested) or started.state is ActionState.RUNNING
+    assert isinstance(started, op.Requested) or started.state is ActionState.IN_PROGRESS
     assert [r.person for r in op.action_log(ledger, by="Bob")] == ["bob"]
 
 
@@ -319,7 +319,7 @@ def test_an_old_dry_run_is_not_confirmed(
     failed_rows(ledger, 1)
     from denpyo.engine.operator import _actions
 
-    monkeypatch.setattr(_actions, "PLAN_EXPIRES", 0.1)
+    monkeypatch.setattr(_actions, "PLAN_LAPSES", 0.1)
     dry = op.plan_bulk(ledger, ActionKind.RETRY, EMAIL, note="n", by="ada", target="x")
     time.sleep(0.3)
     with pytest.raises(InvalidInput, match="make a new one"):

@@ -127,7 +127,7 @@ def test_an_upgrade_of_denpyo_is_a_revision_of_the_sections_it_adds(
     print_schema(project)  # this release's
     printed = (project / SCHEMA).read_text()
     assert printed.count("\n-- migration ") == LATEST
-    body = printed[: printed.index("\n-- schema_version_create")]
+    body = printed[: printed.index("\n-- create_schema_version")]
     sections = dict(
         re.findall(r"^-- migration (\d+)\n(.*?)(?=^-- migration |\Z)", body, re.M | re.S)
     )

@@ -143,5 +143,5 @@ def test_a_channel_down_or_held_keeps_no_hidden_value_a_provider_quoted(
     ledger.enqueue("hold", "wait", payload("transient"))
     ledger.work(until_idle=True)
     held = {state.channel: state for state in ledger.store.channel_states()}["hold"]
-    assert held.held_note is not None and REDACTED in held.held_note
-    assert CARD not in held.held_note
+    assert held.throttled_note is not None and REDACTED in held.throttled_note
+    assert CARD not in held.throttled_note

@@ -172,7 +172,7 @@ def test_the_shared_token_is_never_the_second_person(
     assert "/approve" not in typed.get(f"/actions/{number}").text
     refused = post(typed, tcsrf, f"/actions/{number}/approve", note="ok")
     assert refused.status_code == 403 and "not a second person" in refused.text
-    assert ledger.store.action(number).state is ActionState.REQUESTED  # type: ignore[union-attr]
+    assert ledger.store.action(number).state is ActionState.AWAITING_APPROVAL  # type: ignore[union-attr]
 
 
 def test_bad_input_is_refused_and_writes_nothing(

@@ -17,7 +17,7 @@ from denpyo.web import create_app
 
 TOKEN = "cards-test-token"
 LISTED = {
-    "exhausted": "--status failed --not-in-doubt --needs-attention",
+    "exhausted": "--status failed --not-in-doubt --needs-person",
     "rejected, unresolved": "--status rejected --unresolved",
 }
 CARD = re.compile(

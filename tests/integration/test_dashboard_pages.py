@@ -52,7 +52,7 @@ def test_the_list_pages_by_keyset_and_filters(web: TestClient, ids: dict[str, in
     assert sorted(rejected) == sorted([ids["rejected"], ids["rejected2"]])
     doubt = row_ids(web.get("/submissions?in_doubt=yes").text)
     assert doubt == [ids["doubt"]]
-    needs = row_ids(web.get("/submissions?needs_attention=1").text)
+    needs = row_ids(web.get("/submissions?needs_person=1").text)
     assert sorted(needs) == sorted(ids[k] for k in ("rejected", "rejected2", "exhausted", "doubt"))
     assert row_ids(web.get("/submissions?channel=sms").text) == [ids["waiting"]]
     assert row_ids(web.get("/submissions?resolved=yes").text) == []

@@ -348,7 +348,7 @@ def test_a_proxy_named_person_in_other_capitals_is_not_a_second_person(
         headers={"origin": ORIGIN},
     )  # fmt: skip
     assert refused.status_code == 400 and "second person" in refused.text
-    assert ledger.store.action(int(number)).state.value == "requested"  # type: ignore[union-attr]
+    assert ledger.store.action(int(number)).state.value == "awaiting_approval"  # type: ignore[union-attr]
 
 
 def test_the_proxy_role_and_a_proxy_alone(ledger: denpyo.Ledger, ids: dict[str, int]) -> None:

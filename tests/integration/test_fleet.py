@@ -262,7 +262,7 @@ def test_an_outage_is_not_the_rows_fault(ledger: denpyo.Ledger, second: denpyo.L
     assert max(sub.attempts for sub in rows if sub) <= 2  # none ran out while down
     assert alerts.count("channel_down") == 1 and alerts.count("channel_up") == 1
     assert [event.kind for event in ledger.store.channel_history("c")] == ["up", "down"]
-    assert ledger.store.channel_states()[0].mode is Mode.RUNNING
+    assert ledger.store.channel_states()[0].mode is Mode.ACTIVE
     # While down, the probes: the first one no sooner than PROBE_FIRST, the next
     # PROBE_FIRST * PROBE_GROWTH after it; nothing else in between.
     quiet = sorted(at for at, _ in calls.starts if at > down_at[0] + 3 * POLL)
@@ -566,6 +566,6 @@ def test_a_down_channel_whose_rows_all_wait_in_doubt_is_probed_by_a_verify(
         ledger.store.move([expire])
     assert ledger.store.channel_down("c", actor="w", note="10 calls failed", probe_in=0)
     ledger.work(until_idle=True, poll_interval=0.05)
-    assert ledger.store.channel_states()[0].mode is Mode.RUNNING
+    assert ledger.store.channel_states()[0].mode is Mode.ACTIVE
     assert [e.kind for e in ledger.store.channel_history("c")] == ["up", "down"]
     assert {ledger.get("c", k).status for k in ("a", "b")} == {S.SYNCED}  # type: ignore[union-attr]

@@ -73,7 +73,7 @@ def slip(ledger: denpyo.Ledger, sid: int) -> tuple[Any, ...]:
 def counts(ledger: denpyo.Ledger) -> tuple[Any, ...]:
     """The report and the running counts, which forgetting leaves as they were."""
     report = op.status(ledger)
-    attention = (report.in_doubt, report.exhausted, report.needs_attention, report.resolved)
+    attention = (report.in_doubt, report.exhausted, report.needs_person, report.resolved)
     return ledger.report(by="day"), ledger.store.count_by_status(), attention
 
 

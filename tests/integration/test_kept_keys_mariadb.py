@@ -74,11 +74,11 @@ def synced(store: MysqlStore, key: str) -> Submission:
 
 
 def insert_in(conn: Connection, store: MysqlStore, key: str, query: str | None = None) -> bool:
-    """Whether `submission_insert` (or `query`), run in `conn`'s transaction, wrote a row."""
+    """Whether `insert_submission` (or `query`), run in `conn`'s transaction, wrote a row."""
     tx = MysqlTx(store, conn)
     if query is not None:
-        tx.queries = {**store.queries, "submission_insert": query}
-    return tx.insert("submission_insert", insert_params(new(key), "late", None, CLEAR)) is not None
+        tx.queries = {**store.queries, "insert_submission": query}
+    return tx.insert("insert_submission", insert_params(new(key), "late", None, CLEAR)) is not None
 
 
 def rows_of(url: str, key: str) -> tuple[int, int]:
@@ -205,7 +205,7 @@ def insert_paused(
     gate = f"denpyo_test_{uuid.uuid4().hex}"
     # The SELECT's columns are computed once its WHERE (the NOT EXISTS) has passed.
     column = "%(idempotency_key)s, %(payload)s,"
-    query = store.queries["submission_insert"]
+    query = store.queries["insert_submission"]
     assert query.count(column) == 1 and "NOT EXISTS" in query.split(column)[1]
     query = query.replace(
         column, f"%(idempotency_key)s, IF(GET_LOCK('{gate}', {BOUND}), %(payload)s, NULL),"

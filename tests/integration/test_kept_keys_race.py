@@ -70,9 +70,9 @@ def synced(store: PostgresStore, key: str) -> Submission:
 
 
 def insert_in(conn: psycopg.Connection[Any], store: PostgresStore, key: str) -> bool:
-    """Whether `submission_record`, run in `conn`'s transaction, wrote a row."""
+    """Whether `record_submission`, run in `conn`'s transaction, wrote a row."""
     params = {**insert_params(new(key), "late", None, CLEAR), "actor": "late", "detail": None}
-    return conn.execute(store.queries["submission_record"], params).fetchone() is not None
+    return conn.execute(store.queries["record_submission"], params).fetchone() is not None
 
 
 def rows_of(postgres_url: str, key: str) -> tuple[int, int]:

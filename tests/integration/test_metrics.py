@@ -58,7 +58,7 @@ def test_calls_alerts_and_counts_are_exported(ledger: denpyo.Ledger) -> None:
     assert value("denpyo_rows", channel="mail", status="failed") == 2
     assert value("denpyo_rows", channel="mail", status="rejected") == 1
     assert value("denpyo_in_doubt", channel="mail") == 1
-    assert value("denpyo_needs_attention", channel="mail") == 3
+    assert value("denpyo_needs_person", channel="mail") == 3
     assert value("denpyo_oldest_pending_seconds", channel="mail") == 0
     # Labels stay few: never a key, an id or a payload.
     for _name, labels in found:
@@ -77,7 +77,7 @@ def test_each_channels_state_is_one_gauge_per_mode(ledger: denpyo.Ledger) -> Non
     metrics = Metrics(ledger, counts_ttl=0)
     ledger.pause("mail", note="provider incident", by="alice")
     ledger.pause("launch", note="not before Monday", by="bob")
-    ledger.store.hold_channel("sms", hold_for=600, note="429 Too Many Requests")
+    ledger.store.throttle_channel("sms", throttle_for=600, note="429 Too Many Requests")
     ledger.store.channel_down("push", actor="worker:test", note="10 calls failed", probe_in=2)
     found = samples(metrics)
     modes = {"running", "paused", "held", "down"}

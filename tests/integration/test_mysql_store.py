@@ -46,7 +46,7 @@ def raw(url: str, **options: Any) -> pymysql.connections.Connection:  # type: ig
 
 
 LOCK = "LEFT(CONCAT('denpyo_migrate:', DATABASE()), 64)"
-"""The name of the migration lock of the connection's database, as `schema_lock` takes it."""
+"""The name of the migration lock of the connection's database, as `lock_schema` takes it."""
 
 
 def query(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -364,11 +364,11 @@ def test_a_transaction_cut_short_fails_and_the_next_one_reconnects(
 ) -> None:
     sub, _ = store.record(new("k"), actor="t")
     with pytest.raises(StoreError) as caught, store.transaction() as tx:
-        tx.fetch_one("submission_get", {"id": sub.id})
+        tx.fetch_one("get_submission", {"id": sub.id})
         conn = store._connection()
         _kill(db_url, conn.thread_id())
         time.sleep(0.1)
-        tx.fetch_one("submission_get", {"id": sub.id})
+        tx.fetch_one("get_submission", {"id": sub.id})
     assert isinstance(caught.value.__cause__, pymysql.err.MySQLError)
     assert store.get(sub.id) is not None
     assert store.record(new("k2"), actor="t")[1]

@@ -245,7 +245,7 @@ def run_everything(
     assert plan.acting == 3
     started = op.confirm_bulk(ledger, plan.action.id, by="carol")
     assert isinstance(started, ActionRecord)
-    op.run(ledger, started.id)  # (its resends fail again: their payloads are the rows' own)
+    op.carry_out(ledger, started.id)  # (its resends fail again: their payloads are the rows' own)
     # A resend of a row in doubt waits for a second person, who approves it.
     fixed_doubt = person(11)
     payloads.append(fixed_doubt)
@@ -263,11 +263,11 @@ def run_everything(
         resent = op.find(ledger, f"sms:{sub.key}~resend1")  # sent as corrected
         assert (resent.payload, resent.status) == (payload, denpyo.Status.SYNCED)
     # What still needs a person is abandoned, with notes quoting the rows.
-    for sub in op.list_submissions(ledger, Filter(needs_attention=True)):
+    for sub in op.list_submissions(ledger, Filter(needs_person=True)):
         op.resolve_abandon(
             ledger, sub.id, by="erin", note=f"gave up on {json.dumps(sub.payload)[:60]}"
         )
-    assert not op.list_submissions(ledger, Filter(needs_attention=True))
+    assert not op.list_submissions(ledger, Filter(needs_person=True))
     # Everything settled is archived.
     folder = tmp_path / "archive"
     ledger.archive(str(folder), older_than=0)

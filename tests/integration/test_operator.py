@@ -105,14 +105,14 @@ def test_status_counts_by_channel_and_what_needs_attention(
     assert report.in_doubt == 2  # the ambiguous failure and the expired lease
     assert report.exhausted == 1  # k-failed: max_attempts=1
     assert report.rejected_open == 1
-    assert report.needs_attention == 4
+    assert report.needs_person == 4
     assert report.pending == 2  # k-doubt and k-pending are still requesting
     assert report.oldest_pending is not None and report.oldest_pending_age is not None
     assert report.oldest_pending_age >= 0
     json_report = report.to_json()
     assert json_report["channels"]["email"]["failed"] == 2
     only_sms = op.status(ledger, "sms")
-    assert set(only_sms.channels) == {"sms"} and only_sms.needs_attention == 0
+    assert set(only_sms.channels) == {"sms"} and only_sms.needs_person == 0
     with pytest.raises(denpyo.InvalidInput):
         op.status(ledger, "bad channel!")
 
@@ -127,7 +127,7 @@ def test_list_filters(ledger: denpyo.Ledger, mixed: dict[str, int]) -> None:
     assert keys(channel="sms") == ["k-sms"]
     assert set(keys(in_doubt=True)) == {"k-ambiguous", "k-doubt"}
     assert "k-doubt" not in keys(in_doubt=False) and "k-pending" in keys(in_doubt=False)
-    assert set(keys(needs_attention=True)) == {"k-failed", "k-rejected", "k-ambiguous", "k-doubt"}
+    assert set(keys(needs_person=True)) == {"k-failed", "k-rejected", "k-ambiguous", "k-doubt"}
     assert keys(key_prefix="k-re") == ["k-rejected"]
     assert keys(key_prefix="K-") == []  # case-sensitive on every backend
     assert keys(key_prefix="k-%") == []  # no pattern characters
@@ -246,7 +246,7 @@ def test_abandon(ledger: denpyo.Ledger, mixed: dict[str, int]) -> None:
     assert pending.status is denpyo.Status.FAILED
     assert pending.error_kind is denpyo.ErrorKind.TRANSIENT and pending.last_error == "never sent"
     report = op.status(ledger)
-    assert report.needs_attention == 2 and report.resolved == 3
+    assert report.needs_person == 2 and report.resolved == 3
     assert ledger.work(until_idle=True).attempted == 0  # abandoned rows are not sent
 
     before = snapshot(ledger)

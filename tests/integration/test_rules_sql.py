@@ -135,8 +135,8 @@ def test_the_rules_say_what_the_sql_says(ledger: denpyo.Ledger, sql: SQL) -> Non
 
     # Needs a person: the filter, and the queue in its order.
     people = {s.id for s in rows if rules.needs_person(s)}
-    assert ids(Filter(needs_attention=True, limit=1000)) == people
-    assert ids(Filter(needs_attention=False, limit=1000)) == {s.id for s in rows} - people
+    assert ids(Filter(needs_person=True, limit=1000)) == people
+    assert ids(Filter(needs_person=False, limit=1000)) == {s.id for s in rows} - people
     queue = store.attention_page(limit=1000)
     assert [s.id for s in queue.rows] == sorted(people, reverse=True)
     assert all(s.in_doubt == rules.in_doubt(s) for s in queue.rows)
@@ -150,7 +150,7 @@ def test_the_rules_say_what_the_sql_says(ledger: denpyo.Ledger, sql: SQL) -> Non
         assert counts["exhausted"] == sum(
             rules.is_exhausted(s) and s.resolution is None for s in mine
         ), channel
-        assert counts["needs_attention"] == sum(rules.needs_person(s) for s in mine), channel
+        assert counts["needs_person"] == sum(rules.needs_person(s) for s in mine), channel
         if channel is not None:
             exhausted = "exhausted" in kinds[channel]
             assert exhausted == any(rules.is_exhausted(s) for s in mine), (channel, kinds)

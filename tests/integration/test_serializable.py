@@ -37,7 +37,7 @@ def unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
     """denpyo's sessions keep the database's default isolation, as where a session
     cannot be pinned: every conflict must be tried again."""
     for queries in (load_queries("postgresql"), load_queries("postgresql-partitioned")):
-        monkeypatch.setitem(queries, "session_read_committed", "SELECT 1")
+        monkeypatch.setitem(queries, "make_session_read_committed", "SELECT 1")
 
 
 @pytest.fixture

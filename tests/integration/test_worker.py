@@ -205,10 +205,10 @@ def test_pacing_spaces_the_starts_evenly_with_no_burst() -> None:
     pacing.reserve(1, 200.0)  # a hundred seconds idle: still one start at a time
     pacing.reserve(1, 200.0)
     assert list(pacing.starts)[1:] == pytest.approx([200.0, 200.0 + gap])
-    assert pacing.expire(200.1) == 1  # 100.21 is long gone: its row gets a new start
-    assert pacing.expire(200.0 + 0.8 * gap) == 0  # 200.0 is less than 0.9 of a gap old
+    assert pacing.drop_late(200.1) == 1  # 100.21 is long gone: its row gets a new start
+    assert pacing.drop_late(200.0 + 0.8 * gap) == 0  # 200.0 is less than 0.9 of a gap old
     assert list(pacing.starts) == pytest.approx([200.0, 200.0 + gap])
-    assert pacing.expire(200.0 + 0.95 * gap) == 1  # taken now, it would crowd the next
+    assert pacing.drop_late(200.0 + 0.95 * gap) == 1  # taken now, it would crowd the next
 
 
 def test_pacing_under_a_fleet_rate_and_a_process_rate_keeps_both() -> None:
@@ -391,7 +391,7 @@ def test_claim_plan_is_an_index_scan_among_many_settled_rows(postgres_url: str) 
         conn.execute("ANALYZE denpyo_submissions")
         from denpyo.store.queries import load_queries
 
-        claim = load_queries("postgresql")["submission_claim_ready"]
+        claim = load_queries("postgresql")["claim_submissions_ready"]
         params = {"channel": "c", "holder": "w", "limit": 32, "lease": 60.0}
         plan = "\n".join(
             row[0]

@@ -31,10 +31,12 @@ def test_a_pause_outranks_the_provider_and_a_hold_ends_by_itself() -> None:
     assert paused.describe() == (
         "paused by operator:ann at 2026-12-03 12:00:00 UTC: wrong template"
     )
-    assert ChannelState("sms", NOW, down_since=NOW, held_until=later).mode is Mode.DOWN
-    assert ChannelState("sms", NOW, held_until=later, held_note="429").mode is Mode.HELD
-    assert ChannelState("sms", later, held_until=NOW).mode is Mode.RUNNING
-    assert ChannelState("sms", NOW).describe() == "running"
+    assert ChannelState("sms", NOW, down_since=NOW, throttled_until=later).mode is Mode.DOWN
+    assert (
+        ChannelState("sms", NOW, throttled_until=later, throttled_note="429").mode is Mode.THROTTLED
+    )
+    assert ChannelState("sms", later, throttled_until=NOW).mode is Mode.ACTIVE
+    assert ChannelState("sms", NOW).describe() == "active"
 
 
 def test_the_provider_is_down_after_a_run_of_failures_that_no_answer_broke() -> None:

@@ -29,7 +29,7 @@ def test_holds_not_given_back_are_the_tries_and_the_first_starts_the_window() ->
     ]
     history = DoubtHistory.of(row(), events, NOW)
     assert (history.tries, history.first_attempt_at) == (2, NOW - timedelta(seconds=400))
-    assert (history.held_since, history.held_for) == (None, None)
+    assert (history.in_doubt_since, history.in_doubt_for) == (None, None)
     # never fewer than the attempts counted (a history written before them)
     assert DoubtHistory.of(row(attempts=3), events, NOW).tries == 3
     assert DoubtHistory.of(row(), [], NOW).first_attempt_at is None
@@ -39,12 +39,12 @@ def test_kept_in_doubt_since_the_verify_line_that_ends_its_history() -> None:
     settled = event("settle", 300, (REQ, FAILED), attempt=1)
     kept = event("verify", 100, (FAILED, FAILED), attempt=1)
     history = DoubtHistory.of(row(FAILED, 1), [settled, kept], NOW)
-    assert (history.held_since, history.held_for) == (kept.at, 100.0)
+    assert (history.in_doubt_since, history.in_doubt_for) == (kept.at, 100.0)
     # several such lines (written before one per state): since the first of the run
     older = event("verify", 250, (FAILED, FAILED), attempt=1)
-    assert DoubtHistory.of(row(FAILED, 1), [settled, older, kept], NOW).held_for == 250.0
+    assert DoubtHistory.of(row(FAILED, 1), [settled, older, kept], NOW).in_doubt_for == 250.0
     # anything after it, or a line of another state, is a new state
     for after in (event("retry", 50, (FAILED, FAILED), attempt=1),):
-        assert DoubtHistory.of(row(FAILED, 1), [settled, kept, after], NOW).held_since is None
-    assert DoubtHistory.of(row(FAILED, 2), [settled, kept], NOW).held_since is None
-    assert DoubtHistory.of(row(REQ, 1), [settled, kept], NOW).held_since is None
+        assert DoubtHistory.of(row(FAILED, 1), [settled, kept, after], NOW).in_doubt_since is None
+    assert DoubtHistory.of(row(FAILED, 2), [settled, kept], NOW).in_doubt_since is None
+    assert DoubtHistory.of(row(REQ, 1), [settled, kept], NOW).in_doubt_since is None

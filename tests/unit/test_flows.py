@@ -609,7 +609,7 @@ def test_reconcile_asks_a_person_once_the_idempotency_window_has_closed(
         (Move, [held]),
     )
     assert value is held
-    note = "idempotency window closed: held for a person"
+    note = "idempotency window closed: left for a person"
     assert change(hold) == Move.still_in_doubt(verifying(), "app", None, note, again=False)
     assert [(a.reason, a.submission) for a in told] == [("in_doubt", held)]
 

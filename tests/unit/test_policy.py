@@ -74,16 +74,16 @@ def test_decide_in_doubt() -> None:
 
 def test_a_row_kept_in_doubt_again_gets_no_second_alert_and_waits_longer() -> None:
     """The first `Unknown` in a state alerts and asks again after `initial`; the next ones,
-    `held_for` seconds into that state, do neither (`again`) and wait
-    initial + (multiplier − 1) × held_for."""
+    `in_doubt_for` seconds into that state, do neither (`again`) and wait
+    initial + (multiplier − 1) × in_doubt_for."""
     first = decide_in_doubt(1, Unknown("503"), policy(backoff=NO_JITTER))
     assert (first.next, first.retry_in, first.again) == (Next.RECHECK, 2.0, False)
     assert first.alert is not None and first.alert.reason == "in_doubt"
-    later = decide_in_doubt(1, Unknown("503"), policy(backoff=NO_JITTER), held_for=14.0)
+    later = decide_in_doubt(1, Unknown("503"), policy(backoff=NO_JITTER), in_doubt_for=14.0)
     assert (later.next, later.retry_in, later.again, later.alert) == (
         Next.RECHECK, 16.0, True, None
     )  # fmt: skip
-    person = decide_in_doubt(1, None, policy(), held_for=600.0)
+    person = decide_in_doubt(1, None, policy(), in_doubt_for=600.0)
     assert (person.next, person.retry_in, person.again, person.alert) == (
         Next.ASK_PERSON, None, True, None
     )  # fmt: skip

@@ -29,7 +29,7 @@ def test_every_record_loads_its_queries_and_migrations() -> None:
     and a migration for every number up to the latest."""
     for name, dialect in DIALECTS.items():
         queries = load_queries(name)
-        assert "schema_version_create" in queries, name
+        assert "create_schema_version" in queries, name
         assert "{{" not in "".join(queries.values()), name
         assert "$." not in "".join(queries.values()), name
         numbers = [version for version, _ in load_migrations(name)]
@@ -66,9 +66,9 @@ def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None
     plain = set(load_queries("postgresql"))
     assert own - plain == PostgresStore.LAYOUT_QUERIES
     assert own & plain == {
-        "submission_record", "submission_record_many", "submission_get_existing",
-        "submission_get_by_key", "submission_get_recorded_before", "key_get_recorded_before",
-        "submission_remove", "key_expire", "event_list_many",
+        "record_submission", "record_submissions_many", "get_submission_existing",
+        "get_submission_by_key", "get_submissions_recorded_before", "get_keys_recorded_before",
+        "remove_submissions", "expire_keys", "list_events_many",
     }  # fmt: skip
     merged = load_queries("postgresql-partitioned")
     assert set(merged) == plain | own
@@ -83,7 +83,7 @@ def test_the_partitioned_layout_writes_a_removed_keys_outcome_once() -> None:
     text = resources.files("denpyo.store").joinpath("sql", "postgresql-partitioned.sql")
     assert text.read_text().count("UPDATE denpyo_keys k SET") == 1
     merged = load_queries("postgresql-partitioned")
-    for name in ("submission_remove", "partition_keys"):
+    for name in ("remove_submissions", "remember_partition_keys"):
         assert "UPDATE denpyo_keys k SET" in merged[name], name
 
 
@@ -154,13 +154,13 @@ def test_shared_predicates_are_defined_once_per_database() -> None:
             continue
         text = resources.files("denpyo.store").joinpath("sql", f"{dialect}.sql").read_text()
         fragments = load_fragments(text)
-        shared = {"in_doubt", "needs_a_person", "list_filter", "removable"}
+        shared = {"in_doubt", "needs_person", "list_filter", "removable"}
         index_predicates = {"ready_index", "in_doubt_index", "attention_index"}
         assert shared <= set(fragments) <= shared | index_predicates, dialect
         queries = load_queries(dialect)
         assert "{{" not in "".join(queries.values())
         assert "$." not in "".join(queries.values())
-        outside = text.split("\n-- schema_version_create:", 1)[1]
+        outside = text.split("\n-- create_schema_version:", 1)[1]
         assert outside.count("error_kind = 'ambiguous')") == 0, dialect
 
 

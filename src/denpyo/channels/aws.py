@@ -9,7 +9,7 @@ settings of `Ledger.channel` it knows) register it::
   = the row's key (`_keys.fifo_dedup_id`). SQS drops a message whose
   deduplication id it accepted in the last 5 minutes, so the channel is
   ``idempotent`` with a window of 270 s: an in-doubt row is resent while SQS still
-  remembers its id, and held for a person after.
+  remembers its id, and left for a person after.
 - `SnsFifoChannel`: ``publish`` to a FIFO topic, the same ids and window.
 - `SesChannel`: ``send_email`` (SES v2), the key as the ``denpyo_key`` email
   tag. SES keeps no idempotency key and cannot be asked about a message: not

@@ -1,5 +1,5 @@
 """Commands over the action log: what people did (`actions`, `action`), the requests
-waiting for a second person (`approvals`, `approve`, `reject`), and bulk actions
+waiting for a second person (`approvals`, `approve`, `decline`), and bulk actions
 on every row a filter finds (`bulk retry|abandon|resend`, `bulk continue|pause|cancel`)."""
 
 from __future__ import annotations
@@ -167,11 +167,11 @@ def show_record(r: ActionRecord) -> None:
         f"by {r.person} at {r.created_at:%Y-%m-%d %H:%M:%S} UTC: {r.note}",
     ]
     if r.approver:
-        verb = "rejected" if r.state is ActionState.REJECTED else "approved"
+        verb = "declined" if r.state is ActionState.DECLINED else "approved"
         who = person_of(r.approver)
         lines.append(f"{verb} by {who}: {r.decision_note or ''}")
-    elif r.state is ActionState.REQUESTED and r.expires_at is not None:
-        lines.append(f"waits for a second person until {r.expires_at:%Y-%m-%d %H:%M} UTC")
+    elif r.state is ActionState.AWAITING_APPROVAL and r.lapses_at is not None:
+        lines.append(f"waits for a second person until {r.lapses_at:%Y-%m-%d %H:%M} UTC")
     if r.plan and r.plan.get("counts"):
         counts = ", ".join(f"{n} {what}" for what, n in r.plan["counts"].items())
         lines.append(f"dry run: {counts}")
@@ -199,12 +199,12 @@ def show_rows(rows: Sequence[ActionRow]) -> None:
 @pass_env
 def approvals(env: Env, as_json: bool) -> None:
     """The requests waiting for a second person, oldest first: what each would do
-    (its dry run), who asked and why. `denpyo approve ID` or `denpyo reject ID`.
+    (its dry run), who asked and why. `denpyo approve ID` or `denpyo decline ID`.
 
     \b
     Example: denpyo approvals
     """
-    waiting = op.action_log(env.ledger, state=ActionState.REQUESTED.value, limit=1000)[::-1]
+    waiting = op.action_log(env.ledger, state=ActionState.AWAITING_APPROVAL.value, limit=1000)[::-1]
     if as_json:
         render.emit_json([op.action_json(r) for r in waiting])
         return
@@ -239,13 +239,13 @@ def approve(env: Env, action_id: int, note: str | None, by: str | None, as_json:
 @by_option
 @json_option
 @pass_env
-def reject(env: Env, action_id: int, note: str | None, by: str | None, as_json: bool) -> None:
+def decline(env: Env, action_id: int, note: str | None, by: str | None, as_json: bool) -> None:
     """Reject another person's request, with a note: nothing is done.
 
     \b
-    Example: denpyo reject 12 --note "not in the provider's console" --by bob
+    Example: denpyo decline 12 --note "not in the provider's console" --by bob
     """
-    record = op.reject(env.ledger, action_id, note=note or "", by=by)
+    record = op.decline(env.ledger, action_id, note=note or "", by=by)
     _decided(record, as_json)
 
 
@@ -259,7 +259,7 @@ def _decided(record: ActionRecord, as_json: bool) -> None:
 # -- bulk actions -----------------------------------------------------------------------
 
 
-def run_options(fn: F) -> F:
+def carry_out_options(fn: F) -> F:
     """`--batch` and `--lease`: how a command carries a bulk action out."""
     batch = click.option(
         "--batch",
@@ -300,7 +300,7 @@ def _bulk_command(kind: ActionKind) -> None:
     @by_option
     @click.option("--dry-run", is_flag=True, help="Show what it would do; change nothing.")
     @click.option("--yes", is_flag=True, help="Do not ask before acting.")
-    @run_options
+    @carry_out_options
     @json_option
     @pass_env
     def command(
@@ -385,7 +385,7 @@ def _carry_on(
         def moved(now: ActionRecord) -> None:
             bar.update(task, completed=now.done + now.skipped)
 
-        final = op.run(ledger, record.id, batch=batch, lease=lease, progress=moved)
+        final = op.carry_out(ledger, record.id, batch=batch, lease=lease, progress=moved)
     if as_json:
         render.emit_json(op.action_json(final))
     else:
@@ -394,7 +394,7 @@ def _carry_on(
 
 @bulk.command(name="continue")
 @click.argument("action_id", type=click.IntRange(1), metavar="ID")
-@run_options
+@carry_out_options
 @json_option
 @pass_env
 def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: bool) -> None:
@@ -408,7 +408,7 @@ def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: b
     ledger = env.ledger
     op.resume_action(ledger, action_id)
     record, _ = op.action_detail(ledger, action_id, limit=1)
-    if record.state is not ActionState.RUNNING:
+    if record.state is not ActionState.IN_PROGRESS:
         fail(f"action #{action_id} is {record.state}: nothing to carry on")
     now = ledger.now()
     held = record.locked_by and record.locked_until is not None and record.locked_until > now

@@ -458,7 +458,7 @@ def show_switch(view: ChannelView, *, pausing: bool, changed: bool, by: str) -> 
         )
     else:
         said = f"workers start its calls again {poll}"
-        if view.mode is not Mode.RUNNING:
+        if view.mode is not Mode.ACTIVE:
             said += f"; it is still {now}"
         render.out.print(
             Text(f"{name} resumed by {visible(by)}: {said}", style="green"), soft_wrap=True

@@ -172,7 +172,7 @@ def dashboard(
     bulk_over: int,
     redact: tuple[str, ...],
 ) -> None:
-    """Serve the dashboard: counts, the needs-attention queue, each row's history,
+    """Serve the dashboard: counts, the needs-a-person queue, each row's history,
     and retry / abandon / resend / mark synced with your name and a note.
 
     \b

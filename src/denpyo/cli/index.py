@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "dashboard": (
         "commands",
-        "Serve the dashboard: counts, the needs-attention queue, each row's history, and "
+        "Serve the dashboard: counts, the needs-a-person queue, each row's history, and "
         "retry / abandon / resend / mark synced with your name and a note.",
     ),
     "demo": (

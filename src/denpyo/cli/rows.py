@@ -39,7 +39,7 @@ class RowFilters:
     statuses: tuple[str, ...]
     channel: str | None
     in_doubt: bool | None
-    needs_attention: bool | None
+    needs_person: bool | None
     resolved: bool | None
     since: str | None
     until: str | None
@@ -62,7 +62,7 @@ class RowFilters:
             statuses=parse_statuses(self.statuses),
             channel=self.channel,
             in_doubt=self.in_doubt,
-            needs_attention=self.needs_attention,
+            needs_person=self.needs_person,
             resolved=self.resolved,
             key_prefix=self.key_prefix,
             error_text=self.error_text,
@@ -112,7 +112,7 @@ def row_filters(*, limit: int, limit_help: str) -> Callable[[F], F]:
             "--in-doubt/--not-in-doubt", default=None, help="Only rows in doubt (or not)."
         ),
         click.option(
-            "--needs-attention", is_flag=True, default=None, help="Only rows a person must see."
+            "--needs-person", is_flag=True, default=None, help="Only rows a person must see."
         ),
         click.option(
             "--resolved/--unresolved", default=None, help="Only rows a person resolved (or not)."
@@ -158,7 +158,7 @@ def list_(
 
     \b
     Example: denpyo list --status failed --since 1d
-    Example: denpyo list --needs-attention --json | jq '.[].id'
+    Example: denpyo list --needs-person --json | jq '.[].id'
     """
     flt = rows.to_filter(env.ledger)
     listed = op.list_submissions(env.ledger, flt, reading=True)

@@ -42,7 +42,7 @@ def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_js
         render.emit_json(report.to_json())
     else:
         show_status(report)
-    if check and report.needs_attention:
+    if check and report.needs_person:
         ctx.exit(EXIT_ATTENTION)
 
 
@@ -72,11 +72,11 @@ def show_status(report: StatusReport) -> None:
     table.add_section()
     table.add_row("all", *(str(totals[s]) for s in Status), str(sum(totals.values())))
     render.out.print(table)
-    attention = "bold red" if report.needs_attention else "green"
+    attention = "bold red" if report.needs_person else "green"
     render.out.print(
         Text.assemble(
             ("needs attention ", ""),
-            (str(report.needs_attention), attention),
+            (str(report.needs_person), attention),
             f"   (in doubt {report.in_doubt}, exhausted {report.exhausted}, "
             f"rejected {report.rejected_open}; resolved by a person {report.resolved})",
         )
@@ -112,9 +112,9 @@ def show_status(report: StatusReport) -> None:
 
 
 MODE_STYLE = {
-    Mode.RUNNING: "green",
+    Mode.ACTIVE: "green",
     Mode.PAUSED: "bold yellow",
-    Mode.HELD: "yellow",
+    Mode.THROTTLED: "yellow",
     Mode.DOWN: "bold red",
 }
 
@@ -152,8 +152,8 @@ def channel_why(state: ChannelState) -> Text:
         )
         if state.down_since is not None:
             text += f"; the provider is down too, since {render.ago(state.down_since, now)}"
-    elif mode is Mode.HELD:
-        until, note = state.held_until, render.short(state.held_note, None)
+    elif mode is Mode.THROTTLED:
+        until, note = state.throttled_until, render.short(state.throttled_note, None)
         text = f"until {render.stamp(until)} ({render.ago(until, now)}): {note}"
     else:
         since = f"{render.ago(state.down_since, now)} ({render.stamp(state.down_since)})"

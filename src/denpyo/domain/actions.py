@@ -56,10 +56,10 @@ class Scope(StrEnum):
 class ActionState(StrEnum):
     PLANNED = "planned"
     """A bulk action's dry run: its rows frozen, waiting for its person to confirm."""
-    REQUESTED = "requested"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DECLINED = "declined"
+    LAPSED = "lapsed"
+    IN_PROGRESS = "in_progress"
     PAUSED = "paused"
     DONE = "done"
     CANCELLED = "cancelled"
@@ -69,8 +69,8 @@ class ActionState(StrEnum):
         """Still waiting for a person or for its rows."""
         return self in (
             ActionState.PLANNED,
-            ActionState.REQUESTED,
-            ActionState.RUNNING,
+            ActionState.AWAITING_APPROVAL,
+            ActionState.IN_PROGRESS,
             ActionState.PAUSED,
         )
 
@@ -100,7 +100,7 @@ class ActionRecord:
     approver: str | None
     decision_note: str | None
     decided_at: datetime | None
-    expires_at: datetime | None
+    lapses_at: datetime | None
     total: int
     done: int
     skipped: int
@@ -123,7 +123,10 @@ class ActionRecord:
     def approved_by(self) -> str | None:
         """The second person, once they approved (a rejection names them too, in
         `approver`, with the state saying which)."""
-        if self.approver is None or self.state in (ActionState.REJECTED, ActionState.REQUESTED):
+        if self.approver is None or self.state in (
+            ActionState.DECLINED,
+            ActionState.AWAITING_APPROVAL,
+        ):
             return None
         return person_of(self.approver)
 
@@ -149,9 +152,9 @@ class ActionRecord:
         """Past its dry run and its approval: its rows are being (or were) worked on."""
         return self.state not in (
             ActionState.PLANNED,
-            ActionState.REQUESTED,
-            ActionState.REJECTED,
-            ActionState.EXPIRED,
+            ActionState.AWAITING_APPROVAL,
+            ActionState.DECLINED,
+            ActionState.LAPSED,
         ) and not (self.state is ActionState.CANCELLED and self.done + self.skipped == 0)
 
     @property
@@ -159,8 +162,8 @@ class ActionRecord:
         """What its person (or an admin) may do to it now: pause, resume, cancel."""
         return {
             ActionState.PLANNED: ["cancel"],
-            ActionState.REQUESTED: ["cancel"],
-            ActionState.RUNNING: ["pause", "cancel"],
+            ActionState.AWAITING_APPROVAL: ["cancel"],
+            ActionState.IN_PROGRESS: ["pause", "cancel"],
             ActionState.PAUSED: ["resume", "cancel"],
         }.get(self.state, [])
 
@@ -172,7 +175,7 @@ class ActionRecord:
     def describe(self) -> str:
         """One line: what, on what, and where it stands."""
         line = f"{self.kind} {self.target}: {self.state}"
-        if self.total and self.state is not ActionState.REQUESTED:
+        if self.total and self.state is not ActionState.AWAITING_APPROVAL:
             line += f", {self.done} done, {self.skipped} skipped of {self.total}"
         return line
 
@@ -205,7 +208,7 @@ def history_note(note: str, action_id: int, approver: str | None, *, bulk: bool)
 
 
 DEFAULT_BULK_OVER = 100
-DEFAULT_EXPIRES_AFTER = 24 * 3600.0
+DEFAULT_LAPSES_AFTER = 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,19 +219,19 @@ class Approval:
     By default: marking a row synced (a person says the provider has the call), a
     forced retry or resend of an in-doubt row (the call may have arrived: a second
     one may double its effect), and any bulk action over `bulk_over` rows. A request
-    nobody decides expires after `expires_after` seconds.
+    nobody decides expires after `lapses_after` seconds.
     """
 
     mark_synced: bool = True
     forced: bool = True
     bulk_over: int | None = DEFAULT_BULK_OVER
-    expires_after: float = DEFAULT_EXPIRES_AFTER
+    lapses_after: float = DEFAULT_LAPSES_AFTER
 
     def __post_init__(self) -> None:
         if self.bulk_over is not None and self.bulk_over < 0:
             raise ValueError("bulk_over must be 0 or more (None: no rule for bulk actions)")
-        if not self.expires_after > 0:
-            raise ValueError("expires_after must be a number of seconds above 0")
+        if not self.lapses_after > 0:
+            raise ValueError("lapses_after must be a number of seconds above 0")
 
     def reason(self, kind: ActionKind, *, rows: int, forced: bool, bulk: bool) -> str | None:
         """Why this action needs a second person, or None when it does not."""

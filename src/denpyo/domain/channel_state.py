@@ -44,9 +44,9 @@ fewer round trips, and rows held no longer than the fleet's next seconds of call
 class Mode(Enum):
     """What a channel's calls may do now; `denpyo_channel_state` reports it."""
 
-    RUNNING = "running"
+    ACTIVE = "active"
     PAUSED = "paused"
-    HELD = "held"
+    THROTTLED = "throttled"
     DOWN = "down"
 
 
@@ -60,8 +60,8 @@ class ChannelState:
     paused_at: datetime | None = None
     paused_by: str | None = None
     paused_note: str | None = None
-    held_until: datetime | None = None
-    held_note: str | None = None
+    throttled_until: datetime | None = None
+    throttled_note: str | None = None
     down_since: datetime | None = None
     down_note: str | None = None
     probe_at: datetime | None = None
@@ -74,9 +74,9 @@ class ChannelState:
             return Mode.PAUSED
         if self.down_since is not None:
             return Mode.DOWN
-        if self.held_until is not None and self.held_until > self.now:
-            return Mode.HELD
-        return Mode.RUNNING
+        if self.throttled_until is not None and self.throttled_until > self.now:
+            return Mode.THROTTLED
+        return Mode.ACTIVE
 
     def describe(self) -> str:
         """One line for a person: the mode, since when, by whom and why."""
@@ -86,9 +86,9 @@ class ChannelState:
         if mode is Mode.DOWN:
             probe = f", next probe at {_at(self.probe_at)}" if self.probe_at else ""
             return f"provider down since {_at(self.down_since)}{probe}: {self.down_note}"
-        if mode is Mode.HELD:
-            return f"held until {_at(self.held_until)}: {self.held_note}"
-        return "running"
+        if mode is Mode.THROTTLED:
+            return f"held until {_at(self.throttled_until)}: {self.throttled_note}"
+        return "active"
 
 
 def _at(moment: datetime | None) -> str:

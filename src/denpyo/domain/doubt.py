@@ -27,14 +27,14 @@ class DoubtHistory:
       the calls known to have started, would not grow.
     - `first_attempt_at`: when the first of those holds began, the earliest the
       provider may have seen the key (None: never held to be sent).
-    - `held_since`: since when a reconciler has kept the row in doubt in its present
+    - `in_doubt_since`: since when a reconciler has kept the row in doubt in its present
       state, with one `verify` line that kept its status and attempt count and
       nothing after it (None: not yet).
     """
 
     tries: int
     first_attempt_at: datetime | None
-    held_since: datetime | None
+    in_doubt_since: datetime | None
     now: datetime
 
     @classmethod
@@ -42,19 +42,19 @@ class DoubtHistory:
         """From the row as read and its events, oldest first."""
         holds = [event.at for event in events if event.kind == "attempt"]
         released = sum(1 for event in events if event.kind == "released")
-        held_since = None
+        in_doubt_since = None
         for event in reversed(events):
             kept = event.from_status is sub.status and event.to_status is sub.status
             if event.kind != "verify" or not kept or event.attempt != sub.attempts:
                 break
-            held_since = event.at  # the earliest of a run of them (older histories)
+            in_doubt_since = event.at  # the earliest of a run of them (older histories)
         return cls(max(len(holds) - released, sub.attempts), min(holds, default=None),
-                   held_since, now)  # fmt: skip
+                   in_doubt_since, now)  # fmt: skip
 
     @property
-    def held_for(self) -> float | None:
+    def in_doubt_for(self) -> float | None:
         """Seconds the row has been kept in doubt in its present state (None: it has
         not been yet)."""
-        if self.held_since is None:
+        if self.in_doubt_since is None:
             return None
-        return max((self.now - self.held_since).total_seconds(), 0.0)
+        return max((self.now - self.in_doubt_since).total_seconds(), 0.0)

@@ -33,7 +33,7 @@ class Filter:
 
     - `statuses`: any of these statuses.
     - `in_doubt`: True, only rows in doubt; False, only rows not in doubt.
-    - `needs_attention`: True, only rows a person must look at: no resolution
+    - `needs_person`: True, only rows a person must look at: no resolution
       yet, and in doubt, exhausted (`failed` with no next attempt) or `rejected`.
     - `resolved`: True, only rows with a person's resolution; False, only without.
     - `since` / `until`: created at or after `since`, and before `until`.
@@ -45,7 +45,7 @@ class Filter:
     statuses: tuple[Status, ...] = ()
     channel: str | None = None
     in_doubt: bool | None = None
-    needs_attention: bool | None = None
+    needs_person: bool | None = None
     resolved: bool | None = None
     since: datetime | None = None
     until: datetime | None = None
@@ -92,7 +92,7 @@ class Filter:
             for value in (
                 self.channel,
                 self.in_doubt,
-                self.needs_attention,
+                self.needs_person,
                 self.resolved,
                 self.since,
                 self.until,
@@ -111,7 +111,7 @@ class Filter:
         words = [head]
         for flag, yes, no in (
             (self.in_doubt, "in doubt", "not in doubt"),
-            (self.needs_attention, "needing a person", "not needing a person"),
+            (self.needs_person, "needing a person", "not needing a person"),
             (self.resolved, "resolved", "unresolved"),
         ):
             if flag is not None:

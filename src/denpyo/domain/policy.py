@@ -202,7 +202,7 @@ def decide_in_doubt(
     rng: random.Random | None = None,
     *,
     window_closed: bool = False,
-    held_for: float | None = None,
+    in_doubt_for: float | None = None,
 ) -> DoubtDecision:
     """Decide an in-doubt row from `verify`'s verdict (None: the channel has no verify).
 
@@ -210,14 +210,14 @@ def decide_in_doubt(
     `max_attempts`. `window_closed`: the provider may have forgotten the row's
     idempotency key (the channel's `idempotency_window` has run out), so a resend on
     the strength of the key could act twice: without a verdict, a person decides.
-    `held_for`: seconds since a reconciler kept the row in doubt in this state (None:
+    `in_doubt_for`: seconds since a reconciler kept the row in doubt in this state (None:
     never): kept again, it gets no second history line nor alert, and a verify that
     still cannot tell is asked again after a longer wait (`Backoff.delay_after`).
     """
     exhausted = tries >= policy.max_attempts
-    again = held_for is not None
+    again = in_doubt_for is not None
 
-    def hold(why: str, note: str, retry_in: float | None = None) -> DoubtDecision:
+    def leave_in_doubt(why: str, note: str, retry_in: float | None = None) -> DoubtDecision:
         """Left in doubt: an alert the first time in this state only."""
         kind = Next.RECHECK if retry_in is not None else Next.ASK_PERSON
         alert = None if again else Alert("in_doubt", f"in doubt: {why}")
@@ -225,15 +225,15 @@ def decide_in_doubt(
 
     if verdict is None:
         if policy.idempotent and window_closed and not exhausted:
-            return hold(
+            return leave_in_doubt(
                 "the provider's idempotency window has closed, so a resend under the same "
                 "key could act twice; a person must check the provider",
-                "idempotency window closed: held for a person",
+                "idempotency window closed: left for a person",
             )
         if not policy.idempotent:
-            return hold(
+            return leave_in_doubt(
                 "the channel has no verify and is not idempotent; a person must check the provider",
-                "no verify, not idempotent: held for a person",
+                "no verify, not idempotent: left for a person",
             )
         if exhausted:
             return DoubtDecision(
@@ -257,8 +257,8 @@ def decide_in_doubt(
                 note="verify: not delivered; attempts exhausted",
             )
         return DoubtDecision(Next.RESEND, note="verify: not delivered; resent under the same key")
-    return hold(
+    return leave_in_doubt(
         f"verify could not tell ({verdict.why})",
         f"verify: unknown ({verdict.why})",
-        retry_in=policy.backoff.delay_after(held_for or 0.0, rng=rng),
+        retry_in=policy.backoff.delay_after(in_doubt_for or 0.0, rng=rng),
     )

@@ -2,7 +2,7 @@
 
 The operator's actions refuse by these rules, and the dashboard and the CLI show
 the actions they allow, so no screen offers what the engine would refuse. The
-store's SQL says the same in its fragments (`@in_doubt`, `@needs_a_person` in
+store's SQL says the same in its fragments (`@in_doubt`, `@needs_person` in
 store/sql/*.sql) and its running counts' kinds; a conformance test holds the two
 together on every database. Pure: a row is judged as it was read (its `in_doubt`
 by the database clock at that moment), never by this process's clock.

@@ -28,7 +28,7 @@ def missing_key(kid: str) -> str:
 
 def waiting_for_key(kid: str) -> str:
     """How the last error of a row given back for want of key `kid` begins: what a
-    worker that has the key looks for, to send such rows at once (`payload_due_now`)."""
+    worker that has the key looks for, to send such rows at once (`make_payload_due_now`)."""
     return NOT_SENT + missing_key(kid)
 
 

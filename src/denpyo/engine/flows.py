@@ -44,7 +44,7 @@ from denpyo.domain.verdict import Delivered, NotDelivered, Verdict
 from denpyo.engine import tracing
 from denpyo.engine.alerts import Alerts
 from denpyo.engine.channel import ChannelSpec
-from denpyo.engine.gates import RUNNING, Gates
+from denpyo.engine.gates import NO_NEWS, Gates
 from denpyo.engine.observers import CallObservers
 from denpyo.engine.tracing import NO_SPAN, RowSpan
 from denpyo.errors import LeaseExpired
@@ -233,7 +233,7 @@ class Flows:
             else:
                 outcome = spec.outcome(result.value, result.error)
             self.calls.called(spec.name, outcome.kind, result.duration_ms)
-            seen = RUNNING
+            seen = NO_NEWS
             if not cut:
                 # the channel's state outlives the row: its note keeps no hidden value
                 said = None if outcome.error is None else self.told(outcome.error, sub)
@@ -295,7 +295,7 @@ class Flows:
                     verdict,
                     spec.policy,
                     window_closed=window_closed,
-                    held_for=history.held_for,
+                    in_doubt_for=history.in_doubt_for,
                 ),
                 sub,
             )

@@ -290,11 +290,11 @@ def _forget(
             )
             skipped += _skips(record, done)
     except BaseException:
-        store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.RUNNING,))
+        store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.IN_PROGRESS,))
         raise
     finally:
         store.let_go_action(record.id, holder=holder)
-    store.move_action(record.id, ActionState.DONE, from_=(ActionState.RUNNING,))
+    store.move_action(record.id, ActionState.DONE, from_=(ActionState.IN_PROGRESS,))
     now_live = [row for row in map(store.get, (sub.id for sub in live)) if row is not None]
     after = store.action(record.id)
     return replace(result, dry_run=False, live=now_live, action=after, skipped=skipped, files=files)
@@ -307,14 +307,14 @@ def _end_cut_short(ledger: Ledger, ids: set[int], holder: str, lease: float) -> 
     live process is left to it. Returns the ids of the ones ended."""
     store = ledger.store
     ended: list[int] = []
-    for record in store.actions(kind=ActionKind.FORGET, state=ActionState.RUNNING, limit=1000):
+    for record in store.actions(kind=ActionKind.FORGET, state=ActionState.IN_PROGRESS, limit=1000):
         pending = store.action_rows(record.id, outcome="pending", limit=record.pending + 1)
         if not {row.submission_id for row in pending} <= ids:
             continue  # another person's forget: whoever ran it runs it again
         if not store.take_action(record.id, holder=holder, lease=lease):
             continue  # its process is alive and at work
         final = ActionState.CANCELLED if pending else ActionState.DONE
-        store.move_action(record.id, final, from_=(ActionState.RUNNING,))
+        store.move_action(record.id, final, from_=(ActionState.IN_PROGRESS,))
         store.let_go_action(record.id, holder=holder)
         ended.append(record.id)
     return ended

@@ -37,17 +37,17 @@ class Seen:
     attempt, and what, if anything, the fleet must be told (`Gates.tell`)."""
 
     counted: bool = True
-    hold_for: float | None = None  # the provider asked the channel to wait
+    throttle_for: float | None = None  # the provider asked the channel to wait
     down: bool = False  # this failure makes the run long enough: the provider is down
     up: bool = False  # a call succeeded while the channel was down
     why: str = ""
 
     @property
     def news(self) -> bool:
-        return self.hold_for is not None or self.down or self.up
+        return self.throttle_for is not None or self.down or self.up
 
 
-RUNNING = Seen()
+NO_NEWS = Seen()
 
 
 class Gates:
@@ -77,7 +77,7 @@ class Gates:
         with self._lock:
             for name, state in states.items():
                 before = self.states.get(name)
-                if (before.mode if before else Mode.RUNNING) is not state.mode:
+                if (before.mode if before else Mode.ACTIVE) is not state.mode:
                     log.info("channel %s: %s", name, visible(state.describe()))
                     self.streaks.pop(name, None)  # failures before the change are old news
             if states:
@@ -96,22 +96,22 @@ class Gates:
                 return Mode.PAUSED
             if state.down_since is not None:
                 return Mode.DOWN
-        if self.held_until(channel) > now:
-            return Mode.HELD
-        return Mode.RUNNING
+        if self.throttled_until(channel) > now:
+            return Mode.THROTTLED
+        return Mode.ACTIVE
 
-    def held_until(self, channel: str) -> float:
+    def throttled_until(self, channel: str) -> float:
         """Monotonic time until which the channel is held (past: not held)."""
         until = self.local.get(channel, float("-inf"))
         state = self.states.get(channel)
-        if state is not None and state.held_until is not None:
-            until = max(until, state.held_until.timestamp() + self._db_offset)
+        if state is not None and state.throttled_until is not None:
+            until = max(until, state.throttled_until.timestamp() + self._db_offset)
         return until
 
     def left_to_workers(self, spec: ChannelSpec) -> str | None:
         """Why an inline submit may not call now (None: it may)."""
         mode = self.mode(spec.name)
-        if mode is not Mode.RUNNING:
+        if mode is not Mode.ACTIVE:
             return f"channel {mode.value}"
         if spec.fleet_rate_limit is not None or spec.fleet_concurrency is not None:
             return "the channel's limits hold for the fleet: workers pace its calls"
@@ -143,7 +143,7 @@ class Gates:
         if outcome.kind in (OutcomeKind.SYNCED, OutcomeKind.REJECTED):
             if down:
                 return Seen(up=True, why=f"a call was answered ({outcome.kind.value})")
-            return RUNNING
+            return NO_NEWS
         if run_ends and not down:
             why = f"{spec.down_after} calls failed in a row; the last: {outcome.error}"
             return Seen(counted, down=True, why=why)
@@ -154,7 +154,7 @@ class Gates:
                     self.local.get(spec.name, float("-inf")),
                     time.monotonic() + outcome.retry_after,
                 )
-            return Seen(counted, hold_for=outcome.retry_after, why=why)
+            return Seen(counted, throttle_for=outcome.retry_after, why=why)
         return Seen(counted)
 
     def answered(self, spec: ChannelSpec, what: str) -> Seen:
@@ -165,7 +165,7 @@ class Gates:
             self.streaks.pop(spec.name, None)
         if state is not None and state.down_since is not None:
             return Seen(up=True, why=f"a verify was answered ({what})")
-        return RUNNING
+        return NO_NEWS
 
     def tell(self, channel: str, seen: Seen) -> None:
         """Tell the fleet (one statement) and, for the process that changed the state,
@@ -177,9 +177,11 @@ class Gates:
 
     def _tell(self, channel: str, seen: Seen) -> None:
         why = visible(seen.why)
-        held = seen.hold_for is not None
-        if held and self.store.hold_channel(channel, hold_for=seen.hold_for or 0, note=why):
-            log.warning("channel %s held for %.1f s: %s", channel, seen.hold_for, why)
+        held = seen.throttle_for is not None
+        if held and self.store.throttle_channel(
+            channel, throttle_for=seen.throttle_for or 0, note=why
+        ):
+            log.warning("channel %s held for %.1f s: %s", channel, seen.throttle_for, why)
         if seen.down:
             if self.store.channel_down(
                 channel, actor=self.actor, note=why, probe_in=next_probe_wait(None)

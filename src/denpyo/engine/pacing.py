@@ -60,7 +60,7 @@ class Pacing:
     def due(self, now: float) -> bool:
         return bool(self.starts) and self.starts[0] <= now
 
-    def expire(self, now: float) -> int:
+    def drop_late(self, now: float) -> int:
         """Drop the starts too old to take (more than 0.9 of the shortest interval
         ago: taken now, they would crowd the next); how many went."""
         late = now - 0.9 * min(gap for gap in (self.gap, self.fleet_gap) if gap > 0)

@@ -259,11 +259,11 @@ class Worker:
         self.throttled = False
         for spec in list(self.ledger.channels.values()):
             mode = self.gates.mode(spec.name)
-            if mode is not Mode.RUNNING:
+            if mode is not Mode.ACTIVE:
                 # Held: its rows wait for the time the provider asked for. Paused or
                 # down: they go back, unsent, for whichever worker resumes first.
-                self.throttled |= mode is Mode.HELD
-                if mode is not Mode.HELD:
+                self.throttled |= mode is Mode.THROTTLED
+                if mode is not Mode.THROTTLED:
                     await self._give_back_ready(spec, f"channel {mode.value}")
                 continue
             want = self._wanted(spec)
@@ -352,8 +352,8 @@ class Worker:
         logged with its counts as it begins and once its last row has ended."""
         taken: dict[str, list[Submission]] = {}
         for spec in list(self.ledger.channels.values()):
-            if self.gates.mode(spec.name) is not Mode.RUNNING:
-                continue  # a verify is a call too: not while paused, held or down
+            if self.gates.mode(spec.name) is not Mode.ACTIVE:
+                continue  # a verify is a call too: not while paused, throttled or down
             want = self._wanted(spec)
             if want > 0:
                 taken[spec.name] = await self._claim(spec, want, in_doubt=True)
@@ -404,9 +404,9 @@ class Worker:
             waiting = self.ready[spec.name]
             if not waiting:
                 continue
-            running = self.gates.mode(spec.name) is Mode.RUNNING
+            running = self.gates.mode(spec.name) is Mode.ACTIVE
             pacing = self.pacing.get(spec.name)
-            if pacing is not None and pacing.expire(now):
+            if pacing is not None and pacing.drop_late(now):
                 self.wakeup.set()  # their rows need new starts: the claim loop reserves them
             cap = self._shape(spec).cap
             while waiting and self.running[spec.name] < cap and self._has_room():
@@ -569,8 +569,8 @@ class Worker:
             if start is not None and self.ready[name]:
                 timeout = min(timeout, max(start - now, 0.001))
         for name, waiting in self.ready.items():
-            if waiting and self.gates.mode(name) is Mode.HELD:
-                timeout = min(timeout, max(self.gates.held_until(name) - now, 0.001))
+            if waiting and self.gates.mode(name) is Mode.THROTTLED:
+                timeout = min(timeout, max(self.gates.throttled_until(name) - now, 0.001))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wakeup.wait(), timeout=timeout)
 

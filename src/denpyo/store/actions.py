@@ -49,10 +49,10 @@ class NewAction:
     target: str
     actor: str
     note: str
-    state: ActionState = ActionState.RUNNING
+    state: ActionState = ActionState.IN_PROGRESS
     params: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
-    expires_in: float | None = None
+    lapses_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +80,11 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "action_add", "action_row_add", "action_row_freeze", "action_total", "action_get",
-            "action_list", "action_rows_pending", "action_rows_of", "action_rows_list",
-            "action_row_outcome", "action_progress", "action_take", "action_let_go",
-            "action_move", "action_decide", "action_expire", "action_set_plan",
-            "action_rows_analyze", "action_row_settled", "action_counted",
+            "add_action", "add_action_row", "freeze_action_rows", "total_action", "get_action",
+            "list_actions", "count_action_rows_pending", "get_action_rows_of_batch",
+            "list_action_rows", "set_action_row_outcome", "progress_action", "take_action",
+            "let_go_action", "move_action", "decide_action", "lapse_actions", "set_action_plan",
+            "analyze_action_rows", "add_action_row_done", "count_action_done",
         }
     )  # fmt: skip
 
@@ -132,12 +132,12 @@ class ActionLog(ConnectionModes, Rows, Params):
             action_id = self.add_action_in(tx, entry, holder=holder, lease=lease)
             if ids:
                 rows = [{"action_id": action_id, "submission_id": i} for i in dict.fromkeys(ids)]
-                tx.execute_many("action_row_add", rows)
+                tx.execute_many("add_action_row", rows)
             if flt is not None:
-                tx.execute("action_row_freeze", {**filter_params(flt), "action_id": action_id})
+                tx.execute("freeze_action_rows", {**filter_params(flt), "action_id": action_id})
             if ids or flt is not None:
-                tx.execute("action_total", {"id": action_id})
-            row = tx.fetch_one("action_get", {"id": action_id})
+                tx.execute("total_action", {"id": action_id})
+            row = tx.fetch_one("get_action", {"id": action_id})
         assert row is not None
         return row
 
@@ -145,14 +145,14 @@ class ActionLog(ConnectionModes, Rows, Params):
     def _analyze_action_rows(self) -> None:
         """Fresh statistics of the action rows, after a bulk action froze many."""
         with self.transaction() as tx:
-            tx.execute("action_rows_analyze")
+            tx.execute("analyze_action_rows")
 
     def add_action_in(
         self, tx: Tx, entry: NewAction, *, holder: str | None = None, lease: float = 60.0
     ) -> int:
         """The entry alone, inside the caller's transaction (a pause's, a resume's)."""
         row = tx.fetch_one(
-            "action_add",
+            "add_action",
             {
                 "kind": entry.kind.value,
                 "scope": entry.scope.value,
@@ -162,7 +162,7 @@ class ActionLog(ConnectionModes, Rows, Params):
                 "state": entry.state.value,
                 "actor": entry.actor,
                 "note": entry.note,
-                "expires_in": seconds(entry.expires_in),
+                "lapses_in": seconds(entry.lapses_in),
                 "total": 0,
                 "holder": holder,
                 "lease": seconds(lease),
@@ -178,7 +178,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         entry, its rows and what happened to each, and its counts."""
         action_id = self.add_action_in(tx, entry)
         tx.execute_many(
-            "action_row_settled",
+            "add_action_row_done",
             [
                 {"action_id": action_id, "submission_id": sid, "outcome": o.value,
                  "reason": reason}
@@ -187,7 +187,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         )  # fmt: skip
         done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
         counts = {"id": action_id, "total": len(results), "done": done}
-        tx.execute("action_counted", {**counts, "skipped": len(results) - done})
+        tx.execute("count_action_done", {**counts, "skipped": len(results) - done})
         return action_id
 
     @retried
@@ -195,8 +195,8 @@ class ActionLog(ConnectionModes, Rows, Params):
         """A prune's or an archive's entry with how many rows it took (all done)."""
         with self.transaction() as tx:
             counts = {"id": action_id, "total": done, "done": done, "skipped": 0}
-            tx.execute("action_counted", counts)
-            row = tx.fetch_one("action_get", {"id": action_id})
+            tx.execute("count_action_done", counts)
+            row = tx.fetch_one("get_action", {"id": action_id})
         assert row is not None
         return self._action(row)
 
@@ -204,7 +204,7 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     def action(self, action_id: int) -> ActionRecord | None:
         with self.reading() as tx:
-            row = tx.fetch_one("action_get", {"id": action_id})
+            row = tx.fetch_one("get_action", {"id": action_id})
         return self._action(row) if row else None
 
     def actions(
@@ -229,7 +229,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             "limit": limit,
         }
         with self.reading() as tx:
-            rows = tx.fetch_all("action_list", params)
+            rows = tx.fetch_all("list_actions", params)
         return [self._action(row) for row in rows]
 
     def action_rows(
@@ -239,7 +239,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         'skipped' or 'pending' (not yet) selects by what happened to them."""
         params = {"id": action_id, "after": after, "outcome": outcome, "limit": limit}
         with self.reading() as tx:
-            rows = tx.fetch_all("action_rows_list", params)
+            rows = tx.fetch_all("list_action_rows", params)
         return [
             ActionRow(
                 int(row["action_id"]),
@@ -257,12 +257,12 @@ class ActionLog(ConnectionModes, Rows, Params):
         """Become the action's holder: it is running and nobody else carries it out."""
         with self.transaction() as tx:
             params = {"id": action_id, "holder": holder, "lease": seconds(lease)}
-            return tx.execute("action_take", params) > 0
+            return tx.execute("take_action", params) > 0
 
     @retried
     def let_go_action(self, action_id: int, *, holder: str) -> None:
         with self.transaction() as tx:
-            tx.execute("action_let_go", {"id": action_id, "holder": holder})
+            tx.execute("let_go_action", {"id": action_id, "holder": holder})
 
     def pending_batch(
         self, action_id: int, *, after: int, limit: int
@@ -271,11 +271,14 @@ class ActionLog(ConnectionModes, Rows, Params):
         and their rows as they are now (an id without one: the row is gone)."""
         with self.reading() as tx:
             params = {"id": action_id, "after": after, "limit": limit}
-            ids = [int(row["submission_id"]) for row in tx.fetch_all("action_rows_pending", params)]
+            ids = [
+                int(row["submission_id"])
+                for row in tx.fetch_all("count_action_rows_pending", params)
+            ]
             if not ids:
                 return [], {}
             span = {"id": action_id, "first": ids[0], "last": ids[-1]}
-            rows = tx.fetch_all("action_rows_of", span)
+            rows = tx.fetch_all("get_action_rows_of_batch", span)
         found = {sub.id: sub for sub in (self.to_submission(row) for row in rows)}
         return ids, found
 
@@ -314,7 +317,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         transaction, under its holder's lease: False when the holder no longer holds the
         action (the caller rolls the batch back)."""
         tx.execute_many(
-            "action_row_outcome",
+            "set_action_row_outcome",
             [
                 {"action_id": action_id, "submission_id": sid, "outcome": o.value,
                  "reason": reason}
@@ -329,7 +332,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             "done": done,
             "skipped": len(results) - done,
         }
-        return bool(tx.execute("action_progress", progress))
+        return bool(tx.execute("progress_action", progress))
 
     def _steps(self, tx: Tx, plan: Iterable[Planned]) -> list[tuple[int, RowOutcome, str | None]]:
         """Apply a batch's steps in the caller's transaction: the moves together, each
@@ -377,7 +380,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         *,
         to: ActionState,
         from_: ActionState,
-        expires_in: float | None = None,
+        lapses_in: float | None = None,
     ) -> bool:
         """Keep a dry run's counts and samples, and move the action on from `from_`
         (a planned bulk action: planned again, requested or running); False when it
@@ -387,10 +390,10 @@ class ActionLog(ConnectionModes, Rows, Params):
             "plan": json.dumps(plan),
             "state": to.value,
             "from_state": from_.value,
-            "expires_in": seconds(expires_in),
+            "lapses_in": seconds(lapses_in),
         }
         with self.transaction() as tx:
-            return tx.execute("action_set_plan", params) > 0
+            return tx.execute("set_action_plan", params) > 0
 
     @retried
     def move_action(self, action_id: int, to: ActionState, *, from_: Sequence[ActionState]) -> bool:
@@ -400,22 +403,22 @@ class ActionLog(ConnectionModes, Rows, Params):
         params = {"id": action_id, "state": to.value}
         params.update({f"from{n}": states[n - 1] for n in range(1, 5)})
         with self.transaction() as tx:
-            return tx.execute("action_move", params) > 0
+            return tx.execute("move_action", params) > 0
 
     @retried
     def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
         """A second person approves (it starts running) or rejects a request; False when
         it is no longer waiting, expired, or `approver` is the person who asked."""
-        state = ActionState.RUNNING if approve else ActionState.REJECTED
+        state = ActionState.IN_PROGRESS if approve else ActionState.DECLINED
         params = {"id": action_id, "state": state.value, "approver": approver, "note": note}
         with self.transaction() as tx:
-            return tx.execute("action_decide", params) > 0
+            return tx.execute("decide_action", params) > 0
 
     @retried
-    def expire_actions(self) -> int:
+    def lapse_actions(self) -> int:
         """Requests nobody decided in time become `expired`; how many."""
         with self.transaction() as tx:
-            return tx.execute("action_expire")
+            return tx.execute("lapse_actions")
 
     # -- rows to objects ----------------------------------------------------------------
 
@@ -439,7 +442,7 @@ class ActionLog(ConnectionModes, Rows, Params):
             approver=row["approver"],
             decision_note=row["decision_note"],
             decided_at=when("decided_at"),
-            expires_at=when("expires_at"),
+            lapses_at=when("lapses_at"),
             total=int(row["total"]),
             done=int(row["done"]),
             skipped=int(row["skipped"]),

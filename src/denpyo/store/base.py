@@ -423,7 +423,7 @@ class Store(ABC):
     @abstractmethod
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         """Counts of the rows a person may need to see (in_doubt, exhausted,
-        rejected_open, needs_attention, pending, resolved), the oldest pending row's
+        rejected_open, needs_person, pending, resolved), the oldest pending row's
         creation time (`oldest_pending`) and the database clock (`now`)."""
 
     @abstractmethod
@@ -460,8 +460,8 @@ class Store(ABC):
         was not paused."""
 
     @abstractmethod
-    def hold_channel(self, channel: str, *, hold_for: float, note: str) -> bool:
-        """No call of the channel starts for `hold_for` seconds (a longer wait already
+    def throttle_channel(self, channel: str, *, throttle_for: float, note: str) -> bool:
+        """No call of the channel starts for `throttle_for` seconds (a longer wait already
         asked stands: False)."""
 
     @abstractmethod
@@ -627,7 +627,7 @@ class Store(ABC):
         *,
         to: ActionState,
         from_: ActionState,
-        expires_in: float | None = None,
+        lapses_in: float | None = None,
     ) -> bool:
         """Keep a bulk action's dry run and move it on from `from_`."""
 
@@ -644,7 +644,7 @@ class Store(ABC):
         """A second person approves or rejects a request (never the one who asked)."""
 
     @abstractmethod
-    def expire_actions(self) -> int:
+    def lapse_actions(self) -> int:
         """Requests nobody decided in time become expired; how many."""
 
     # -- payload keys (store/sealing.py, store/payload_keys.py) ---------------------------

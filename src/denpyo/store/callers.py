@@ -45,7 +45,7 @@ class CallerConnections(ConnectionModes):
     def check_same_database(self, tx: Tx, conn: Any) -> None:
         """Refuse a caller's connection to another database: a row written there lands
         where no worker looks. Each server says which database the connection works in
-        (`database_identity`), once per connection where the driver lets it be
+        (`get_database_identity`), once per connection where the driver lets it be
         remembered (sqlite3's cannot: there the question is a local call)."""
         remembered = _weakly_referable(conn)
         if remembered and conn in self._same:
@@ -54,7 +54,7 @@ class CallerConnections(ConnectionModes):
             with self._identity_lock:  # asked once, whichever thread's caller comes first
                 if self._own_identity is None:
                     self._own_identity = self.own_identity()
-        theirs = tx.fetch_one("database_identity")
+        theirs = tx.fetch_one("get_database_identity")
         if theirs is None or not self.same_database(self._own_identity or {}, theirs):
             raise ConfigurationError(
                 f"conn works in {_described(theirs)}, but this ledger stores in "
@@ -64,9 +64,9 @@ class CallerConnections(ConnectionModes):
             self._same.add(conn)
 
     def own_identity(self) -> Row | None:
-        """Which database the store's own connections work in (`database_identity`)."""
+        """Which database the store's own connections work in (`get_database_identity`)."""
         with self.reading() as own:
-            return own.fetch_one("database_identity")
+            return own.fetch_one("get_database_identity")
 
     def same_database(self, ours: Row, theirs: Row) -> bool:
         return dict(ours) == dict(theirs)

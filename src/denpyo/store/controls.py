@@ -31,10 +31,10 @@ class ChannelControls(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "channel_ensure", "channel_list", "channel_lock", "channel_start_after",
-            "channel_held_count", "channel_pause", "channel_resume", "channel_hold",
-            "channel_down", "channel_probe", "channel_up", "channel_event_add",
-            "channel_event_list",
+            "ensure_channel", "list_channels", "lock_channel", "start_channel_after",
+            "count_channel_held", "pause_channel", "resume_channel", "throttle_channel",
+            "mark_channel_down", "probe_channel", "mark_channel_up", "add_channel_event",
+            "list_channel_events",
         }
     )  # fmt: skip
 
@@ -52,12 +52,12 @@ class ChannelControls(ConnectionModes, Rows, Params):
 
     def channel_states(self) -> list[ChannelState]:
         with self.reading() as tx:
-            rows = tx.fetch_all("channel_list")
+            rows = tx.fetch_all("list_channels")
         return [self._state(row) for row in rows]
 
     def channel_history(self, channel: str, limit: int = 50) -> list[ChannelEvent]:
         with self.reading() as tx:
-            rows = tx.fetch_all("channel_event_list", {"channel": channel, "limit": limit})
+            rows = tx.fetch_all("list_channel_events", {"channel": channel, "limit": limit})
         return [
             ChannelEvent(
                 int(row["id"]), row["channel"], row["kind"], row["actor"], row["note"],
@@ -69,31 +69,31 @@ class ChannelControls(ConnectionModes, Rows, Params):
     def pause_channel(
         self, channel: str, *, actor: str, note: str, log: NewAction | None = None
     ) -> bool:
-        return self._change(channel, "channel_pause", "paused", actor, note, log=log)
+        return self._change(channel, "pause_channel", "paused", actor, note, log=log)
 
     def resume_channel(
         self, channel: str, *, actor: str, note: str, log: NewAction | None = None
     ) -> bool:
-        return self._change(channel, "channel_resume", "resumed", actor, note, log=log)
+        return self._change(channel, "resume_channel", "resumed", actor, note, log=log)
 
     def channel_down(self, channel: str, *, actor: str, note: str, probe_in: float) -> bool:
-        return self._change(channel, "channel_down", "down", actor, note, seconds=probe_in)
+        return self._change(channel, "mark_channel_down", "down", actor, note, seconds=probe_in)
 
     def channel_up(self, channel: str, *, actor: str, note: str) -> bool:
-        return self._change(channel, "channel_up", "up", actor, note)
+        return self._change(channel, "mark_channel_up", "up", actor, note)
 
     @retried
-    def hold_channel(self, channel: str, *, hold_for: float, note: str) -> bool:
+    def throttle_channel(self, channel: str, *, throttle_for: float, note: str) -> bool:
         with self.transaction() as tx:
-            tx.execute("channel_ensure", {"channel": channel})
-            params = {"channel": channel, "seconds": seconds(hold_for), "note": note}
-            return tx.execute("channel_hold", params) > 0
+            tx.execute("ensure_channel", {"channel": channel})
+            params = {"channel": channel, "seconds": seconds(throttle_for), "note": note}
+            return tx.execute("throttle_channel", params) > 0
 
     @retried
     def take_probe(self, channel: str, *, next_in: float) -> bool:
         with self.transaction() as tx:
             params = {"channel": channel, "seconds": seconds(next_in)}
-            return tx.execute("channel_probe", params) > 0
+            return tx.execute("probe_channel", params) > 0
 
     @retried
     def reserve_starts(self, channel: str, count: int, rate: float) -> float:
@@ -104,7 +104,7 @@ class ChannelControls(ConnectionModes, Rows, Params):
             now, next_start = self._lock_channel(tx, channel)
             first = max(now, next_start or now)
             after = first + timedelta(seconds=count / rate)
-            tx.execute("channel_start_after", {"channel": channel, "at": self.time_param(after)})
+            tx.execute("start_channel_after", {"channel": channel, "at": self.time_param(after)})
         return (first - now).total_seconds()
 
     @retried
@@ -116,7 +116,7 @@ class ChannelControls(ConnectionModes, Rows, Params):
         counting when their leases run out), and the claim takes what is left."""
         with self.transaction() as tx:
             self._lock_channel(tx, channel)
-            row = tx.fetch_one("channel_held_count", {"channel": channel})
+            row = tx.fetch_one("count_channel_held", {"channel": channel})
             room = min(limit, fleet_concurrency - (int(row["n"]) if row else 0))
             if room <= 0:
                 return []
@@ -125,10 +125,10 @@ class ChannelControls(ConnectionModes, Rows, Params):
     def _lock_channel(self, tx: Tx, channel: str) -> tuple[datetime, datetime | None]:
         """Lock the channel's row (made the first time): the database clock, and the
         fleet rate limit's next start."""
-        row = tx.fetch_one("channel_lock", {"channel": channel})
+        row = tx.fetch_one("lock_channel", {"channel": channel})
         if row is None:
-            tx.execute("channel_ensure", {"channel": channel})
-            row = tx.fetch_one("channel_lock", {"channel": channel})
+            tx.execute("ensure_channel", {"channel": channel})
+            row = tx.fetch_one("lock_channel", {"channel": channel})
         assert row is not None
         return self._time(row["now"]), self.parse_time(row["next_start"])
 
@@ -147,11 +147,11 @@ class ChannelControls(ConnectionModes, Rows, Params):
         entry in the action log (`log`); False (nothing written) when the channel
         already was in that state."""
         with self.transaction() as tx:
-            tx.execute("channel_ensure", {"channel": channel})
+            tx.execute("ensure_channel", {"channel": channel})
             if not tx.execute(query, {"channel": channel, "actor": actor, "note": note, **params}):
                 return False
             event = {"channel": channel, "kind": kind, "actor": actor, "note": note}
-            tx.execute("channel_event_add", event)
+            tx.execute("add_channel_event", event)
             if log is not None:
                 self.add_action_in(tx, log)
             return True
@@ -163,8 +163,8 @@ class ChannelControls(ConnectionModes, Rows, Params):
             paused_at=self.parse_time(row["paused_at"]),
             paused_by=row["paused_by"],
             paused_note=row["paused_note"],
-            held_until=self.parse_time(row["held_until"]),
-            held_note=row["held_note"],
+            throttled_until=self.parse_time(row["throttled_until"]),
+            throttled_note=row["throttled_note"],
             down_since=self.parse_time(row["down_since"]),
             down_note=row["down_note"],
             probe_at=self.parse_time(row["probe_at"]),

@@ -80,7 +80,7 @@ class Capabilities:
     """The server says whether its commits survive its loss (synchronous commit, its
     standbys: `Store.durability`) and how far behind a standby is (`replica_lag`)."""
     advisory_locks: bool = False
-    """A named lock no table holds: `schema_lock` serialises migrations by one."""
+    """A named lock no table holds: `lock_schema` serialises migrations by one."""
     savepoints: bool = True
     """SAVEPOINT: part of a transaction undone, the rest kept."""
     skip_locked: bool = False
@@ -124,9 +124,9 @@ class Dialect:
     """A migration script runs as one (PostgreSQL's function bodies hold
     semicolons); otherwise one statement at a time (`queries.split_statements`)."""
     session_lock: bool = False
-    """`schema_lock` takes a lock of the session, not of the transaction (MariaDB,
+    """`lock_schema` takes a lock of the session, not of the transaction (MariaDB,
     whose DDL commits on its own): it answers whether it got it (`locked`), and
-    `schema_unlock` releases it."""
+    `unlock_schema` releases it."""
     capabilities: Capabilities = Capabilities()
     """What the database can do that not every one can."""
     parent: str | None = None

@@ -111,7 +111,7 @@ class DistributedStore(PostgresStore):
 
     dialect = DISTRIBUTED.name
     QUERIES: ClassVar[frozenset[str]] = PostgresStore.QUERIES | {
-        "submission_held_by", "submission_get_many"
+        "list_submissions_held_by", "get_submissions_many"
     }  # fmt: skip
 
     @classmethod
@@ -161,10 +161,10 @@ class DistributedStore(PostgresStore):
         two transactions loses (40001) and runs again. No wait on other sessions'
         snapshots (PostgreSQL's pg_stat_activity, which the engines lack)."""
         with self.transaction() as tx:
-            remembered = tx.fetch_one("key_remember", params)
+            remembered = tx.fetch_one("remember_keys", params)
             if remembered is None or not int(remembered["kept"]):
                 return 0
-            row = tx.fetch_one("submission_remove", params)
+            row = tx.fetch_one("remove_submissions", params)
         return int(row["removed"]) if row else 0
 
     # -- commits whose outcome is unknown ---------------------------------------------------
@@ -221,14 +221,16 @@ class DistributedAsync(PostgresAsync):
             if not unknown_outcome(exc):
                 raise
             log.info("claim by %s: commit unknown (%s); reading its rows", holder, exc)
-            rows = await self._run([("submission_held_by", {"channel": channel, "holder": holder})])
+            rows = await self._run(
+                [("list_submissions_held_by", {"channel": channel, "holder": holder})]
+            )
             return [self.store.to_submission(row) for row in rows[0]]
 
     async def move(self, changes: Sequence[Change]) -> list[Submission | None]:
         store = self.store
 
         async def reread(ids: Sequence[int]) -> list[Submission | None]:
-            rows = await self._run([("submission_get_many", {"ids": list(ids)})])
+            rows = await self._run([("get_submissions_many", {"ids": list(ids)})])
             by_id = {int(row["id"]): store.to_submission(row) for row in rows[0]}
             return [by_id.get(one) for one in ids]
 

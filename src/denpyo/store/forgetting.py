@@ -50,11 +50,11 @@ class Forgetting(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "forget_match_page", "forget_sealed_page", "forget_lock", "forget_payload",
-            "forget_event_add", "forget_event_details", "forget_event_scrub",
-            "forget_action_texts", "forget_action_scrub", "forget_action_reasons",
-            "forget_action_reason_scrub", "forget_key", "forget_archives", "forget_pruned",
-            "forget_action_of", "forget_among",
+            "match_forget_page", "list_forget_sealed_page", "lock_forget", "forget_payload",
+            "add_forget_event", "list_forget_event_details", "scrub_forget_events",
+            "list_forget_action_texts", "scrub_forget_actions", "list_forget_action_reasons",
+            "scrub_forget_action_reasons", "forget_key", "list_forget_archives",
+            "find_forget_pruned", "find_forget_action_of", "find_forgotten_among",
         }
     )  # fmt: skip
 
@@ -91,7 +91,7 @@ class Forgetting(ConnectionModes, Rows, Params):
             "limit": limit,
         }
         with self.reading() as tx:
-            rows = tx.fetch_all("forget_match_page", params)
+            rows = tx.fetch_all("match_forget_page", params)
         return [self.to_submission(row) for row in rows]
 
     def forget_sealed(self, *, channel: str | None, after: int, limit: int) -> list[Submission]:
@@ -100,27 +100,27 @@ class Forgetting(ConnectionModes, Rows, Params):
         ledger has the key), for `forget` to match them one by one."""
         params = {"channel": channel, "after": after, "limit": limit, "sealed_path": SEALED_PATH}
         with self.reading() as tx:
-            rows = tx.fetch_all("forget_sealed_page", params)
+            rows = tx.fetch_all("list_forget_sealed_page", params)
         return [self.to_submission(row) for row in rows]
 
     def forget_archives(self, channel: str | None = None) -> list[str]:
         """Where removed rows (of `channel`) were archived: the archives a search by a
         payload's field reads."""
         with self.reading() as tx:
-            rows = tx.fetch_all("forget_archives", {"channel": channel})
+            rows = tx.fetch_all("list_forget_archives", {"channel": channel})
         return [str(row["archived_to"]) for row in rows]
 
     def forget_pruned(self, channel: str | None = None) -> bool:
         """Whether a row (of `channel`) was pruned and is not forgotten: its payload is
         gone, so a search by a payload's field cannot find it."""
         with self.reading() as tx:
-            return tx.fetch_one("forget_pruned", {"channel": channel}) is not None
+            return tx.fetch_one("find_forget_pruned", {"channel": channel}) is not None
 
     def forget_action_of(self, submission_id: int) -> ActionRecord | None:
         """The forget that erased a row's payload (the latest), for a removed row, whose
         history is gone: who, when and why."""
         with self.reading() as tx:
-            row = tx.fetch_one("forget_action_of", {"id": submission_id})
+            row = tx.fetch_one("find_forget_action_of", {"id": submission_id})
         return self._action(row) if row else None
 
     def forgotten_in(self, tx: Tx, ids: Sequence[int]) -> set[int]:
@@ -128,7 +128,7 @@ class Forgetting(ConnectionModes, Rows, Params):
         moves: a person's action that raced a forget sees it here)."""
         if not ids:
             return set()
-        rows = tx.fetch_all("forget_among", {"ids": self.id_list(ids)})
+        rows = tx.fetch_all("find_forgotten_among", {"ids": self.id_list(ids)})
         return {int(row["id"]) for row in rows}
 
     # -- forgetting -------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class Forgetting(ConnectionModes, Rows, Params):
         try:
             with self.transaction() as tx:
                 # MariaDB's driver writes an empty list as `IN ()`, an error
-                rows = tx.fetch_all("forget_lock", {"ids": self.id_list(ids)}) if ids else []
+                rows = tx.fetch_all("lock_forget", {"ids": self.id_list(ids)}) if ids else []
                 found = {sub.id: sub for sub in map(self.to_submission, rows)}
                 results = [self._forget_one(tx, sid, found.get(sid)) for sid in ids]
                 done = [sid for sid, outcome, _ in results if outcome is RowOutcome.DONE]
@@ -162,7 +162,7 @@ class Forgetting(ConnectionModes, Rows, Params):
                     sub = found[sid]
                     event = {"submission_id": sid, "status": sub.status.value,
                              "attempt": sub.attempts}  # fmt: skip
-                    tx.execute("forget_event_add", {**event, "actor": actor, "detail": note})
+                    tx.execute("add_forget_event", {**event, "actor": actor, "detail": note})
                 self._counted(tx, action_id, holder, lease, results)
                 return results
         except _Lost:
@@ -212,11 +212,11 @@ class Forgetting(ConnectionModes, Rows, Params):
         """The rows' event details, each replaced whole by `FORGOTTEN`."""
         if not ids:
             return
-        for row in tx.fetch_all("forget_event_details", {"ids": self.id_list(ids)}):
+        for row in tx.fetch_all("list_forget_event_details", {"ids": self.id_list(ids)}):
             detail = replaced(row["detail"])
             if detail != row["detail"]:
                 params = {"id": row["id"], "submission_id": row["submission_id"]}
-                tx.execute("forget_event_scrub", {**params, "detail": detail})
+                tx.execute("scrub_forget_events", {**params, "detail": detail})
 
     def _scrub_action_log(
         self, tx: Tx, ids: Sequence[int], scrub: Scrubber, action_id: int
@@ -228,7 +228,7 @@ class Forgetting(ConnectionModes, Rows, Params):
         if not ids:
             return
         params = {"ids": self.id_list(ids), "action_id": action_id}
-        for row in tx.fetch_all("forget_action_texts", params):
+        for row in tx.fetch_all("list_forget_action_texts", params):
             given = json.loads(row["params"] or "{}")
             plan = None if row["plan"] is None else json.loads(row["plan"])
             forget = row["kind"] == ActionKind.FORGET.value
@@ -242,12 +242,12 @@ class Forgetting(ConnectionModes, Rows, Params):
             if (note, decision, kept, planned) != (row["note"], row["decision_note"], given, plan):
                 texts = {"note": note, "decision_note": decision, "params": _json(kept)}
                 texts["plan"] = None if planned is None else _json(planned)
-                tx.execute("forget_action_scrub", {**texts, "id": row["id"]})
-        for row in tx.fetch_all("forget_action_reasons", {"ids": self.id_list(ids)}):
+                tx.execute("scrub_forget_actions", {**texts, "id": row["id"]})
+        for row in tx.fetch_all("list_forget_action_reasons", {"ids": self.id_list(ids)}):
             reason = replaced(row["reason"])
             if reason != row["reason"]:
                 key = {"action_id": row["action_id"], "submission_id": row["submission_id"]}
-                tx.execute("forget_action_reason_scrub", {**key, "reason": reason})
+                tx.execute("scrub_forget_action_reasons", {**key, "reason": reason})
 
     def _counted(
         self, tx: Tx, action_id: int, holder: str, lease: float, results: Outcomes

@@ -241,10 +241,10 @@ class MysqlStore(PortableSqlStore):
     driver_errors = ERRORS
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_counts_take", "submission_counts_drop", "submission_counts_add",
-            "submission_count_channels", "schema_unlock", "key_remembered",
-            "submission_remove_lock", "removed_count_add", "submission_remove",
-            "transaction_mark", "transactions_open",
+            "take_submission_counts", "drop_submission_counts", "add_submission_counts",
+            "count_submission_channels", "unlock_schema", "find_keys_remembered",
+            "lock_submission_remove", "add_removed_counts", "remove_submissions",
+            "mark_transaction", "list_transactions_open",
         }
     )  # fmt: skip
 
@@ -273,17 +273,17 @@ class MysqlStore(PortableSqlStore):
         return value.astimezone(UTC).replace(tzinfo=None)
 
     def migrate(self) -> list[int]:
-        """Run the base migration under the session lock `schema_lock` takes.
+        """Run the base migration under the session lock `lock_schema` takes.
 
         MariaDB commits DDL implicitly, so no lock that ends with a transaction
         would outlast the first CREATE TABLE: GET_LOCK belongs to the session.
-        It is taken (and checked) here first; the base's own `schema_lock` then
+        It is taken (and checked) here first; the base's own `lock_schema` then
         re-enters it on the same connection; closing that connection at the end
         releases it, however the migration ended.
         """
         try:
             with self.transaction() as tx:
-                row = tx.fetch_one("schema_lock")
+                row = tx.fetch_one("lock_schema")
             if row is None or row["locked"] != 1:
                 raise StoreError(
                     f"another process has held the migration lock of {self.where} (GET_LOCK "
@@ -296,10 +296,10 @@ class MysqlStore(PortableSqlStore):
                 self._discard(conn)
 
     def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
-        """The channels by name (`submission_count_attention` says why)."""
+        """The channels by name (`count_submissions_needs_person` says why)."""
         if channel is not None:
             return {"channel": channel, "channels": [channel]}
-        names = [row["channel"] for row in tx.fetch_all("submission_count_channels")]
+        names = [row["channel"] for row in tx.fetch_all("count_submission_channels")]
         return {"channel": None, "channels": names or [""]}  # IN () is no SQL
 
     def fold_counts(self) -> None:
@@ -317,7 +317,7 @@ class MysqlStore(PortableSqlStore):
         locked until the commit, so two folds never count one twice, and a crash leaves
         them folded with their totals, or not at all."""
         with self.transaction() as tx:
-            rows = tx.fetch_all("submission_counts_take", {"limit": limit})
+            rows = tx.fetch_all("take_submission_counts", {"limit": limit})
             totals: dict[tuple[str, str, str, int], int] = defaultdict(int)
             for row in rows:
                 group = (row["channel"], row["status"], row["kind"], int(row["resolved"]))
@@ -327,14 +327,14 @@ class MysqlStore(PortableSqlStore):
             ids = sorted(int(row["id"]) for row in rows)
             for start in range(0, len(ids), COUNTS_DROP_CHUNK):
                 chunk = ids[start : start + COUNTS_DROP_CHUNK]
-                tx.execute("submission_counts_drop", {"ids": chunk})
+                tx.execute("drop_submission_counts", {"ids": chunk})
             folded = [
                 {"channel": channel, "status": status, "kind": kind, "resolved": resolved, "n": n}
                 for (channel, status, kind, resolved), n in totals.items()
                 if n
             ]
             if folded:
-                tx.execute_many("submission_counts_add", folded)
+                tx.execute_many("add_submission_counts", folded)
         return len(rows)
 
     # -- removal (store/removal.py) ---------------------------------------------------
@@ -343,7 +343,7 @@ class MysqlStore(PortableSqlStore):
         """Remember the keys, wait, then delete; how many rows went (0 when the wait
         gave up).
 
-        Once a row is gone, only the NOT EXISTS of `submission_insert` stops a second
+        Once a row is gone, only the NOT EXISTS of `insert_submission` stops a second
         row with its key, and it reads denpyo_keys through a read view: one per
         statement in READ COMMITTED (this store's connections), one per transaction in
         REPEATABLE READ (an application's transaction that `enqueue(conn=...)` joins;
@@ -374,8 +374,8 @@ class MysqlStore(PortableSqlStore):
         ids: list[int] = []
         with self.transaction() as tx:
             for chunk in _chunks(params["ids"]):
-                tx.execute("key_remember", {**params, "ids": chunk})
-                remembered = tx.fetch_all("key_remembered", {"ids": chunk})
+                tx.execute("remember_keys", {**params, "ids": chunk})
+                remembered = tx.fetch_all("find_keys_remembered", {"ids": chunk})
                 ids += [int(row["id"]) for row in remembered]
         return ids
 
@@ -388,17 +388,17 @@ class MysqlStore(PortableSqlStore):
                 # The keys' records first, then the rows: the order in which an insert
                 # of one of the keys locks them in REPEATABLE READ (its NOT EXISTS, then
                 # the live row), so that neither waits for the other in a circle.
-                tx.execute("key_remember", {**params, "ids": chunk})
-                rows = tx.fetch_all("submission_remove_lock", {**params, "ids": chunk})
+                tx.execute("remember_keys", {**params, "ids": chunk})
+                rows = tx.fetch_all("lock_submission_remove", {**params, "ids": chunk})
                 if not rows:
                     continue
                 # The rows retention still lets go, locked until the commit: their
                 # memory, their counts and the delete are about the same rows.
                 final = {**params, "ids": [int(row["id"]) for row in rows]}
-                tx.execute("key_remember", final)  # as they are now, locked
-                tx.execute("removed_count_add", final)
+                tx.execute("remember_keys", final)  # as they are now, locked
+                tx.execute("add_removed_counts", final)
                 # Their events go with them (ON DELETE CASCADE).
-                removed += len(tx.fetch_all("submission_remove", final))
+                removed += len(tx.fetch_all("remove_submissions", final))
         # A crash before that commit rolled all of it back: the keys stay remembered,
         # the rows live, and the counts as they were.
         return removed
@@ -428,7 +428,7 @@ class MysqlStore(PortableSqlStore):
                 with mark.cursor() as cursor:
                     cursor.execute("START TRANSACTION READ ONLY")
                 tx = MysqlTx(self, mark)
-                tx.fetch_one("transaction_mark")
+                tx.fetch_one("mark_transaction")
                 while True:
                     rows = self._open_transactions(tx)
                     if waiting is not None or any(row["own"] for row in rows):
@@ -466,9 +466,9 @@ class MysqlStore(PortableSqlStore):
         return False
 
     def _open_transactions(self, tx: Tx) -> list[Row]:
-        """`transactions_open`; without the PROCESS privilege, a StoreError that says so."""
+        """`list_transactions_open`; without the PROCESS privilege, a StoreError that says so."""
         try:
-            return tx.fetch_all("transactions_open")
+            return tx.fetch_all("list_transactions_open")
         except MySQLError as exc:
             if _code(exc) == ER_SPECIFIC_ACCESS_DENIED:
                 raise StoreError(

@@ -93,7 +93,7 @@ def filter_params(flt: Filter) -> dict[str, Any]:
         "key_prefix": flt.key_prefix,
         "error_text": flt.error_text,
         "in_doubt": _flag(flt.in_doubt),
-        "needs_attention": _flag(flt.needs_attention),
+        "needs_person": _flag(flt.needs_person),
         "resolved": _flag(flt.resolved),
         "limit": flt.limit,
     }
@@ -114,7 +114,7 @@ def event_row(
     detail: str | None = None,
     duration_ms: int | None = None,
 ) -> dict[str, Any]:
-    """`event_insert`'s parameters: one line of a submission's history."""
+    """`insert_event`'s parameters: one line of a submission's history."""
     return {
         "submission_id": submission_id,
         "kind": kind,
@@ -128,7 +128,7 @@ def event_row(
 
 
 def event_params(change: Change, attempts: int) -> dict[str, Any]:
-    """`event_insert`'s parameters for the event a change records (`change.event`), on
+    """`insert_event`'s parameters for the event a change records (`change.event`), on
     a row left with `attempts`."""
     assert change.event is not None
     return event_row(
@@ -157,7 +157,7 @@ def move_params(move: Move) -> dict[str, Any]:
 
 
 def settle_params(settle: Settle) -> dict[str, Any]:
-    """`submission_settle`'s parameters: what a settle changes, and the holder it
+    """`settle_submission`'s parameters: what a settle changes, and the holder it
     expects."""
     return {
         "id": settle.submission_id,

@@ -52,7 +52,7 @@ class PayloadKeys(ConnectionModes, Rows, Params):
     `-- Payload keys`."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {"payload_batch", "payload_lock", "payload_reseal", "payload_due_now"}
+        {"list_payload_batch", "lock_payload", "reseal_payload", "make_payload_due_now"}
     )
 
     def payload_batch(
@@ -60,7 +60,7 @@ class PayloadKeys(ConnectionModes, Rows, Params):
     ) -> list[StoredPayload]:
         params = {"after": after, "limit": limit, "channel": channel}
         with self.reading() as tx:
-            rows = tx.fetch_all("payload_batch", params)
+            rows = tx.fetch_all("list_payload_batch", params)
         return [
             StoredPayload(int(row["id"]), row["channel"], row["key"], _text(row["payload"]))
             for row in rows
@@ -72,13 +72,13 @@ class PayloadKeys(ConnectionModes, Rows, Params):
             return [], []
         with self.transaction() as tx:
             ids = self.id_list([change.id for change in changes])
-            locked = {int(row["id"]) for row in tx.fetch_all("payload_lock", {"ids": ids})}
+            locked = {int(row["id"]) for row in tx.fetch_all("lock_payload", {"ids": ids})}
             written = [
                 change.id
                 for change in changes
                 if change.id in locked
                 and tx.execute(
-                    "payload_reseal", {"id": change.id, "old": change.old, "new": change.new}
+                    "reseal_payload", {"id": change.id, "old": change.old, "new": change.new}
                 )
             ]
         busy = [change.id for change in changes if change.id not in locked]
@@ -88,7 +88,7 @@ class PayloadKeys(ConnectionModes, Rows, Params):
     def due_for_keys(self, channel: str, prefixes: Sequence[str]) -> int:
         with self.transaction() as tx:
             return sum(
-                tx.execute("payload_due_now", {"channel": channel, "pattern": prefix + "%"})
+                tx.execute("make_payload_due_now", {"channel": channel, "pattern": prefix + "%"})
                 for prefix in prefixes
             )
 

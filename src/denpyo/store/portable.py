@@ -32,13 +32,13 @@ from denpyo.store.sql_store import SqlStore
 
 
 class PortableSqlStore(SqlStore):
-    # Whether `submission_move` returns the row it moved (UPDATE ... RETURNING).
+    # Whether `move_submission` returns the row it moved (UPDATE ... RETURNING).
     MOVE_RETURNS_ROW: ClassVar[bool] = False
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_insert", "event_insert", "event_insert_sent_inline",
-            "submission_find_ready", "submission_find_in_doubt", "submission_move",
-            "submission_settle", "submission_get_many",
+            "insert_submission", "insert_event", "insert_events_sent_inline",
+            "find_submissions_ready", "find_submissions_in_doubt", "move_submission",
+            "settle_submission", "get_submissions_many",
         }
     )  # fmt: skip
 
@@ -46,15 +46,15 @@ class PortableSqlStore(SqlStore):
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
     ) -> Submission | None:
         params = insert_params(new, actor, lease, self.sealing)
-        row = tx.insert("submission_insert", params)
+        row = tx.insert("insert_submission", params)
         if row is None:
             return None
         row_id = int(row["id"])
         if lease:
-            tx.execute("event_insert_sent_inline", {"submission_id": row_id, "actor": actor})
+            tx.execute("insert_events_sent_inline", {"submission_id": row_id, "actor": actor})
         else:
             created = event_row(row_id, "created", None, Status.REQUESTING, 0, actor, detail)
-            tx.execute("event_insert", created)
+            tx.execute("insert_event", created)
         return self.recorded(row, new, params)
 
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
@@ -66,12 +66,12 @@ class PortableSqlStore(SqlStore):
     def claim_ready(
         self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim("submission_find_ready", channel, holder, limit, lease, verify=False)
+        return self._claim("find_submissions_ready", channel, holder, limit, lease, verify=False)
 
     def claim_in_doubt(
         self, channel: str, *, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim("submission_find_in_doubt", channel, holder, limit, lease, verify=True)
+        return self._claim("find_submissions_in_doubt", channel, holder, limit, lease, verify=True)
 
     @retried
     def _claim(
@@ -84,7 +84,7 @@ class PortableSqlStore(SqlStore):
     def claim_ready_in(
         self, tx: Tx, channel: str, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim_in(tx, "submission_find_ready", channel, holder, limit, lease,
+        return self._claim_in(tx, "find_submissions_ready", channel, holder, limit, lease,
                               verify=False)  # fmt: skip
 
     def _claim_in(
@@ -99,8 +99,8 @@ class PortableSqlStore(SqlStore):
         return [sub for sub in self.move_in(tx, moves) if sub is not None]
 
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
-        """Per group of distinct rows: each change's UPDATE (a move's `submission_move`,
-        a settle's `submission_settle`; a winner holds its row's lock until commit, so
+        """Per group of distinct rows: each change's UPDATE (a move's `move_submission`,
+        a settle's `settle_submission`; a winner holds its row's lock until commit, so
         the read-back sees exactly what it wrote), one read-back of the winners, one
         INSERT of their events: n + 2 statements, not 3n. Where the UPDATE returns its
         row (SQLite), there is no read-back: n + 1."""
@@ -118,7 +118,7 @@ class PortableSqlStore(SqlStore):
                     ids = self.id_list([change.submission_id for change in won])
                     rows = {
                         int(row["id"]): row
-                        for row in tx.fetch_all("submission_get_many", {"ids": ids})
+                        for row in tx.fetch_all("get_submissions_many", {"ids": ids})
                     }
                     moved = {
                         change.submission_id: self.to_submission(
@@ -134,21 +134,21 @@ class PortableSqlStore(SqlStore):
                     if change.event:
                         events.append(event_params(change, sub.attempts))
             if events:
-                tx.execute_many("event_insert", events)
+                tx.execute_many("insert_event", events)
         return results
 
     def _move_returning(self, tx: Tx, change: Change) -> Submission | None:
         """One UPDATE ... RETURNING; a settle's lean one sends back only what its
         holder cannot know. None: the change lost its compare-and-set."""
         if isinstance(change, Settle):
-            row = tx.fetch_one("submission_settle", settle_params(change))
+            row = tx.fetch_one("settle_submission", settle_params(change))
             return None if row is None else self.settled(row, change)
-        row = tx.fetch_one("submission_move", move_params(change))
+        row = tx.fetch_one("move_submission", move_params(change))
         return None if row is None else self.to_submission(row, change.row)
 
 
 def _statement(change: Change) -> tuple[str, dict[str, Any]]:
     """The compare-and-set UPDATE of a change and its parameters."""
     if isinstance(change, Settle):
-        return "submission_settle", settle_params(change)
-    return "submission_move", move_params(change)
+        return "settle_submission", settle_params(change)
+    return "move_submission", move_params(change)

@@ -131,14 +131,14 @@ class PostgresStore(PartitionedLayout):
     driver_errors = ERRORS
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_record", "submission_record_many", "submission_claim_ready",
-            "submission_claim_in_doubt", "submission_move_one", "submission_move_batch",
-            "submission_settle_many", "submission_settle_one",
-            "submission_counts_compact", "submission_copy", "submission_record_copied",
-            "submission_get_recorded_before", "key_get_recorded_before", "snapshot_holder",
-            "submission_remove", "layout_get", "partman_available", "session_durable",
-            "session_read_committed",
-            "durability_get", "replica_lag",
+            "record_submission", "record_submissions_many", "claim_submissions_ready",
+            "claim_submissions_in_doubt", "move_submission_one", "move_submissions_batch",
+            "settle_submissions_many", "settle_submission_one",
+            "compact_submission_counts", "copy_submissions", "record_submissions_copied",
+            "get_submissions_recorded_before", "get_keys_recorded_before", "find_snapshot_holder",
+            "remove_submissions", "get_layout", "check_partman_available", "make_session_durable",
+            "make_session_read_committed",
+            "get_durability", "get_replica_lag",
         }
     )  # fmt: skip
 
@@ -215,7 +215,7 @@ class PostgresStore(PartitionedLayout):
     def _look_at_layout(self, tx: Tx) -> None:
         """Take the queries of the layout the tables have (none yet: the plain one's,
         until `migrate_partitioned` makes the partitioned one)."""
-        row = tx.fetch_one("layout_get")
+        row = tx.fetch_one("get_layout")
         self._use_layout(bool(row and row["partitioned"]))
 
     def _use_layout(self, partitioned: bool) -> None:
@@ -231,26 +231,26 @@ class PostgresStore(PartitionedLayout):
 
     def _durable_session(self, conn: psycopg.Connection[Any]) -> None:
         """Each new connection's commits wait for the disk and the synchronous standbys
-        (`session_durable`): the slip must be durable before its call leaves. Its
-        transactions run READ COMMITTED (`session_read_committed`), whatever the
+        (`make_session_durable`): the slip must be durable before its call leaves. Its
+        transactions run READ COMMITTED (`make_session_read_committed`), whatever the
         database's default: the claims' SKIP LOCKED and the moves' compare-and-set
         are written for it; under SERIALIZABLE, concurrent settles would abort each
         other."""
-        conn.execute(self.queries["session_durable"])
-        conn.execute(self.queries["session_read_committed"])
+        conn.execute(self.queries["make_session_durable"])
+        conn.execute(self.queries["make_session_read_committed"])
 
     def replica_lag(self) -> float | None:
         if not self.capabilities.durability_checks:
             return None
         with self.reading() as tx:
-            row = tx.fetch_one("replica_lag")
+            row = tx.fetch_one("get_replica_lag")
         return None if row is None or row["lag"] is None else float(row["lag"])
 
     def durability(self) -> Durability | None:
         if not self.capabilities.durability_checks:
             return None
         with self.reading() as tx:
-            row = tx.fetch_one("durability_get")
+            row = tx.fetch_one("get_durability")
         assert row is not None
         return Durability(
             standbys=int(row["standbys"]),
@@ -349,7 +349,7 @@ class PostgresStore(PartitionedLayout):
     ) -> Submission | None:
         params = insert_params(new, actor, lease, self.sealing)
         params.update(actor=actor, detail=detail)
-        row = tx.fetch_one("submission_record", params)
+        row = tx.fetch_one("record_submission", params)
         return None if row is None else self.to_submission(row)
 
     def record_many_in(self, tx: Tx, news: Iterable[NewSubmission], actor: str) -> int:
@@ -364,7 +364,7 @@ class PostgresStore(PartitionedLayout):
                 for chunk in _chunks(news, RECORD_CHUNK)
                 if (
                     row := tx.fetch_one(
-                        "submission_record_many", _record_many_params(chunk, actor, self.sealing)
+                        "record_submissions_many", _record_many_params(chunk, actor, self.sealing)
                     )
                 )
             )
@@ -382,7 +382,7 @@ class PostgresStore(PartitionedLayout):
         """Rows in chunks, one statement each, pipelined: the next chunk is prepared
         while the server writes the one before."""
         conn = tx.cursor.connection
-        query = self.queries["submission_record_many"]
+        query = self.queries["record_submissions_many"]
         cursors = []
         with ERRORS.wrapped(), conn.pipeline():
             for chunk in _chunks(news, RECORD_CHUNK):
@@ -398,12 +398,12 @@ class PostgresStore(PartitionedLayout):
 
     def _copy_many(self, tx: PostgresTx, news: Iterator[NewSubmission], actor: str) -> int:
         """COPY the rows into the table as they are prepared, then write their events
-        and wake the workers in one statement (`submission_record_copied` says how
+        and wake the workers in one statement (`record_submissions_copied` says how
         it finds the rows), under a savepoint.
 
         COPY has no ON CONFLICT: a key recorded already fails it, at its end. Then
         the savepoint is rolled back with every row of the copy, and the rows go in
-        again by `submission_record_many`, which skips such keys: a batch that
+        again by `record_submissions_many`, which skips such keys: a batch that
         repeats keys (a retried import, say) is written twice. COPY has no WHERE
         either: a remembered key whose row was removed goes in. The statement that
         writes the events finds it first, writes nothing, and the copy is undone and
@@ -414,7 +414,7 @@ class PostgresStore(PartitionedLayout):
         with ERRORS.wrapped():
             cursor.execute("SAVEPOINT denpyo_record_many")
             try:
-                with cursor.copy(self.queries["submission_copy"]) as copy:
+                with cursor.copy(self.queries["copy_submissions"]) as copy:
                     for new in news:
                         written.append(new)
                         copy.write_row(
@@ -436,7 +436,7 @@ class PostgresStore(PartitionedLayout):
                     "last": written[-1].idempotency_key,
                     "actor": actor,
                 }
-                row = tx.fetch_one("submission_record_copied", params)
+                row = tx.fetch_one("record_submissions_copied", params)
                 if row is not None and row["remembered"]:
                     _forget(cursor)
                     return self._record_pipelined(tx, written, actor)
@@ -461,11 +461,11 @@ class PostgresStore(PartitionedLayout):
             }
             found = [
                 (int(row["ord"]), self.to_submission(row))
-                for row in tx.fetch_all("submission_get_recorded_before", params)
+                for row in tx.fetch_all("get_submissions_recorded_before", params)
             ]
             found += [
                 (int(row["ord"]), self.to_kept(row))
-                for row in tx.fetch_all("key_get_recorded_before", params)
+                for row in tx.fetch_all("get_keys_recorded_before", params)
             ]
             for ordinal, existing in sorted(found, key=lambda pair: pair[0]):
                 yield chunk[ordinal - 1], existing
@@ -498,7 +498,7 @@ class PostgresStore(PartitionedLayout):
         there the deletion (c) is all, nothing to wait for."""
         if self._is_partitioned():
             with self._autocommit() as tx:
-                row = tx.fetch_one("submission_remove", params)
+                row = tx.fetch_one("remove_submissions", params)
             return int(row["removed"]) if row else 0
         remembered = self._remember(params)
         # A crash from here until (c) commits leaves keys remembered for rows still
@@ -508,7 +508,7 @@ class PostgresStore(PartitionedLayout):
         if not self._wait_for_snapshots_before(str(remembered["xid"])):
             return 0
         with self._autocommit() as tx:  # (c): one statement, so all of it or none
-            row = tx.fetch_one("submission_remove", params)
+            row = tx.fetch_one("remove_submissions", params)
         return int(row["removed"]) if row else 0
 
     @retried
@@ -516,7 +516,7 @@ class PostgresStore(PartitionedLayout):
         """`remove_in`'s (a): the keys remembered, committed; how many, and the
         transaction's id."""
         with self.transaction() as tx:
-            return tx.fetch_one("key_remember", params)
+            return tx.fetch_one("remember_keys", params)
 
     def _wait_for_snapshots_before(self, xid: str) -> bool:
         """Whether, within `REMOVAL_WAIT` seconds, no other session of this database
@@ -526,7 +526,7 @@ class PostgresStore(PartitionedLayout):
         pause = 0.01
         with self._autocommit() as tx:
             while True:
-                holder = tx.fetch_one("snapshot_holder", {"xid": xid})
+                holder = tx.fetch_one("find_snapshot_holder", {"xid": xid})
                 if holder is None:
                     return True
                 left = deadline - time.monotonic()
@@ -552,7 +552,7 @@ class PostgresStore(PartitionedLayout):
         if not self.capabilities.count_triggers:
             return
         with _Autocommit(self, repeatable=True) as tx:
-            tx.execute("submission_counts_compact")
+            tx.execute("compact_submission_counts")
 
     def claim_ready(
         self, channel: str, *, holder: str, limit: int, lease: float

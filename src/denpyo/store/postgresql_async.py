@@ -47,8 +47,8 @@ class PostgresAsync(AsyncStore):
 
     async def _durable_session(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """As the store's own sessions (`PostgresStore._durable_session`)."""
-        await conn.execute(self.store.queries["session_durable"])
-        await conn.execute(self.store.queries["session_read_committed"])
+        await conn.execute(self.store.queries["make_session_durable"])
+        await conn.execute(self.store.queries["make_session_read_committed"])
 
     async def open(self) -> None:
         """The pool, waiting up to 15 s for its first connection (a worker started
@@ -71,7 +71,7 @@ class PostgresAsync(AsyncStore):
         if self.store.partitioned is None:  # the layout's queries, before the first claim
             with ERRORS.wrapped():
                 async with self.pool.connection() as conn:
-                    cursor = await conn.execute(self.store.queries["layout_get"])
+                    cursor = await conn.execute(self.store.queries["get_layout"])
                     row = await cursor.fetchone()
             self.store._use_layout(bool(row and row["partitioned"]))
 
@@ -134,7 +134,7 @@ class PostgresAsync(AsyncStore):
 def _claim_statement(
     channel: str, holder: str, limit: int, lease: float, in_doubt: bool
 ) -> tuple[str, dict[str, Any]]:
-    query = "submission_claim_in_doubt" if in_doubt else "submission_claim_ready"
+    query = "claim_submissions_in_doubt" if in_doubt else "claim_submissions_ready"
     return query, {"channel": channel, "holder": holder, "limit": limit, "lease": lease}
 
 
@@ -143,9 +143,9 @@ Statement = tuple[tuple[str, dict[str, Any]], Group]
 
 
 def _statements(changes: Sequence[Change]) -> list[Statement]:
-    """Per group of distinct rows: its settles by `submission_settle_one` (a lone one:
-    an inline submit's) or `submission_settle_many` (a worker's group commit), one
-    statement per actor; its moves by `submission_move_one` or `submission_move_batch`."""
+    """Per group of distinct rows: its settles by `settle_submission_one` (a lone one:
+    an inline submit's) or `settle_submissions_many` (a worker's group commit), one
+    statement per actor; its moves by `move_submission_one` or `move_submissions_batch`."""
     statements: list[Statement] = []
     for group in distinct_groups(changes):
         settles: dict[str, list[tuple[int, Settle]]] = {}
@@ -165,16 +165,16 @@ def _statements(changes: Sequence[Change]) -> list[Statement]:
 def _settle_statement(part: Sequence[tuple[int, Settle]]) -> tuple[str, dict[str, Any]]:
     if len(part) == 1:
         _, settle = part[0]
-        return "submission_settle_one", {
+        return "settle_submission_one", {
             **settle_params(settle), "actor": settle.actor, "duration_ms": settle.duration_ms
         }  # fmt: skip
-    return "submission_settle_many", _settle_params([settle for _, settle in part])
+    return "settle_submissions_many", _settle_params([settle for _, settle in part])
 
 
 def _move_statement(moves: Sequence[tuple[int, Move]]) -> tuple[str, dict[str, Any]]:
     if len(moves) == 1:
-        return "submission_move_one", _one_params(*moves[0])
-    return "submission_move_batch", _batch_params(moves)
+        return "move_submission_one", _one_params(*moves[0])
+    return "move_submissions_batch", _batch_params(moves)
 
 
 def _settle_params(settles: Sequence[Settle]) -> dict[str, Any]:
@@ -211,6 +211,6 @@ def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
 
 
 def _batch_params(moves: Sequence[tuple[int, Move]]) -> dict[str, Any]:
-    """`submission_move_batch`'s parameters: the moves as JSON, and their row ids."""
+    """`move_submissions_batch`'s parameters: the moves as JSON, and their row ids."""
     params = [_one_params(ordinal, move) for ordinal, move in moves]
     return {"moves": json.dumps(params), "ids": [move.submission_id for _, move in moves]}

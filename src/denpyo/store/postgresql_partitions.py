@@ -48,9 +48,9 @@ class PartitionedLayout(SqlStore):
 
     LAYOUT_QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "partition_every", "partition_maintain", "partition_list", "partition_check",
-            "partition_freeze", "partition_keys", "partition_drop", "partition_rows",
-            "submission_window_floor",
+            "get_partition_every", "maintain_partitions", "list_partitions", "check_partitions",
+            "freeze_partition", "remember_partition_keys", "drop_partition", "list_partition_rows",
+            "find_submission_window_floor",
         }
     )  # fmt: skip
     """The queries only the partitioned layout's file defines (sql/postgresql-partitioned.sql)."""
@@ -83,10 +83,10 @@ class PartitionedLayout(SqlStore):
                 f"partitions {every!r}: choose one of {', '.join(PARTITION_INTERVALS)}"
             )
         with self.transaction() as tx:
-            tx.execute("schema_lock")
-            tx.execute("schema_version_create")
+            tx.execute("lock_schema")
+            tx.execute("create_schema_version")
             current = self._version(tx)
-            layout = tx.fetch_one("layout_get")
+            layout = tx.fetch_one("get_layout")
             if layout is not None and not layout["partitioned"]:
                 raise ConfigurationError(
                     "the denpyo tables here are in the plain layout: `migrate --partitions` "
@@ -95,7 +95,7 @@ class PartitionedLayout(SqlStore):
                 )
             applied: list[int] = []
             if layout is None:
-                available = tx.fetch_one("partman_available")
+                available = tx.fetch_one("check_partman_available")
                 if available is None or not available["available"]:
                     raise ConfigurationError(
                         "the partitioned layout needs pg_partman, which this PostgreSQL "
@@ -106,7 +106,7 @@ class PartitionedLayout(SqlStore):
                 tx.script(script.replace("'@partition@'", f"'{every}'"))
                 applied = list(range(current + 1, first + 1))
                 for version in applied:
-                    tx.execute("schema_version_add", {"version": version})
+                    tx.execute("add_schema_version", {"version": version})
                 current = applied[-1]
             applied += self.apply_migrations(tx, current)
         self._use_layout(True)
@@ -116,7 +116,7 @@ class PartitionedLayout(SqlStore):
         if not self._is_partitioned():
             return []
         with self.reading() as tx:
-            rows = tx.fetch_all("partition_list")
+            rows = tx.fetch_all("list_partitions")
         return [
             Partition(int(row["from_id"]), int(row["to_id"]), row["from_at"], row["to_at"])
             for row in rows
@@ -127,7 +127,7 @@ class PartitionedLayout(SqlStore):
             return super().partition_rows(part, after, limit)
         params = {"from_id": max(part.from_id, after + 1), "to_id": part.to_id, "limit": limit}
         with self.reading() as tx:
-            return [self.to_submission(row) for row in tx.fetch_all("partition_rows", params)]
+            return [self.to_submission(row) for row in tx.fetch_all("list_partition_rows", params)]
 
     def drop_partition(
         self,
@@ -148,7 +148,7 @@ class PartitionedLayout(SqlStore):
         bounds = {"from_id": part.from_id, "to_id": part.to_id}
         check = {**bounds, **retention_params(retention)}
         with self.reading() as tx:
-            found = tx.fetch_one("partition_check", check)
+            found = tx.fetch_one("check_partitions", check)
         if found is None or int(found["kept"]) or not int(found["n"]):
             return 0  # a row stays; an empty partition goes with the row-by-row removal
         if not self._freeze(bounds, frozen=True):
@@ -156,7 +156,7 @@ class PartitionedLayout(SqlStore):
         dropped = False
         try:
             with self.reading() as tx:
-                found = tx.fetch_one("partition_check", check)
+                found = tx.fetch_one("check_partitions", check)
             if found is None or int(found["kept"]):
                 return 0
             started = time.perf_counter()
@@ -164,7 +164,9 @@ class PartitionedLayout(SqlStore):
                 before_drop()
             written = time.perf_counter()
             with self._autocommit() as tx:
-                counts = tx.fetch_all("partition_keys", {**bounds, "archived_to": archived_to})
+                counts = tx.fetch_all(
+                    "remember_partition_keys", {**bounds, "archived_to": archived_to}
+                )
             kept = time.perf_counter()
             columns = ("day", "channel", "status", "error_kind", "kind", "resolved", "n")
             params: dict[str, Any] = {name: [row[name] for row in counts] for name in columns}
@@ -173,7 +175,7 @@ class PartitionedLayout(SqlStore):
                 try:
                     started_drop = time.perf_counter()
                     with self._autocommit() as tx:
-                        tx.fetch_one("partition_drop", params)
+                        tx.fetch_one("drop_partition", params)
                     dropped = True
                     log.info(
                         "partition %s dropped: %s rows; before the drop %.2f s, keys %.2f s, "
@@ -194,7 +196,7 @@ class PartitionedLayout(SqlStore):
         try:
             with self._autocommit() as tx:
                 tx.fetch_one(
-                    "partition_freeze", {**bounds, "frozen": frozen, "wait": PARTITION_LOCK_WAIT}
+                    "freeze_partition", {**bounds, "frozen": frozen, "wait": PARTITION_LOCK_WAIT}
                 )
             return True
         except StoreError as exc:
@@ -213,7 +215,7 @@ class PartitionedLayout(SqlStore):
         the `window` rows below `before`, read from the primary key."""
         if not self.partitioned:
             return super().window_floor(tx, before, window)
-        row = tx.fetch_one("submission_window_floor", {"before": before, "window": window})
+        row = tx.fetch_one("find_submission_window_floor", {"before": before, "window": window})
         return int(row["floor"]) if row else 0
 
     def maintain_partitions(self) -> None:
@@ -221,7 +223,7 @@ class PartitionedLayout(SqlStore):
         `MAINTENANCE_EVERY` seconds from `upkeep`; at each `prune` and `archive`)."""
         if self._is_partitioned():
             with self._autocommit() as tx:
-                tx.fetch_one("partition_maintain")
+                tx.fetch_one("maintain_partitions")
             self._maintained_at = time.monotonic()
 
     def upkeep(self) -> None:

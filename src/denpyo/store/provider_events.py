@@ -30,8 +30,8 @@ class ProviderEvents(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "provider_event_insert", "provider_event_history", "provider_event_unknown",
-            "provider_event_list", "submission_get_by_remote_id",
+            "insert_provider_event", "list_provider_event_history", "find_provider_event_unknown",
+            "list_provider_events", "get_submission_by_remote_id",
             "forget_provider_events",
         }
     )  # fmt: skip
@@ -66,7 +66,7 @@ class ProviderEvents(ConnectionModes, Rows, Params):
                 "detail": detail,
             }  # fmt: skip
             event = replace(event, detail=detail, submission_id=params["submission_id"])
-            if not tx.execute("provider_event_insert", params):
+            if not tx.execute("insert_provider_event", params):
                 return Received(event, sub, duplicate=True)
             if sub is None or sub.removed_at is not None:  # a removed row has no history
                 return Received(event, sub)
@@ -83,7 +83,7 @@ class ProviderEvents(ConnectionModes, Rows, Params):
                 sub = found
             told = event.history_line(detail)
             tx.execute(
-                "provider_event_history",
+                "list_provider_event_history",
                 {"submission_id": sub.id, "status": sub.status.value,
                  "attempt": sub.attempts, "actor": actor, "detail": told},
             )  # fmt: skip
@@ -97,13 +97,13 @@ class ProviderEvents(ConnectionModes, Rows, Params):
         params = {"since": self.time_param(since), "until": self.time_param(until),
                   "limit": limit}  # fmt: skip
         with self.reading() as tx:
-            rows = tx.fetch_all("provider_event_unknown", params)
+            rows = tx.fetch_all("find_provider_event_unknown", params)
         return [self._provider_event(row) for row in rows]
 
     def provider_events_of(self, submission_id: int) -> list[ProviderEvent]:
         """The events that named a row, oldest first."""
         with self.reading() as tx:
-            rows = tx.fetch_all("provider_event_list", {"submission_id": submission_id})
+            rows = tx.fetch_all("list_provider_events", {"submission_id": submission_id})
         return [self._provider_event(row) for row in rows]
 
     def forget_provider_events_in(self, tx: Tx, ids: Sequence[int]) -> None:
@@ -116,14 +116,16 @@ class ProviderEvents(ConnectionModes, Rows, Params):
         denpyo_keys remembers it), else by its remote id."""
         if event.idempotency_key is not None:
             keys = [event.idempotency_key]
-            row = tx.fetch_one("submission_get_by_idempotency_keys", {"keys": self.text_list(keys)})
+            row = tx.fetch_one(
+                "get_submissions_by_idempotency_keys", {"keys": self.text_list(keys)}
+            )
             if row is not None:
                 return self.to_submission(row)
             kept = self.kept_by_idempotency_keys(tx, keys)
             if kept:
                 return kept[0]
         if event.remote_id is not None:
-            row = tx.fetch_one("submission_get_by_remote_id", {"remote_id": event.remote_id})
+            row = tx.fetch_one("get_submission_by_remote_id", {"remote_id": event.remote_id})
             if row is not None:
                 return self.to_submission(row)
         return None

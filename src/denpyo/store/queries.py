@@ -156,7 +156,7 @@ def ddl(dialect: str) -> str:
     parts = [f"-- denpyo schema for {dialect}: migrations 1..{latest}"]
     for version, script in migrations:
         parts.append(f"\n-- migration {version}\n{script.strip()}")
-    parts.append(f"\n{load_queries(dialect)['schema_version_create'].strip()};")
+    parts.append(f"\n{load_queries(dialect)['create_schema_version'].strip()};")
     for version in range(1, latest + 1):
         parts.append(f"INSERT INTO denpyo_schema_version (version) VALUES ({version});")
     return "\n".join(parts) + "\n"

@@ -38,9 +38,9 @@ class Removal(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "submission_removable", "submission_removable_count", "key_remember", "key_expire",
-            "key_get", "key_get_by_id", "key_find_superseding", "key_get_by_idempotency_keys",
-            "key_resent", "report_counts", "event_list_many",
+            "list_submissions_removable", "count_submissions_removable", "remember_keys",
+            "expire_keys", "get_key", "get_key_by_id", "find_key_superseding",
+            "get_keys_by_idempotency_keys", "mark_key_resent", "count_report", "list_events_many",
         }
     )  # fmt: skip
 
@@ -48,19 +48,19 @@ class Removal(ConnectionModes, Rows, Params):
         if not ids:  # MariaDB's driver writes an empty list as `IN ()`, an error
             return []
         with self.reading() as tx:
-            rows = tx.fetch_all("event_list_many", {"ids": self.id_list(ids)})
+            rows = tx.fetch_all("list_events_many", {"ids": self.id_list(ids)})
         return [self.to_event(row) for row in rows]
 
     def removable(self, retention: Retention, limit: int = 1000) -> list[Submission]:
         with self.reading() as tx:
             rows = tx.fetch_all(
-                "submission_removable", {**retention_params(retention), "limit": limit}
+                "list_submissions_removable", {**retention_params(retention), "limit": limit}
             )
         return [self.to_submission(row) for row in rows]
 
     def count_removable(self, retention: Retention) -> list[tuple[str, str, int]]:
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_removable_count", retention_params(retention))
+            rows = tx.fetch_all("count_submissions_removable", retention_params(retention))
         return [(str(r["channel"]), str(r["status"]), int(r["n"])) for r in rows]
 
     def remove(
@@ -80,7 +80,7 @@ class Removal(ConnectionModes, Rows, Params):
     @retried
     def expire_keys(self, older_than: float, limit: int = 1000) -> int:
         with self.transaction() as tx:
-            rows = tx.fetch_all("key_expire", {"older_than": seconds(older_than), "limit": limit})
+            rows = tx.fetch_all("expire_keys", {"older_than": seconds(older_than), "limit": limit})
         return len(rows)
 
     def report_counts(
@@ -89,7 +89,7 @@ class Removal(ConnectionModes, Rows, Params):
         params = {"since": self.day_param(since), "until": self.day_param(until)}
         params["channel"] = channel
         with self.reading() as tx:
-            rows = tx.fetch_all("report_counts", params)
+            rows = tx.fetch_all("count_report", params)
         return [
             (self.parse_day(row["day"]), str(row["channel"]), str(row["status"]),
              str(row["error_kind"]), int(row["n"]))
@@ -106,11 +106,11 @@ class Removal(ConnectionModes, Rows, Params):
     # -- a removed row's memory ------------------------------------------------------------
 
     def kept(self, tx: Tx, channel: str, key: str) -> Submission | None:
-        row = tx.fetch_one("key_get", {"channel": channel, "key": key})
+        row = tx.fetch_one("get_key", {"channel": channel, "key": key})
         return self.to_kept(row) if row else None
 
     def kept_by_id(self, tx: Tx, submission_id: int) -> Submission | None:
-        row = tx.fetch_one("key_get_by_id", {"id": submission_id})
+        row = tx.fetch_one("get_key_by_id", {"id": submission_id})
         return self.to_kept(row) if row else None
 
     def kept_superseding(self, tx: Tx, submission_id: int) -> Submission | None:
@@ -118,15 +118,15 @@ class Removal(ConnectionModes, Rows, Params):
         old = self.kept_by_id(tx, submission_id)
         if old is not None and old.superseded_by is not None:
             return self.kept_by_id(tx, old.superseded_by) or self._live(tx, old.superseded_by)
-        row = tx.fetch_one("key_find_superseding", {"id": submission_id})
+        row = tx.fetch_one("find_key_superseding", {"id": submission_id})
         return self.to_kept(row) if row else None
 
     def kept_by_idempotency_keys(self, tx: Tx, keys: Sequence[str]) -> list[Submission]:
-        rows = tx.fetch_all("key_get_by_idempotency_keys", {"keys": self.text_list(keys)})
+        rows = tx.fetch_all("get_keys_by_idempotency_keys", {"keys": self.text_list(keys)})
         return [self.to_kept(row) for row in rows]
 
     def _live(self, tx: Tx, submission_id: int) -> Submission | None:
-        row = tx.fetch_one("submission_get", {"id": submission_id})
+        row = tx.fetch_one("get_submission", {"id": submission_id})
         return self.to_submission(row) if row else None
 
     def to_kept(self, row: Row) -> Submission:

@@ -75,7 +75,7 @@ class Rows:
         )  # fmt: skip
 
     def recorded(self, row: Row, new: NewSubmission, params: Mapping[str, Any]) -> Submission:
-        """The row `submission_insert` wrote from `params` (`insert_params`): what the
+        """The row `insert_submission` wrote from `params` (`insert_params`): what the
         statement computed (its id and times) comes back in `row`, the rest was sent."""
         return Submission(
             int(row["id"]), new.channel, new.key, new.idempotency_key,

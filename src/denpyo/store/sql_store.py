@@ -50,20 +50,20 @@ class SqlStore(
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "schema_version_create", "schema_version_get", "schema_version_add",
-            "schema_lock", "clock_now", "database_identity", "submission_get",
-            "submission_get_by_key", "submission_get_existing", "submission_find_superseding",
-            "submission_ordering_waits",
-            "event_list",
-            "submission_list", "submission_count_by_status", "submission_count_attention",
-            "submission_count_in_doubt_due", "submission_holdings", "submission_renew_lock",
-            "submission_renew",
-            "submission_get_by_idempotency_keys",
-            "submission_list_synced",
-            "submission_last_id", "submission_page", "submission_search",
-            "submission_attention_page", "outcome_fold_lock", "outcome_fold_upto",
-            "outcome_fold_add", "outcome_fold_advance", "outcome_fold_trim",
-            "outcome_per_minute", "submission_next_channel",
+            "create_schema_version", "get_schema_version", "add_schema_version",
+            "lock_schema", "read_clock", "get_database_identity", "get_submission",
+            "get_submission_by_key", "get_submission_existing", "find_submission_superseding",
+            "check_submission_ordering_waits",
+            "list_events",
+            "list_submissions", "count_submissions_by_status", "count_submissions_needs_person",
+            "count_submissions_in_doubt_due", "list_submission_holdings", "lock_submission_renew",
+            "renew_submissions",
+            "get_submissions_by_idempotency_keys",
+            "list_submissions_synced",
+            "get_submission_last_id", "list_submission_page", "search_submissions",
+            "list_submission_needs_person_page", "lock_outcome_fold", "find_outcome_fold_upto",
+            "add_outcome_fold", "advance_outcome_fold", "trim_outcome_fold",
+            "count_outcomes_per_minute", "find_submission_next_channel",
         }
     )  # fmt: skip
     """The named queries this class runs; each layer below lists its own, and a
@@ -86,7 +86,7 @@ class SqlStore(
     @abstractmethod
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
         """`Store.move` inside a transaction: a settle by the database's
-        `submission_settle` statement, any other move by its move statement."""
+        `settle_submission` statement, any other move by its move statement."""
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -96,8 +96,8 @@ class SqlStore(
 
     def migrate(self) -> list[int]:
         with self.transaction() as tx:
-            tx.execute("schema_lock")
-            tx.execute("schema_version_create")
+            tx.execute("lock_schema")
+            tx.execute("create_schema_version")
             current = self._version(tx)
             if current > self.latest_version():
                 raise SchemaError(
@@ -112,23 +112,23 @@ class SqlStore(
         for version, script in load_migrations(self.dialect_record.name):
             if version > current:
                 tx.script(script)
-                tx.execute("schema_version_add", {"version": version})
+                tx.execute("add_schema_version", {"version": version})
                 applied.append(version)
         return applied
 
     @retried
     def schema_version(self) -> int:
         with self.transaction() as tx:
-            tx.execute("schema_version_create")
+            tx.execute("create_schema_version")
             return self._version(tx)
 
     def _version(self, tx: Tx) -> int:
-        row = tx.fetch_one("schema_version_get")
+        row = tx.fetch_one("get_schema_version")
         return int(row["version"]) if row else 0
 
     def now(self) -> datetime:
         with self.reading() as tx:
-            row = tx.fetch_one("clock_now")
+            row = tx.fetch_one("read_clock")
         assert row is not None
         now = self.parse_time(row["now"])
         assert now is not None
@@ -212,7 +212,7 @@ class SqlStore(
     def _existing(self, tx: Tx, new: NewSubmission) -> Submission | None:
         """The row an insert found in its way, read in the same transaction: the live
         row, or the remembered outcome of a removed one."""
-        row = tx.fetch_one("submission_get_existing", {"channel": new.channel, "key": new.key})
+        row = tx.fetch_one("get_submission_existing", {"channel": new.channel, "key": new.key})
         return self.to_submission(row) if row else self.kept(tx, new.channel, new.key)
 
     @retried
@@ -236,7 +236,7 @@ class SqlStore(
                 "resolution": resolution(created.id),
             }
             old = self.kept_by_id(tx, old_id)
-            if old is None or not tx.execute("key_resent", params):  # rolls the new row back
+            if old is None or not tx.execute("mark_key_resent", params):  # rolls the new row back
                 raise LeaseLost(
                     f"submission {old_id} was resent or forgotten meanwhile; nothing was "
                     "written: look again"
@@ -267,12 +267,12 @@ class SqlStore(
                 found = [
                     int(row["id"])
                     for row in tx.fetch_all(
-                        "submission_renew_lock", {"ids": self.id_list(ids), "locked_by": holder}
+                        "lock_submission_renew", {"ids": self.id_list(ids), "locked_by": holder}
                     )
                 ]
                 if found:
                     params = {"ids": self.id_list(found), "lease": seconds(lease)}
-                    tx.execute("submission_renew", params)
+                    tx.execute("renew_submissions", params)
                     renewed.update(found)
         return renewed
 
@@ -281,23 +281,23 @@ class SqlStore(
     @retried
     def get(self, submission_id: int, *, conn: Any = None) -> Submission | None:
         with self.reading() if conn is None else self._in(conn) as tx:
-            row = tx.fetch_one("submission_get", {"id": submission_id})
+            row = tx.fetch_one("get_submission", {"id": submission_id})
             return self.to_submission(row) if row else self.kept_by_id(tx, submission_id)
 
     def get_by_key(self, channel: str, key: str) -> Submission | None:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_get_by_key", {"channel": channel, "key": key})
+            row = tx.fetch_one("get_submission_by_key", {"channel": channel, "key": key})
             return self.to_submission(row) if row else self.kept(tx, channel, key)
 
     def events(self, submission_id: int) -> list[Event]:
         with self.reading() as tx:
-            rows = tx.fetch_all("event_list", {"submission_id": submission_id})
+            rows = tx.fetch_all("list_events", {"submission_id": submission_id})
         return [self.to_event(row) for row in rows]
 
     def list_submissions(self, flt: Filter) -> list[Submission]:
         """Rows matching `flt`, newest first. Every value is a bound parameter."""
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_list", filter_params(flt))
+            rows = tx.fetch_all("list_submissions", filter_params(flt))
         return [self.to_submission(row) for row in rows]
 
     def list_page(self, flt: Filter, *, before: int | None = None, window: int = 10_000) -> Page:
@@ -305,12 +305,12 @@ class SqlStore(
         generic or custom, reads it as an index range."""
         with self.reading() as tx:
             if before is None:
-                row = tx.fetch_one("submission_last_id")
+                row = tx.fetch_one("get_submission_last_id")
                 before = int(row["id"]) + 1 if row else 1
             floor = self.window_floor(tx, before, window)
             params = {**filter_params(flt), "before": before, "floor": floor}
             params["limit"] = flt.limit + 1
-            rows = tx.fetch_all("submission_page", params)
+            rows = tx.fetch_all("list_submission_page", params)
         subs = [self.to_submission(row) for row in rows[: flt.limit]]
         if len(rows) > flt.limit:
             return Page(subs, subs[-1].id)
@@ -335,7 +335,7 @@ class SqlStore(
             "limit": limit + 1,
         }
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_search", params)
+            rows = tx.fetch_all("search_submissions", params)
         subs = [self.to_submission(row) for row in rows[:limit]]
         return Page(subs, subs[-1].key if len(rows) > limit else None)
 
@@ -343,7 +343,9 @@ class SqlStore(
         found: list[str] = []
         with self.reading() as tx:
             while len(found) < 1000:  # a channel is a kind of call: never that many
-                row = tx.fetch_one("submission_next_channel", {"after": found[-1] if found else ""})
+                row = tx.fetch_one(
+                    "find_submission_next_channel", {"after": found[-1] if found else ""}
+                )
                 if row is None:
                     break
                 found.append(str(row["channel"]))
@@ -352,7 +354,7 @@ class SqlStore(
     def attention_page(self, *, before: int | None = None, limit: int = 50) -> Page:
         params = {"before": before if before is not None else 2**62, "limit": limit + 1}
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_attention_page", params)
+            rows = tx.fetch_all("list_submission_needs_person_page", params)
         subs = [self.to_submission(row) for row in rows[:limit]]
         return Page(subs, subs[-1].id if len(rows) > limit else None)
 
@@ -361,26 +363,26 @@ class SqlStore(
         """One transaction holds the cursor's row lock: two folds never count an event
         twice, and a crash leaves the batch folded with its cursor, or neither."""
         with self.transaction() as tx:
-            cursor = tx.fetch_one("outcome_fold_lock")
+            cursor = tx.fetch_one("lock_outcome_fold")
             if cursor is None:  # another fold holds it
                 return 0
             after = int(cursor["last_event_id"])
             found = tx.fetch_one(
-                "outcome_fold_upto", {"after": after, "limit": limit, "lag": seconds(lag)}
+                "find_outcome_fold_upto", {"after": after, "limit": limit, "lag": seconds(lag)}
             )
             upto = found["upto"] if found else None
             if upto is not None:
                 params = {"after": after, "upto": int(upto)}
-                tx.execute("outcome_fold_add", params)
-                tx.execute("outcome_fold_advance", params)
-            tx.execute("outcome_fold_trim")
+                tx.execute("add_outcome_fold", params)
+                tx.execute("advance_outcome_fold", params)
+            tx.execute("trim_outcome_fold")
         return 0 if upto is None else int(upto) - after
 
     def outcomes_per_minute(
         self, hours: int = 24, channel: str | None = None
     ) -> list[tuple[datetime, str, int]]:
         with self.reading() as tx:
-            rows = tx.fetch_all("outcome_per_minute", {"hours": hours, "channel": channel})
+            rows = tx.fetch_all("count_outcomes_per_minute", {"hours": hours, "channel": channel})
         found = []
         for row in rows:
             minute = self.parse_time(row["minute"])
@@ -413,7 +415,7 @@ class SqlStore(
         except StoreError as exc:
             log.info("running counts not folded before reading them: %s", exc)
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_count_by_status", {"channel": channel})
+            rows = tx.fetch_all("count_submissions_by_status", {"channel": channel})
         return [(row["channel"], Status(row["status"]), int(row["n"])) for row in rows]
 
     def fold_counts(self) -> None:
@@ -423,7 +425,7 @@ class SqlStore(
 
     def count_attention(self, channel: str | None = None) -> dict[str, Any]:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_count_attention", self.attention_params(tx, channel))
+            row = tx.fetch_one("count_submissions_needs_person", self.attention_params(tx, channel))
         assert row is not None
         counts: dict[str, Any] = {
             name: int(row[name] or 0)
@@ -431,7 +433,7 @@ class SqlStore(
                 "in_doubt",
                 "exhausted",
                 "rejected_open",
-                "needs_attention",
+                "needs_person",
                 "pending",
                 "resolved",
             )
@@ -441,17 +443,17 @@ class SqlStore(
         return counts
 
     def attention_params(self, tx: Tx, channel: str | None) -> dict[str, Any]:
-        """`submission_count_attention`'s parameters (MariaDB adds the channels)."""
+        """`count_submissions_needs_person`'s parameters (MariaDB adds the channels)."""
         return {"channel": channel}
 
     def count_in_doubt_due(self, channel: str) -> int:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_count_in_doubt_due", {"channel": channel})
+            row = tx.fetch_one("count_submissions_in_doubt_due", {"channel": channel})
         return int(row["n"]) if row else 0
 
     def holdings(self, channel: str | None = None) -> list[Holding]:
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_holdings", self.attention_params(tx, channel))
+            rows = tx.fetch_all("list_submission_holdings", self.attention_params(tx, channel))
         found = []
         for row in rows:
             times = [self.parse_time(row[name]) for name in ("first_end", "last_end", "now")]
@@ -465,7 +467,7 @@ class SqlStore(
             return []
         with self.reading() as tx:
             rows = tx.fetch_all(
-                "submission_get_by_idempotency_keys", {"keys": self.text_list(keys)}
+                "get_submissions_by_idempotency_keys", {"keys": self.text_list(keys)}
             )
             found = [self.to_submission(row) for row in rows]
             if len(found) < len(set(keys)):
@@ -492,13 +494,13 @@ class SqlStore(
             "limit": limit,
         }
         with self.reading() as tx:
-            rows = tx.fetch_all("submission_list_synced", params)
+            rows = tx.fetch_all("list_submissions_synced", params)
         return [self.to_submission(row) for row in rows]
 
     def history(self, submission_id: int) -> tuple[list[Event], datetime]:
         with self.reading() as tx:
-            rows = tx.fetch_all("event_list", {"submission_id": submission_id})
-            clock = tx.fetch_one("clock_now")
+            rows = tx.fetch_all("list_events", {"submission_id": submission_id})
+            clock = tx.fetch_one("read_clock")
         assert clock is not None
         now = self.parse_time(clock["now"])
         assert now is not None
@@ -506,7 +508,7 @@ class SqlStore(
 
     def find_superseding(self, submission_id: int) -> Submission | None:
         with self.reading() as tx:
-            row = tx.fetch_one("submission_find_superseding", {"id": submission_id})
+            row = tx.fetch_one("find_submission_superseding", {"id": submission_id})
             return self.to_submission(row) if row else self.kept_superseding(tx, submission_id)
 
     def ordering_waits(self, sub: Submission) -> bool:
@@ -514,5 +516,5 @@ class SqlStore(
             return False
         params = {"channel": sub.channel, "ordering_key": sub.ordering_key, "id": sub.id}
         with self.reading() as tx:
-            row = tx.fetch_one("submission_ordering_waits", params)
+            row = tx.fetch_one("check_submission_ordering_waits", params)
         return bool(row and row["waits"])

@@ -76,7 +76,7 @@ class SqliteStore(PortableSqlStore):
     driver_errors = ERRORS
     MOVE_RETURNS_ROW = True
     QUERIES: ClassVar[frozenset[str]] = frozenset(
-        {"removed_count_add", "event_remove", "submission_remove"}
+        {"add_removed_counts", "remove_events", "remove_submissions"}
     )
 
     def __init__(self, path: str) -> None:
@@ -113,10 +113,10 @@ class SqliteStore(PortableSqlStore):
         """One transaction: SQLite has one writer, so no insert of a removed key can
         pass between its row leaving and its key arriving."""
         with self.transaction() as tx:
-            tx.execute("key_remember", params)
-            tx.execute("removed_count_add", params)
-            tx.execute("event_remove", params)
-            return len(tx.fetch_all("submission_remove", params))
+            tx.execute("remember_keys", params)
+            tx.execute("add_removed_counts", params)
+            tx.execute("remove_events", params)
+            return len(tx.fetch_all("remove_submissions", params))
 
     def day_param(self, day: date) -> Any:
         return day.isoformat()

@@ -1,6 +1,6 @@
 """The dashboard's action log, its two-person requests and its bulk actions over a
 whole filtered set: pages and POSTs over `denpyo.engine.operator`'s actions, as
-the CLI's `actions`, `approvals`, `approve`, `reject` and `bulk` run them.
+the CLI's `actions`, `approvals`, `approve`, `decline` and `bulk` run them.
 
 A bulk action runs on the dashboard's own threads (`BulkThreads`), a batch per
 transaction; its page reads its progress from the database, so it survives a
@@ -62,7 +62,7 @@ class BulkThreads:
 
     def _run(self, action_id: int) -> None:
         try:
-            op.run(self.ledger, action_id)
+            op.carry_out(self.ledger, action_id)
         except Exception:
             log.exception("dashboard: bulk action #%d stopped on an error", action_id)
         finally:
@@ -149,7 +149,7 @@ class ActionPages(Shell):
         now = await self.call(self.ledger.now)
         if (
             record.kind in ROW_KINDS
-            and record.state is ActionState.RUNNING
+            and record.state is ActionState.IN_PROGRESS
             and (record.locked_until is None or record.locked_until < now)
         ):
             self.bulk_threads.start(record.id)  # nobody carries it on: this dashboard does
@@ -162,14 +162,14 @@ class ActionPages(Shell):
             "percent": 100 * (record.done + record.skipped) // record.total if record.total else 0,
             "may_confirm": mine and access.can_act and record.state is ActionState.PLANNED,
             "may_decide": access.can_approve and not mine
-            and record.state is ActionState.REQUESTED,
+            and record.state is ActionState.AWAITING_APPROVAL,
             "may_steer": access.can_act and (mine or access.can_manage),
             "flash": _flash(q.get("done") or "", record.state),
         }  # fmt: skip
 
     async def approvals_page(self, request: Request, access: Access) -> Response:
         waiting = await self.call(
-            op.action_log, self.ledger, state=ActionState.REQUESTED.value, limit=500
+            op.action_log, self.ledger, state=ActionState.AWAITING_APPROVAL.value, limit=500
         )
         return await self.render(request, access, "approvals.html", records=waiting[::-1])
 
@@ -207,7 +207,7 @@ class ActionPages(Shell):
             statuses=parse_statuses([fields.get("status", "")]),
             channel=channel,
             in_doubt=yes_no(fields.get("in_doubt")),
-            needs_attention=True if fields.get("needs_attention") else None,
+            needs_person=True if fields.get("needs_person") else None,
             resolved=yes_no(fields.get("resolved")),
             key_prefix=fields.get("key_prefix") or None,
             error_text=fields.get("error_text") or None,
@@ -230,7 +230,7 @@ class ActionPages(Shell):
     ) -> Response:
         return await self._decide(request, access, fields, approve=True)
 
-    async def reject(
+    async def decline(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
     ) -> Response:
         return await self._decide(request, access, fields, approve=False)
@@ -253,9 +253,9 @@ class ActionPages(Shell):
         if approve:
             await self.call(self._approve_then_run, action_id, note, access.name)
         else:
-            await self.call(op.reject, self.ledger, action_id, note=note, by=access.name)
+            await self.call(op.decline, self.ledger, action_id, note=note, by=access.name)
         self.counts = None
-        return self._to_action(request, action_id, "approved" if approve else "rejected")
+        return self._to_action(request, action_id, "approved" if approve else "declined")
 
     def _approve_then_run(self, action_id: int, note: str, by: str) -> None:
         """Approve; a request on a few rows is carried out now (`approve` does), a large
@@ -297,14 +297,14 @@ _FLASH = {
     "planned": ("Dry run ready: nothing has changed yet.", {ActionState.PLANNED}),
     "requested": (
         "Sent for approval: nothing happens until a second person approves.",
-        {ActionState.REQUESTED},
+        {ActionState.AWAITING_APPROVAL},
     ),
     "running": (
         "Started: the rows are being worked through, a batch at a time.",
-        {ActionState.RUNNING},
+        {ActionState.IN_PROGRESS},
     ),
-    "approved": ("Approved.", {ActionState.RUNNING, ActionState.DONE}),
-    "rejected": ("Rejected: nothing was done.", {ActionState.REJECTED}),
+    "approved": ("Approved.", {ActionState.IN_PROGRESS, ActionState.DONE}),
+    "declined": ("Declined: nothing was done.", {ActionState.DECLINED}),
     "paused": ("Paused after its current batch.", {ActionState.PAUSED}),
     "cancelled": (
         "Cancelled: the rows it had not reached stay as they are.",

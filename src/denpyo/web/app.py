@@ -117,7 +117,7 @@ class Dashboard(ActionPages, Actions):
                 for verb, handler in (
                     ("confirm", self.confirm),
                     ("approve", self.approve),
-                    ("reject", self.reject),
+                    ("decline", self.decline),
                 )
             ],
             Route(
@@ -235,7 +235,7 @@ class Dashboard(ActionPages, Actions):
             "status": q.get("status", ""),
             "channel": channel or "",
             "in_doubt": q.get("in_doubt", ""),
-            "needs_attention": q.get("needs_attention", ""),
+            "needs_person": q.get("needs_person", ""),
             "resolved": q.get("resolved", ""),
             "since": q.get("since", ""),
             "until": q.get("until", ""),
@@ -288,7 +288,7 @@ class Dashboard(ActionPages, Actions):
                 statuses=parse_statuses([q.get("status", "")]),
                 channel=channel,
                 in_doubt=yes_no(q.get("in_doubt")),
-                needs_attention=True if q.get("needs_attention") else None,
+                needs_person=True if q.get("needs_person") else None,
                 resolved=yes_no(q.get("resolved")),
                 key_prefix=q.get("key_prefix") or None,
                 error_text=q.get("error_text") or None,

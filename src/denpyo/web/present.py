@@ -105,10 +105,10 @@ def totals(rows: Sequence[tuple[datetime, str, int]]) -> dict[str, int]:
 
 POLL = f"within one poll interval ({DEFAULT_POLL_INTERVAL:g} s by default)"
 MEANING = {
-    Mode.RUNNING: "Workers start its calls as they fall due.",
+    Mode.ACTIVE: "Workers start its calls as they fall due.",
     Mode.PAUSED: "A person paused it: no worker starts its calls until someone resumes it. "
     "The application still records rows, which wait.",
-    Mode.HELD: "The provider asked the whole channel to wait (a 429 or 503 with "
+    Mode.THROTTLED: "The provider asked the whole channel to wait (a 429 or 503 with "
     "Retry-After): no worker starts its calls until then.",
     Mode.DOWN: "The provider failed call after call: one probe call at a time, at a growing "
     "interval, until one succeeds. No row spends an attempt meanwhile.",
@@ -146,20 +146,20 @@ class ChannelRow:
 
     @property
     def stopped(self) -> bool:
-        return self.mode != Mode.RUNNING.value
+        return self.mode != Mode.ACTIVE.value
 
 
 def channel_row(name: str, state: ChannelState | None) -> ChannelRow:
-    mode = Mode.RUNNING if state is None else state.mode
+    mode = Mode.ACTIVE if state is None else state.mode
     since = by = why = ""
     if state is not None and mode is Mode.PAUSED:
         since = _moment(state.paused_at, state.now)
         by, why = state.paused_by or "", state.paused_note or ""
         if state.down_since is not None:
             why += f" (the provider is down too, since {_moment(state.down_since, state.now)})"
-    elif state is not None and mode is Mode.HELD:
-        since = f"until {_moment(state.held_until, state.now)}"
-        by, why = "the provider", state.held_note or ""
+    elif state is not None and mode is Mode.THROTTLED:
+        since = f"until {_moment(state.throttled_until, state.now)}"
+        by, why = "the provider", state.throttled_note or ""
     elif state is not None and mode is Mode.DOWN:
         since = _moment(state.down_since, state.now)
         by, why = "the provider", state.down_note or "calls failed in a row"

@@ -55,7 +55,7 @@ SELECT
                        AND ((status = 'requesting' AND locked_until <= now())
                             OR (status = 'failed'
                                 AND (error_kind = 'ambiguous' OR next_attempt_at IS NULL))
-                            OR status = 'rejected')) AS needs_attention,
+                            OR status = 'rejected')) AS needs_person,
     COUNT(*) FILTER (WHERE status = 'requesting'
                         OR (status = 'failed' AND next_attempt_at IS NOT NULL)) AS pending,
     MIN(created_at) FILTER (WHERE status = 'requesting'
@@ -83,7 +83,7 @@ def test_attention_counts_match_a_scan_of_the_rows(postgres_url: str) -> None:
                 # sent by a process that died: lease run out
                 "UPDATE denpyo_submissions SET locked_by = 'gone/1', attempts = 1,"
                 " locked_until = now() - interval '1 minute' WHERE key IN ('w0', 'w1')",
-                # an ambiguous failure, due for verification, and one held for a person
+                # an ambiguous failure, due for verification, and one left for a person
                 "UPDATE denpyo_submissions SET status = 'failed', error_kind = 'ambiguous',"
                 " next_attempt_at = now() WHERE key = 'k1'",
                 "UPDATE denpyo_submissions SET status = 'failed', error_kind = 'ambiguous',"
@@ -102,9 +102,9 @@ def test_attention_counts_match_a_scan_of_the_rows(postgres_url: str) -> None:
         with psycopg.connect(postgres_url, row_factory=dict_row) as conn:
             real = conn.execute(ATTENTION_BY_SCANNING).fetchone()
     assert real is not None
-    for name in ("in_doubt", "exhausted", "rejected_open", "needs_attention", "pending",
+    for name in ("in_doubt", "exhausted", "rejected_open", "needs_person", "pending",
                  "resolved", "oldest_pending"):  # fmt: skip
         assert counts[name] == real[name], name
         assert by_channel[name] == real[name], name
     assert counts["in_doubt"] >= 3 and counts["resolved"] == 4 and counts["exhausted"] > 0
-    assert other["pending"] == other["needs_attention"] == 0 and other["oldest_pending"] is None
+    assert other["pending"] == other["needs_person"] == 0 and other["oldest_pending"] is None

@@ -220,7 +220,7 @@ def test_a_bulk_enqueue_finds_its_copied_rows_by_primary_key(postgres_url: str) 
         assert first is not None and last is not None
         store = ledger.store
         assert isinstance(store, PostgresStore)
-        query = store.queries["submission_record_copied"]
+        query = store.queries["record_submissions_copied"]
         with store.pool.connection() as conn:
             params = {"first": first.idempotency_key, "last": last.idempotency_key, "actor": "x"}
             custom = "\n".join(

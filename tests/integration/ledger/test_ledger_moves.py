@@ -124,8 +124,8 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
         moves = [[note], [settle(held[1], held[1]), settle(held[2], None)]]
         statements = [statement for batch in moves for statement, _ in _statements(batch)]
         assert [query for query, _ in statements] == [
-            "submission_move_one",
-            "submission_move_batch",
+            "move_submission_one",
+            "move_submissions_batch",
         ]
         with ledger.store.transaction() as tx:
             rows = [row for query, params in statements for row in tx.fetch_all(query, params)]
@@ -238,11 +238,11 @@ def test_an_inline_settle_is_planned_once_and_reaches_its_row_by_index(
             cached = conn.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                 " WHERE statement LIKE %s",
-                ["-- submission_settle_one:%"],
+                ["-- settle_submission_one:%"],
             ).fetchall()
             assert cached and all(row["generic_plans"] > 0 for row in cached)
             conn.execute("SET plan_cache_mode = force_generic_plan")
-            for name in ("submission_settle_one", "submission_move_one"):
+            for name in ("settle_submission_one", "move_submission_one"):
                 prepared, nulls = as_prepared(store.queries[name])
                 conn.execute(f"PREPARE lone_plan AS {prepared}")
                 plans[name] = "\n".join(

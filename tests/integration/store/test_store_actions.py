@@ -33,7 +33,7 @@ def test_an_entry_freezes_its_rows_and_the_log_reads_newest_first(store: Store) 
     b = settled(store, "b", EXHAUSTED)
     settled(store, "s", SYNCED)
     named = store.add_action(entry(), ids=[b.id, a.id, a.id])
-    assert (named.total, named.done, named.state) == (2, 0, ActionState.RUNNING)
+    assert (named.total, named.done, named.state) == (2, 0, ActionState.IN_PROGRESS)
     assert [r.submission_id for r in store.action_rows(named.id)] == [a.id, b.id]
     assert all(r.outcome is None for r in store.action_rows(named.id))
 
@@ -138,45 +138,51 @@ def test_a_resend_in_a_batch_records_the_new_row_with_the_old_ones_move(store: S
 def test_people_steer_and_decide_actions(store: Store) -> None:
     planned = store.add_action(entry(state=ActionState.PLANNED))
     plan = {"count": 3, "sample": [1, 2]}
-    assert not store.set_plan(planned.id, plan, to=ActionState.RUNNING, from_=ActionState.PAUSED)
+    assert not store.set_plan(
+        planned.id, plan, to=ActionState.IN_PROGRESS, from_=ActionState.PAUSED
+    )
     assert store.set_plan(
-        planned.id, plan, to=ActionState.REQUESTED, from_=ActionState.PLANNED, expires_in=3600
+        planned.id,
+        plan,
+        to=ActionState.AWAITING_APPROVAL,
+        from_=ActionState.PLANNED,
+        lapses_in=3600,
     )
     requested = store.action(planned.id)
     assert requested is not None and requested.plan == plan
-    assert requested.state is ActionState.REQUESTED and requested.expires_at is not None
+    assert requested.state is ActionState.AWAITING_APPROVAL and requested.lapses_at is not None
 
     assert not store.decide_action(planned.id, approver="operator:ada", approve=True, note="me")
     assert store.decide_action(planned.id, approver="operator:bob", approve=True, note="ok")
     approved = store.action(planned.id)
-    assert approved is not None and approved.state is ActionState.RUNNING
+    assert approved is not None and approved.state is ActionState.IN_PROGRESS
     assert (approved.approved_by, approved.decision_note) == ("bob", "ok")
     assert not store.decide_action(planned.id, approver="operator:cy", approve=False, note="no")
 
-    assert store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.RUNNING])
-    assert not store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.RUNNING])
+    assert store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.IN_PROGRESS])
+    assert not store.move_action(planned.id, ActionState.PAUSED, from_=[ActionState.IN_PROGRESS])
     assert not store.take_action(planned.id, holder="h", lease=60), "a paused one waits"
     assert store.move_action(
-        planned.id, ActionState.CANCELLED, from_=[ActionState.RUNNING, ActionState.PAUSED]
+        planned.id, ActionState.CANCELLED, from_=[ActionState.IN_PROGRESS, ActionState.PAUSED]
     )
     cancelled = store.action(planned.id)
     assert cancelled is not None and cancelled.finished_at is not None
 
-    rejected = store.add_action(entry(state=ActionState.REQUESTED, expires_in=3600))
+    rejected = store.add_action(entry(state=ActionState.AWAITING_APPROVAL, lapses_in=3600))
     assert store.decide_action(rejected.id, approver="operator:bob", approve=False, note="no")
     again = store.action(rejected.id)
-    assert again is not None and again.state is ActionState.REJECTED
+    assert again is not None and again.state is ActionState.DECLINED
 
 
 def test_requests_nobody_decided_in_time_expire(store: Store) -> None:
-    soon = store.add_action(entry(state=ActionState.REQUESTED, expires_in=0.05))
-    later = store.add_action(entry(state=ActionState.REQUESTED, expires_in=3600))
+    soon = store.add_action(entry(state=ActionState.AWAITING_APPROVAL, lapses_in=0.05))
+    later = store.add_action(entry(state=ActionState.AWAITING_APPROVAL, lapses_in=3600))
     time.sleep(0.2)  # past the first one's expiry, by the database clock
-    assert store.expire_actions() == 1
-    assert store.expire_actions() == 0
+    assert store.lapse_actions() == 1
+    assert store.lapse_actions() == 0
     expired, waiting = store.action(soon.id), store.action(later.id)
-    assert expired is not None and expired.state is ActionState.EXPIRED
-    assert waiting is not None and waiting.state is ActionState.REQUESTED
+    assert expired is not None and expired.state is ActionState.LAPSED
+    assert waiting is not None and waiting.state is ActionState.AWAITING_APPROVAL
     assert not store.decide_action(soon.id, approver="operator:bob", approve=True, note="late")
 
 

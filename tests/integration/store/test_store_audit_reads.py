@@ -108,10 +108,10 @@ def test_the_audits_reads_are_planned_on_indexes(store: Store, backend: str, db_
         "keys": store.text_list(["a", "b"]),  # type: ignore[attr-defined]
         "submission_id": 1,
     }
-    names = ("submission_list_synced", "submission_get_by_idempotency_keys", "event_list")
+    names = ("list_submissions_synced", "get_submissions_by_idempotency_keys", "list_events")
     with plans(store, backend, db_url) as plan:
         for name, index in zip(names, AUDIT_INDEXES[backend], strict=True):
             found = plan(name, params)
-            if getattr(store, "partitioned", False) and name == "event_list":
+            if getattr(store, "partitioned", False) and name == "list_events":
                 index = "denpyo_events_pkey"  # there (submission_id, id): one index, not two
             assert index in found, (name, found)

@@ -82,14 +82,14 @@ def test_an_expired_lease_counts_as_nobody_and_in_doubt(store: Store) -> None:
 
 
 CLAIM_INDEXES = {
-    "sqlite": {"submission_find_ready": "denpyo_submissions_ready",
-               "submission_find_in_doubt": "denpyo_submissions_in_doubt",
-               "submission_count_in_doubt_due": "denpyo_submissions_in_doubt"},
-    "postgresql": {"submission_claim_ready": "denpyo_submissions_ready",
-                   "submission_claim_in_doubt": "denpyo_submissions_in_doubt",
-                   "submission_count_in_doubt_due": "denpyo_submissions_in_doubt"},
-    "mysql": {"submission_find_ready": "denpyo_submissions_due",
-              "submission_find_in_doubt": "denpyo_submissions_due"},
+    "sqlite": {"find_submissions_ready": "denpyo_submissions_ready",
+               "find_submissions_in_doubt": "denpyo_submissions_in_doubt",
+               "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt"},
+    "postgresql": {"claim_submissions_ready": "denpyo_submissions_ready",
+                   "claim_submissions_in_doubt": "denpyo_submissions_in_doubt",
+                   "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt"},
+    "mysql": {"find_submissions_ready": "denpyo_submissions_due",
+              "find_submissions_in_doubt": "denpyo_submissions_due"},
 }  # fmt: skip
 
 

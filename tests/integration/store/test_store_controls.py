@@ -16,11 +16,11 @@ from denpyo.store.actions import NewAction
 
 def mode(store: Store, channel: str) -> Mode:
     states = {state.channel: state for state in store.channel_states()}
-    return states[channel].mode if channel in states else Mode.RUNNING
+    return states[channel].mode if channel in states else Mode.ACTIVE
 
 
 def test_a_pause_and_a_resume_are_written_once_with_their_history(store: Store) -> None:
-    assert store.channel_states() == [] and mode(store, "c") is Mode.RUNNING
+    assert store.channel_states() == [] and mode(store, "c") is Mode.ACTIVE
     log = NewAction(ActionKind.PAUSE, Scope.CHANNEL, "c", "operator:ada", "incident")
     assert store.pause_channel("c", actor="operator:ada", note="incident", log=log)
     assert not store.pause_channel("c", actor="operator:bob", note="me too"), "paused already"
@@ -35,7 +35,7 @@ def test_a_pause_and_a_resume_are_written_once_with_their_history(store: Store) 
 
     assert store.resume_channel("c", actor="operator:bob", note="fixed")
     assert not store.resume_channel("c", actor="operator:bob", note="again"), "not paused"
-    assert mode(store, "c") is Mode.RUNNING
+    assert mode(store, "c") is Mode.ACTIVE
     history = store.channel_history("c")
     assert [(e.kind, e.actor, e.note) for e in history] == [
         ("resumed", "operator:bob", "fixed"),
@@ -46,16 +46,18 @@ def test_a_pause_and_a_resume_are_written_once_with_their_history(store: Store) 
 
 
 def test_a_hold_keeps_the_longest_wait_asked(store: Store) -> None:
-    assert store.hold_channel("c", hold_for=600, note="Retry-After: 600")
-    assert not store.hold_channel("c", hold_for=60, note="Retry-After: 60"), "a longer one stands"
+    assert store.throttle_channel("c", throttle_for=600, note="Retry-After: 600")
+    assert not store.throttle_channel("c", throttle_for=60, note="Retry-After: 60"), (
+        "a longer one stands"
+    )
     [state] = store.channel_states()
-    assert state.mode is Mode.HELD and state.held_note == "Retry-After: 600"
-    assert state.held_until is not None
-    assert 500 < (state.held_until - state.now).total_seconds() <= 600
-    assert store.hold_channel("c", hold_for=1200, note="Retry-After: 1200")
-    assert store.hold_channel("sms", hold_for=0.05, note="short")
+    assert state.mode is Mode.THROTTLED and state.throttled_note == "Retry-After: 600"
+    assert state.throttled_until is not None
+    assert 500 < (state.throttled_until - state.now).total_seconds() <= 600
+    assert store.throttle_channel("c", throttle_for=1200, note="Retry-After: 1200")
+    assert store.throttle_channel("sms", throttle_for=0.05, note="short")
     time.sleep(0.2)
-    assert mode(store, "sms") is Mode.RUNNING, "a hold ends by itself"
+    assert mode(store, "sms") is Mode.ACTIVE, "a hold ends by itself"
 
 
 def test_one_caller_takes_a_down_channel_and_each_probe(store: Store) -> None:
@@ -70,7 +72,7 @@ def test_one_caller_takes_a_down_channel_and_each_probe(store: Store) -> None:
     assert state.probe_every == 600
     assert store.channel_up("c", actor="worker:a", note="a probe succeeded")
     assert not store.channel_up("c", actor="worker:b", note="a probe succeeded")
-    assert mode(store, "c") is Mode.RUNNING
+    assert mode(store, "c") is Mode.ACTIVE
     assert [e.kind for e in store.channel_history("c")] == ["up", "down"]
 
 

@@ -37,7 +37,7 @@ def test_counts_follow_the_moves(store: Store) -> None:
         ("c", Status.REQUESTING, 2), ("c", Status.SYNCED, 1), ("d", Status.REQUESTING, 1),
     ]  # fmt: skip
     counts = store.count_attention("c")
-    assert (counts["in_doubt"], counts["needs_attention"], counts["pending"]) == (1, 1, 2)
+    assert (counts["in_doubt"], counts["needs_person"], counts["pending"]) == (1, 1, 2)
     assert counts["oldest_pending"] is not None and counts["now"] >= counts["oldest_pending"]
     assert store.count_attention("d")["in_doubt"] == 0
     assert store.count_in_doubt_due("c") == 1
@@ -97,7 +97,7 @@ def assert_counts_match_the_table(store: Store, sql: SQL) -> None:
                 for s in failed
             ),
             "rejected_open": len(rejected_open),
-            "needs_attention": len(open_failed) + len(rejected_open)
+            "needs_person": len(open_failed) + len(rejected_open)
             + sum(s.resolution is None for s in expired),
             "pending": len(pending),
             "oldest_pending": min((s.created_at for s in pending), default=None),

@@ -265,8 +265,8 @@ class _Once(Faults):
         text = str(query if not isinstance(query, bytes) else query.decode()).lstrip()
         writes = (
             text.startswith("COMMIT")
-            or "submission_record" in text[:40]
-            or ("submission_settle" in text[:40])
+            or "record_submission" in text[:40]
+            or ("settle_submission" in text[:40])
         )
         if self.counts or not writes:
             return None

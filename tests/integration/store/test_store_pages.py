@@ -73,7 +73,7 @@ def test_the_attention_queue_holds_exactly_what_needs_a_person(store: Store) -> 
     assert [s.id for s in first.rows] == wanted[:3] and first.older == wanted[2]
     rest = store.attention_page(before=wanted[2], limit=3)
     assert [s.id for s in rest.rows] == wanted[3:] and rest.older is None
-    assert store.count_attention()["needs_attention"] == len(wanted)
+    assert store.count_attention()["needs_person"] == len(wanted)
 
 
 def test_outcomes_are_folded_once_per_minute(store: Store) -> None:
@@ -102,26 +102,26 @@ def test_outcomes_are_folded_once_per_minute(store: Store) -> None:
 
 
 DASHBOARD_INDEXES = {
-    "sqlite": {"submission_attention_page": ["denpyo_submissions_attention",
+    "sqlite": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
                                              "denpyo_submissions_in_doubt"],
-               "submission_count_attention": ["denpyo_submissions_ready",
+               "count_submissions_needs_person": ["denpyo_submissions_ready",
                                               "denpyo_submissions_in_doubt"],
-               "submission_search": ["sqlite_autoindex_denpyo_submissions_1"],
-               "submission_next_channel": ["sqlite_autoindex_denpyo_submissions_1"]},
-    "postgresql": {"submission_attention_page": ["denpyo_submissions_attention",
+               "search_submissions": ["sqlite_autoindex_denpyo_submissions_1"],
+               "find_submission_next_channel": ["sqlite_autoindex_denpyo_submissions_1"]},
+    "postgresql": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
                                                  "denpyo_submissions_in_doubt"],
-                   "submission_count_attention": ["denpyo_submissions_ready",
+                   "count_submissions_needs_person": ["denpyo_submissions_ready",
                                                   "denpyo_submissions_in_doubt"],
-                   "submission_search": ["denpyo_submissions_channel_key"],
-                   "submission_next_channel": ["denpyo_submissions_channel_key"],
-                   "submission_page": ["denpyo_submissions_pkey"]},
-    "mysql": {"submission_attention_page": ["denpyo_submissions_attention",
+                   "search_submissions": ["denpyo_submissions_channel_key"],
+                   "find_submission_next_channel": ["denpyo_submissions_channel_key"],
+                   "list_submission_page": ["denpyo_submissions_pkey"]},
+    "mysql": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
                                             "denpyo_submissions_status_created"],
-              "submission_count_attention": ["denpyo_submissions_status_created",
+              "count_submissions_needs_person": ["denpyo_submissions_status_created",
                                              "denpyo_submissions_due"],
-              "submission_search": ["denpyo_submissions_channel_key"],
-              "submission_next_channel": ["denpyo_submissions_channel_key"],
-              "submission_page": ["PRIMARY"]},
+              "search_submissions": ["denpyo_submissions_channel_key"],
+              "find_submission_next_channel": ["denpyo_submissions_channel_key"],
+              "list_submission_page": ["PRIMARY"]},
 }  # fmt: skip
 
 
@@ -140,9 +140,9 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
     }  # fmt: skip
     with plans(store, backend, db_url) as plan:
         for name, indexes in DASHBOARD_INDEXES[backend].items():
-            if name == "submission_count_attention" and under_the_profile(backend):
+            if name == "count_submissions_needs_person" and under_the_profile(backend):
                 continue  # the distributed profile counts the rows (no running counts)
-            given = {**params, "after": ""} if name == "submission_next_channel" else params
+            given = {**params, "after": ""} if name == "find_submission_next_channel" else params
             found = plan(name, given)
             for index in indexes:
                 assert index in found, (name, index, found)

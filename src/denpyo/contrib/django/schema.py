@@ -64,12 +64,12 @@ class ApplySchema(RunSQL):
         # The literal row `denpyo sql` prints too (store/queries.py ddl()).
         record = f"INSERT INTO denpyo_schema_version (version) VALUES ({int(self.version)})"
         if schema_editor.collect_sql:
-            self._run_sql(schema_editor, [queries["schema_version_create"], *statements, record])
+            self._run_sql(schema_editor, [queries["create_schema_version"], *statements, record])
             return
         with _migration_lock(connection, dialect, queries):
-            self._run_sql(schema_editor, [queries["schema_version_create"]])
+            self._run_sql(schema_editor, [queries["create_schema_version"]])
             with connection.cursor() as cursor:
-                cursor.execute(queries["schema_version_get"])
+                cursor.execute(queries["get_schema_version"])
                 recorded = int(cursor.fetchone()[0])
             if recorded >= self.version:
                 return
@@ -87,7 +87,7 @@ def _dialect(vendor: str) -> Dialect:
 
 @contextmanager
 def _migration_lock(connection: Any, dialect: Dialect, queries: dict[str, str]) -> Iterator[None]:
-    """`denpyo migrate`'s lock (store/sql/<dialect>.sql `schema_lock`).
+    """`denpyo migrate`'s lock (store/sql/<dialect>.sql `lock_schema`).
 
     PostgreSQL's is a transaction lock, held until the Django migration commits;
     SQLite's writer lock is taken by the first write. MariaDB's belongs to the
@@ -95,7 +95,7 @@ def _migration_lock(connection: Any, dialect: Dialect, queries: dict[str, str]) 
     the connection, and a `denpyo migrate` would otherwise wait on it.
     """
     with connection.cursor() as cursor:
-        cursor.execute(queries["schema_lock"])
+        cursor.execute(queries["lock_schema"])
         if dialect.session_lock and cursor.fetchone()[0] != 1:
             raise StoreError(
                 "another process has held the migration lock of this database (GET_LOCK "
@@ -106,4 +106,4 @@ def _migration_lock(connection: Any, dialect: Dialect, queries: dict[str, str]) 
     finally:
         if dialect.session_lock:
             with connection.cursor() as cursor:
-                cursor.execute(queries["schema_unlock"])
+                cursor.execute(queries["unlock_schema"])

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 SAMPLES = 5
 """Rows a dry run shows for each outcome."""
-PLAN_EXPIRES = 3600.0
+PLAN_LAPSES = 3600.0
 """Seconds a bulk action's dry run waits for its person to confirm it."""
 MAX_BULK_ROWS = 1_000_000
 
@@ -97,7 +97,7 @@ def request_json(requested: Requested | None) -> dict[str, Any] | None:
 # -- carrying an action out --------------------------------------------------------------
 
 
-def run(
+def carry_out(
     ledger: Ledger,
     action_id: int,
     *,
@@ -132,7 +132,7 @@ def run(
             while True:
                 ids, rows = store.pending_batch(action_id, after=after, limit=batch)
                 if not ids:
-                    store.move_action(action_id, ActionState.DONE, from_=(ActionState.RUNNING,))
+                    store.move_action(action_id, ActionState.DONE, from_=(ActionState.IN_PROGRESS,))
                     break
                 plan = [(sid, *_step(ledger, record, rows.get(sid))) for sid in ids]
                 if store.carry_out(action_id, holder=holder, lease=lease, plan=plan) is None:
@@ -280,8 +280,8 @@ def act(
     reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=bulk) if policy else None
     if reason is not None and policy is not None:
         entry = NewAction(
-            kind, Scope.ROWS, target, actor, note, ActionState.REQUESTED,
-            params=params, expires_in=policy.expires_after,
+            kind, Scope.ROWS, target, actor, note, ActionState.AWAITING_APPROVAL,
+            params=params, lapses_in=policy.lapses_after,
         )  # fmt: skip
         request = ledger.store.add_action(entry, ids=ids)
         counts, samples = _count(ledger, request)  # what the approver would let happen
@@ -291,17 +291,17 @@ def act(
     holder = new_holder()
     entry = NewAction(kind, Scope.ROWS, target, actor, note, params=params)
     record = ledger.store.add_action(entry, ids=ids, holder=holder, lease=LEASE)
-    return run(ledger, record.id, holder=holder)
+    return carry_out(ledger, record.id, holder=holder)
 
 
 def approve(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
     """A second person approves a request: it is carried out now, and each row's
     history names both people."""
     decide(ledger, action_id, note=note, by=by, approve=True)
-    return run(ledger, action_id)
+    return carry_out(ledger, action_id)
 
 
-def reject(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
+def decline(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
     """A second person rejects a request, with a note: nothing is done."""
     return decide(ledger, action_id, note=note, by=by, approve=False)
 
@@ -314,9 +314,9 @@ def decide(
 
     text = check_note(note, "an approval" if approve else "a rejection")
     approver = operator_actor(by)
-    ledger.store.expire_actions()
+    ledger.store.lapse_actions()
     record = _get(ledger, action_id)
-    if record.state is not ActionState.REQUESTED:
+    if record.state is not ActionState.AWAITING_APPROVAL:
         raise InvalidInput(f"action #{action_id} is {record.state}, not waiting for a decision")
     if record.scope is Scope.ROWS and ledger.store.sealing.codec is not None:
         _, rows = ledger.store.pending_batch(action_id, after=0, limit=record.total + 1)
@@ -361,7 +361,7 @@ def plan_bulk(
     entry = NewAction(
         kind, Scope.FILTER, target, operator_actor(by), text, ActionState.PLANNED,
         params={"force_in_doubt": force_in_doubt} if force_in_doubt else None,
-        expires_in=PLAN_EXPIRES,
+        lapses_in=PLAN_LAPSES,
     )  # fmt: skip
     record = ledger.store.add_action(entry, flt=flt)
     if record.total > MAX_BULK_ROWS:
@@ -414,9 +414,9 @@ def confirm_bulk(
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
     if not same_name(record.actor, operator_actor(by)):
         raise InvalidInput(f"action #{action_id} is {record.person}'s to confirm")
-    if record.expires_at is not None and record.expires_at <= ledger.now():
+    if record.lapses_at is not None and record.lapses_at <= ledger.now():
         raise InvalidInput(
-            f"the dry run of action #{action_id} is older than {PLAN_EXPIRES / 3600:g} h: "
+            f"the dry run of action #{action_id} is older than {PLAN_LAPSES / 3600:g} h: "
             "make a new one (the rows may have changed since)"
         )
     plan = record.plan or {}
@@ -424,10 +424,10 @@ def confirm_bulk(
     policy = approval or ledger.approval
     forced = bool(record.params.get("force_in_doubt"))
     reason = policy.reason(record.kind, rows=acting, forced=forced, bulk=True) if policy else None
-    to = ActionState.REQUESTED if reason else ActionState.RUNNING
-    expires = policy.expires_after if (policy and reason) else None
+    to = ActionState.AWAITING_APPROVAL if reason else ActionState.IN_PROGRESS
+    expires = policy.lapses_after if (policy and reason) else None
     if not ledger.store.set_plan(
-        action_id, plan, to=to, from_=ActionState.PLANNED, expires_in=expires
+        action_id, plan, to=to, from_=ActionState.PLANNED, lapses_in=expires
     ):
         raise InvalidInput(f"action #{action_id} changed meanwhile: look again")
     after = _get(ledger, action_id)
@@ -436,12 +436,12 @@ def confirm_bulk(
 
 def pause_action(ledger: Ledger, action_id: int) -> bool:
     """Stop a running bulk action after its current batch; False if it was not running."""
-    return ledger.store.move_action(action_id, ActionState.PAUSED, from_=(ActionState.RUNNING,))
+    return ledger.store.move_action(action_id, ActionState.PAUSED, from_=(ActionState.IN_PROGRESS,))
 
 
 def resume_action(ledger: Ledger, action_id: int) -> bool:
     """Let a paused bulk action run again (`run` carries it on); False if not paused."""
-    return ledger.store.move_action(action_id, ActionState.RUNNING, from_=(ActionState.PAUSED,))
+    return ledger.store.move_action(action_id, ActionState.IN_PROGRESS, from_=(ActionState.PAUSED,))
 
 
 def cancel_action(ledger: Ledger, action_id: int) -> bool:
@@ -450,7 +450,12 @@ def cancel_action(ledger: Ledger, action_id: int) -> bool:
     return ledger.store.move_action(
         action_id,
         ActionState.CANCELLED,
-        from_=(ActionState.PLANNED, ActionState.REQUESTED, ActionState.RUNNING, ActionState.PAUSED),
+        from_=(
+            ActionState.PLANNED,
+            ActionState.AWAITING_APPROVAL,
+            ActionState.IN_PROGRESS,
+            ActionState.PAUSED,
+        ),
     )
 
 
@@ -469,7 +474,7 @@ def action_log(
     limit: int = 100,
 ) -> list[ActionRecord]:
     """Every action by a person, newest first, by person, kind, state and time."""
-    ledger.store.expire_actions()
+    ledger.store.lapse_actions()
     return ledger.store.actions(
         actor=operator_actor(by) if by else None,
         kind=_parse(ActionKind, kind, "kind"),
@@ -538,7 +543,7 @@ def action_json(record: ActionRecord) -> dict[str, Any]:
         "approver": None if record.approver is None else person_of(record.approver),
         "decision_note": record.decision_note,
         "decided_at": when(record.decided_at),
-        "expires_at": when(record.expires_at),
+        "lapses_at": when(record.lapses_at),
         "rows": record.total,
         "done": record.done,
         "skipped": record.skipped,

@@ -24,10 +24,10 @@ class ChannelView:
 
     @property
     def mode(self) -> Mode:
-        return Mode.RUNNING if self.state is None else self.state.mode
+        return Mode.ACTIVE if self.state is None else self.state.mode
 
     def describe(self) -> str:
-        return "running" if self.state is None else self.state.describe()
+        return "active" if self.state is None else self.state.describe()
 
 
 def channel_states(ledger: Ledger) -> dict[str, ChannelState]:

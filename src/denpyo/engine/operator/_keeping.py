@@ -80,6 +80,6 @@ def _logged(
     try:
         result = work()
     except BaseException:
-        ledger.store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.RUNNING,))
+        ledger.store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.IN_PROGRESS,))
         raise
     return result, ledger.store.counted(record.id, removed(result))

@@ -43,14 +43,14 @@ class StatusReport:
 
     `in_doubt` counts every row in doubt, resolved or not; `exhausted` the
     unresolved exhausted rows; `rejected_open` unresolved `rejected` rows;
-    `needs_attention` the unresolved rows among all three (`denpyo.domain.rules`
+    `needs_person` the unresolved rows among all three (`denpyo.domain.rules`
     says what each means, row by row). `pending` counts rows the engine still has to move
     (`requesting`, or `failed` with a next attempt); `oldest_pending` is the
     creation time of the oldest of them. `holdings`: the rows held now under a live
     lease, per channel and holder (a holder known to be gone among them: its rows
     are in doubt once their leases end, and not before). `channel_states`: every
     channel known (registered, with rows, or with a state), with what the fleet
-    shares about it (None: never paused, held or down, so running);
+    shares about it (None: never paused, throttled or down, so running);
     `channel_history`: the latest changes of the one channel asked for (else empty).
     `durability`: what the primary says about its commits surviving its loss (None:
     nothing to say, SQLite and MariaDB); `standby_lag`: seconds the counts are behind
@@ -61,7 +61,7 @@ class StatusReport:
     in_doubt: int
     exhausted: int
     rejected_open: int
-    needs_attention: int
+    needs_person: int
     pending: int
     resolved: int
     oldest_pending: datetime | None
@@ -76,11 +76,11 @@ class StatusReport:
 
     @property
     def stopped(self) -> list[ChannelState]:
-        """The channels that start no call now (paused, held or down), by name."""
+        """The channels that start no call now (paused, throttled or down), by name."""
         return [
             state
             for _, state in sorted(self.channel_states.items())
-            if state is not None and state.mode is not Mode.RUNNING
+            if state is not None and state.mode is not Mode.ACTIVE
         ]
 
     @property
@@ -104,7 +104,7 @@ class StatusReport:
             "in_doubt": self.in_doubt,
             "exhausted": self.exhausted,
             "rejected_open": self.rejected_open,
-            "needs_attention": self.needs_attention,
+            "needs_person": self.needs_person,
             "pending": self.pending,
             "resolved": self.resolved,
             "oldest_pending_at": iso(self.oldest_pending),
@@ -130,15 +130,15 @@ def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
     when the provider holds it (a hold that has run out is no longer given); since
     when it is down and when the next probe goes."""
     if state is None:
-        return {"mode": Mode.RUNNING.value, **dict.fromkeys(_STATE_FIELDS)}
-    held = state.held_until is not None and state.held_until > state.now
+        return {"mode": Mode.ACTIVE.value, **dict.fromkeys(_STATE_FIELDS)}
+    held = state.throttled_until is not None and state.throttled_until > state.now
     return {
         "mode": state.mode.value,
         "paused_at": iso(state.paused_at),
         "paused_by": state.paused_by,
         "note": state.paused_note,
-        "held_until": iso(state.held_until) if held else None,
-        "held_note": state.held_note if held else None,
+        "throttled_until": iso(state.throttled_until) if held else None,
+        "throttled_note": state.throttled_note if held else None,
         "down_since": iso(state.down_since),
         "down_note": state.down_note,
         "probe_at": iso(state.probe_at) if state.down_since is not None else None,
@@ -146,8 +146,8 @@ def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
 
 
 _STATE_FIELDS = (
-    "paused_at", "paused_by", "note", "held_until", "held_note", "down_since", "down_note",
-    "probe_at",
+    "paused_at", "paused_by", "note", "throttled_until", "throttled_note", "down_since",
+    "down_note", "probe_at",
 )  # fmt: skip
 
 

@@ -5,13 +5,13 @@
 -- computed from the rows), a claim by one atomic UPDATE instead of SKIP LOCKED, and
 -- SERIALIZABLE sessions, as CockroachDB runs them.
 
--- schema_lock: nothing to take: no advisory locks here (CockroachDB's are no-ops); run one `migrate` at a time, as a deployment step
+-- lock_schema: nothing to take: no advisory locks here (CockroachDB's are no-ops); run one `migrate` at a time, as a deployment step
 SELECT 1 AS locked;
 
--- session_read_committed: run once on each connection of denpyo's: its transactions run SERIALIZABLE, as CockroachDB's do; a transaction that loses to a concurrent one (40001) runs again (store/conflicts.py)
+-- make_session_read_committed: run once on each connection of denpyo's: its transactions run SERIALIZABLE, as CockroachDB's do; a transaction that loses to a concurrent one (40001) runs again (store/conflicts.py)
 SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE;
 
--- submission_record: insert a row with its created (and first attempt) events; nothing when (channel, key) exists, or existed and is remembered (denpyo_keys); no NOTIFY: workers poll
+-- record_submission: insert a row with its created (and first attempt) events; nothing when (channel, key) exists, or existed and is remembered (denpyo_keys); no NOTIFY: workers poll
 WITH new AS (
     INSERT INTO denpyo_submissions (
         channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
@@ -36,7 +36,7 @@ WITH new AS (
 )
 SELECT new.*, false AS in_doubt, 0 AS woken FROM new;
 
--- submission_record_many: insert many rows for the workers, with their events, in one statement; keys that exist, or existed and are remembered (denpyo_keys), are skipped; no NOTIFY: workers poll
+-- record_submissions_many: insert many rows for the workers, with their events, in one statement; keys that exist, or existed and are remembered (denpyo_keys), are skipped; no NOTIFY: workers poll
 WITH input AS (
     SELECT * FROM unnest(
         %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
@@ -62,7 +62,7 @@ WITH input AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, 0 AS woken;
 
--- submission_claim_ready: hold up to :limit due rows of a channel to send, with their attempt events, in one UPDATE: no SKIP LOCKED (CockroachDB's may skip rows no one locked); the UPDATE checks each row is still due, so two claimers never hold the same row (under SERIALIZABLE the loser gets 40001 and claims again)
+-- claim_submissions_ready: hold up to :limit due rows of a channel to send, with their attempt events, in one UPDATE: no SKIP LOCKED (CockroachDB's may skip rows no one locked); the UPDATE checks each row is still due, so two claimers never hold the same row (under SERIALIZABLE the loser gets 40001 and claims again)
 WITH claimed AS (
     UPDATE denpyo_submissions s SET
         status = 'requesting',
@@ -104,7 +104,7 @@ WITH claimed AS (
 )
 SELECT claimed.*, false AS in_doubt FROM claimed ORDER BY id;
 
--- submission_claim_in_doubt: hold up to :limit due in-doubt rows of a channel for one verifier (status kept, no event), in one UPDATE that checks each row is still due (no SKIP LOCKED)
+-- claim_submissions_in_doubt: hold up to :limit due in-doubt rows of a channel for one verifier (status kept, no event), in one UPDATE that checks each row is still due (no SKIP LOCKED)
 UPDATE denpyo_submissions s SET
     locked_by = %(holder)s,
     locked_until = now() + make_interval(secs => %(lease)s::float8),
@@ -128,14 +128,14 @@ WHERE s.id IN (
 RETURNING s.*,
     {{in_doubt s}} AS in_doubt;
 
--- submission_count_by_status: how many rows each channel has in each status, counted from the rows (no running counts without triggers)
+-- count_submissions_by_status: how many rows each channel has in each status, counted from the rows (no running counts without triggers)
 SELECT channel, status, COUNT(*) AS n
 FROM denpyo_submissions
 WHERE (%(channel)s::text IS NULL OR channel = %(channel)s::text)
 GROUP BY channel, status
 ORDER BY channel, status;
 
--- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock, counted from the rows (as the running counts would say)
+-- count_submissions_needs_person: in-doubt, exhausted, open-rejected, needs-a-person and pending counts, the oldest pending row's creation, and the database clock, counted from the rows (as the running counts would say)
 WITH counted_rows AS (
     SELECT status, resolution IS NOT NULL AS resolved,
         CASE  -- the kind the running counts of PostgreSQL's schema 4 keep (denpyo_count_kind)
@@ -177,14 +177,14 @@ SELECT
     counted.ambiguous + held.expired AS in_doubt,
     counted.exhausted,
     counted.rejected_open,
-    counted.failed_open + counted.rejected_open + held.expired_open AS needs_attention,
+    counted.failed_open + counted.rejected_open + held.expired_open AS needs_person,
     counted.pending,
     oldest.created_at AS oldest_pending,
     counted.resolved,
     now() AS now
 FROM counted, held, oldest;
 
--- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values now; back how many (DistributedStore.remove_in deletes them in the same serializable transaction)
+-- remember_keys: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each; a key already remembered takes the row's values now; back how many (DistributedStore.remove_in deletes them in the same serializable transaction)
 WITH kept AS (
     INSERT INTO denpyo_keys (
         channel, key, idempotency_key, submission_id, status, attempts, error_kind,
@@ -212,14 +212,14 @@ WITH kept AS (
 )
 SELECT COUNT(*) AS kept FROM kept;
 
--- submission_held_by: the rows of a channel one claim's holder holds (a claim whose commit was not confirmed, re-read)
+-- list_submissions_held_by: the rows of a channel one claim's holder holds (a claim whose commit was not confirmed, re-read)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
 WHERE channel = %(channel)s AND locked_by = %(holder)s AND status = 'requesting'
 ORDER BY id;
 
--- submission_get_many: rows by id (a move whose commit was not confirmed, re-read)
+-- get_submissions_many: rows by id (a move whose commit was not confirmed, re-read)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = ANY(%(ids)s::bigint[]);

@@ -14,7 +14,7 @@ UPDATE denpyo_keys k SET
 FROM gone g
 WHERE k.submission_id = g.id
 
--- submission_record: insert a row with its created (and first attempt) events, and wake the workers; nothing when denpyo_keys knows (channel, key), the row live or removed
+-- record_submission: insert a row with its created (and first attempt) events, and wake the workers; nothing when denpyo_keys knows (channel, key), the row live or removed
 -- The key goes in first and makes the row's id (its creation time): a key known
 -- already writes nothing, and a concurrent insert of the same key waits for this one.
 WITH known AS (
@@ -50,7 +50,7 @@ WITH known AS (
 )
 SELECT new.*, false AS in_doubt, (SELECT COUNT(*) FROM woken) AS woken FROM new;
 
--- submission_record_many: insert many rows for the workers, with their events, in one statement; keys denpyo_keys knows are skipped (as submission_record)
+-- record_submissions_many: insert many rows for the workers, with their events, in one statement; keys denpyo_keys knows are skipped (as record_submission)
 WITH input AS (
     SELECT * FROM unnest(
         %(channel)b::text[], %(key)b::text[], %(idempotency_key)b::text[], %(payload)b::text[],
@@ -82,19 +82,19 @@ WITH input AS (
 )
 SELECT (SELECT COUNT(*) FROM new) AS created, (SELECT COUNT(*) FROM woken) AS woken;
 
--- submission_get_existing: the row an insert found in its way, by channel and business key (its key's id names its partition)
+-- get_submission_existing: the row an insert found in its way, by channel and business key (its key's id names its partition)
 SELECT s.*,
     {{in_doubt s}} AS in_doubt
 FROM denpyo_keys k JOIN denpyo_submissions s ON s.id = k.submission_id
 WHERE k.channel = %(channel)s AND k.key = %(key)s;
 
--- submission_get_by_key: one submission by channel and business key (its key's id names its partition)
+-- get_submission_by_key: one submission by channel and business key (its key's id names its partition)
 SELECT s.*,
     {{in_doubt s}} AS in_doubt
 FROM denpyo_keys k JOIN denpyo_submissions s ON s.id = k.submission_id
 WHERE k.channel = %(channel)s AND k.key = %(key)s;
 
--- submission_get_recorded_before: the rows that hold a batch's channels and keys under other idempotency keys than the batch's (recorded before it, or by an earlier item of it), with the item's place in the batch
+-- get_submissions_recorded_before: the rows that hold a batch's channels and keys under other idempotency keys than the batch's (recorded before it, or by an earlier item of it), with the item's place in the batch
 SELECT s.*,
     {{in_doubt s}} AS in_doubt,
     n.ord
@@ -105,7 +105,7 @@ JOIN denpyo_submissions s ON s.id = k.submission_id
 WHERE s.idempotency_key <> n.idempotency_key
 ORDER BY n.ord;
 
--- key_get_recorded_before: the removed keys of a batch's channels and keys whose row is gone, with the item's place in the batch (a bulk insert skipped them)
+-- get_keys_recorded_before: the removed keys of a batch's channels and keys whose row is gone, with the item's place in the batch (a bulk insert skipped them)
 SELECT k.*, n.ord
 FROM unnest(%(channel)s::text[], %(key)s::text[]) WITH ORDINALITY AS n(channel, key, ord)
 JOIN denpyo_keys k ON k.channel = n.channel AND k.key = n.key
@@ -113,7 +113,7 @@ WHERE k.removed_at IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM denpyo_submissions s WHERE s.id = k.submission_id)
 ORDER BY n.ord;
 
--- submission_remove: the rows of :ids that retention still lets go, deleted with their history; their keys take the outcome they had, and their places are added to the counts kept per day of creation (UTC), channel, status and error kind; back how many went
+-- remove_submissions: the rows of :ids that retention still lets go, deleted with their history; their keys take the outcome they had, and their places are added to the counts kept per day of creation (UTC), channel, status and error kind; back how many went
 -- Every key is in denpyo_keys since its insert: nothing to wait for (the plain
 -- layout's removal waits out older snapshots, PostgresStore.remove_in).
 WITH gone AS (
@@ -136,7 +136,7 @@ WITH gone AS (
 )
 SELECT COUNT(*) AS removed FROM gone;
 
--- key_expire: one batch of removed rows' keys created before the cutoff, oldest first (keys_kept_for); a live row's key never expires
+-- expire_keys: one batch of removed rows' keys created before the cutoff, oldest first (keys_kept_for); a live row's key never expires
 DELETE FROM denpyo_keys WHERE (channel, key) IN (
     SELECT channel, key FROM denpyo_keys
     WHERE submission_id < denpyo_id_at(now() - make_interval(secs => %(older_than)s::float8))
@@ -146,10 +146,10 @@ DELETE FROM denpyo_keys WHERE (channel, key) IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING submission_id;
 
--- partition_maintain: have pg_partman make the partitions of the coming intervals
+-- maintain_partitions: have pg_partman make the partitions of the coming intervals
 SELECT denpyo_partition_maintain() AS done;
 
--- partition_list: the partitions of the submissions, oldest first: their ids' range [from_id, to_id), and the time it stands for
+-- list_partitions: the partitions of the submissions, oldest first: their ids' range [from_id, to_id), and the time it stands for
 SELECT from_id, to_id,
     to_timestamp(from_id / 1e9) AS from_at, to_timestamp(to_id / 1e9) AS to_at
 FROM (
@@ -162,16 +162,16 @@ CROSS JOIN LATERAL (SELECT bounds[1] AS from_id, bounds[2] AS to_id) AS b
 WHERE bounds IS NOT NULL
 ORDER BY from_id;
 
--- partition_check: how many rows the partition [from_id, to_id) holds, and how many of them retention keeps (open, in doubt, waiting for a person, or younger than their state's age)
+-- check_partitions: how many rows the partition [from_id, to_id) holds, and how many of them retention keeps (open, in doubt, waiting for a person, or younger than their state's age)
 SELECT COUNT(*) AS n, COUNT(*) FILTER (WHERE NOT {{removable}}) AS kept
 FROM denpyo_submissions
 WHERE id >= %(from_id)s AND id < %(to_id)s;
 
--- partition_freeze: refuse (:frozen) or allow again every write to the rows of the partition [from_id, to_id) and their events, waiting at most :wait seconds for the writers at work on them
+-- freeze_partition: refuse (:frozen) or allow again every write to the rows of the partition [from_id, to_id) and their events, waiting at most :wait seconds for the writers at work on them
 SELECT set_config('lock_timeout', (%(wait)s::float8 * 1000)::int::text, true),
     denpyo_partition_freeze(%(from_id)s, %(to_id)s, %(frozen)s) AS partitions;
 
--- partition_keys: record in denpyo_keys the outcome of every row of the (frozen) partition [from_id, to_id), and where it was archived; back the counts its removal adds, by day of creation (UTC), channel, status, error kind, count kind and resolution
+-- remember_partition_keys: record in denpyo_keys the outcome of every row of the (frozen) partition [from_id, to_id), and where it was archived; back the counts its removal adds, by day of creation (UTC), channel, status, error kind, count kind and resolution
 WITH gone AS (  -- the rows of the partition, which its drop takes
     SELECT * FROM denpyo_submissions WHERE id >= %(from_id)s AND id < %(to_id)s
 ), kept AS {{keys_of_gone}}
@@ -182,7 +182,7 @@ SELECT (created_at AT TIME ZONE 'UTC')::date AS day, channel, status,
 FROM gone
 GROUP BY 1, 2, 3, 4, 5, 6;
 
--- partition_drop: detach and drop the partition [from_id, to_id) and its events' twin, adding its counts (:day, :channel, :status, :error_kind, :kind, :resolved, :n from partition_keys) to the removed counts and taking them off the running counts; waits at most :wait seconds for the lock
+-- drop_partition: detach and drop the partition [from_id, to_id) and its events' twin, adding its counts (:day, :channel, :status, :error_kind, :kind, :resolved, :n from remember_partition_keys) to the removed counts and taking them off the running counts; waits at most :wait seconds for the lock
 WITH waits AS (
     SELECT set_config('lock_timeout', (%(wait)s::float8 * 1000)::int::text, true)
 ), counts AS (
@@ -200,10 +200,10 @@ WITH waits AS (
 )
 SELECT denpyo_partition_drop(%(from_id)s, %(to_id)s) AS dropped FROM waits;
 
--- partition_every: the layout's interval (daily or monthly)
+-- get_partition_every: the layout's interval (daily or monthly)
 SELECT partition AS every FROM denpyo_layout;
 
--- partition_rows: the rows of the partition [from_id, to_id) in id order, up to :limit (the archive reads a frozen partition so)
+-- list_partition_rows: the rows of the partition [from_id, to_id) in id order, up to :limit (the archive reads a frozen partition so)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
@@ -211,12 +211,12 @@ WHERE id >= %(from_id)s AND id < %(to_id)s
 ORDER BY id
 LIMIT %(limit)s;
 
--- submission_window_floor: the id :window rows below :before (0: fewer are there), where a page of the list stops looking (ids are creation times, not numbered one by one)
+-- find_submission_window_floor: the id :window rows below :before (0: fewer are there), where a page of the list stops looking (ids are creation times, not numbered one by one)
 SELECT COALESCE((
     SELECT id FROM denpyo_submissions WHERE id < %(before)s
     ORDER BY id DESC OFFSET %(window)s LIMIT 1), 0) AS floor;
 
--- event_list_many: the histories of many submissions (the archive's batch), oldest first; the ids' range names the partitions to read (an array parameter alone names none)
+-- list_events_many: the histories of many submissions (the archive's batch), oldest first; the ids' range names the partitions to read (an array parameter alone names none)
 SELECT * FROM denpyo_events
 WHERE submission_id = ANY(%(ids)s::bigint[])
   AND submission_id >= (SELECT MIN(i) FROM unnest(%(ids)s::bigint[]) AS i)

@@ -15,7 +15,7 @@
 ($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
 OR ($.status = 'failed' AND $.error_kind = 'ambiguous')
 
--- @needs_a_person: in doubt, exhausted (`failed` with no next attempt) or rejected, and not resolved
+-- @needs_person: in doubt, exhausted (`failed` with no next attempt) or rejected, and not resolved
 $.resolution IS NULL
 AND (($.status = 'requesting' AND $.locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL))
@@ -37,7 +37,7 @@ AND (:until IS NULL OR $.created_at < strftime('%Y-%m-%d %H:%M:%f', :until))
 AND (:key_prefix IS NULL OR substr($.key, 1, length(:key_prefix)) = :key_prefix)
 AND (:error_text IS NULL OR instr($.last_error, :error_text) > 0)
 AND (:in_doubt IS NULL OR :in_doubt = CASE WHEN {{in_doubt}} THEN 1 ELSE 0 END)
-AND (:needs_attention IS NULL OR :needs_attention = CASE WHEN {{needs_a_person}} THEN 1 ELSE 0 END)
+AND (:needs_person IS NULL OR :needs_person = CASE WHEN {{needs_person}} THEN 1 ELSE 0 END)
 AND (:resolved IS NULL OR :resolved = CASE WHEN $.resolution IS NULL THEN 0 ELSE 1 END)
 
 -- @attention_index: the predicate of the index denpyo_submissions_attention, word for word: unresolved rows that wait for a person whatever the clock says
@@ -45,28 +45,28 @@ $.resolution IS NULL
 AND ($.status = 'rejected'
      OR ($.status = 'failed' AND ($.error_kind = 'ambiguous' OR $.next_attempt_at IS NULL)))
 
--- schema_version_create: the table that records which migrations ran
+-- create_schema_version: the table that records which migrations ran
 CREATE TABLE IF NOT EXISTS denpyo_schema_version (
     version    INTEGER PRIMARY KEY,
     applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
 );
 
--- schema_version_get: the newest migration applied
+-- get_schema_version: the newest migration applied
 SELECT COALESCE(MAX(version), 0) AS version FROM denpyo_schema_version;
 
--- schema_version_add: record one applied migration
+-- add_schema_version: record one applied migration
 INSERT INTO denpyo_schema_version (version) VALUES (:version);
 
--- schema_lock: serialise migrations; BEGIN IMMEDIATE already holds the write lock
+-- lock_schema: serialise migrations; BEGIN IMMEDIATE already holds the write lock
 SELECT 1;
 
--- database_identity: which database this connection works in: its main file
+-- get_database_identity: which database this connection works in: its main file
 SELECT file FROM pragma_database_list WHERE name = 'main';
 
--- clock_now: the database clock
+-- read_clock: the database clock
 SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') AS now;
 
--- submission_insert: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists, or existed and is remembered (denpyo_keys)
+-- insert_submission: record a new submission, back what the statement computed (its id and times); nothing when (channel, key) exists, or existed and is remembered (denpyo_keys)
 -- traceparent, tracestate: the W3C trace context the row was written in (NULL: none).
 INSERT INTO denpyo_submissions (
     channel, key, idempotency_key, payload, status, attempts, ordering_key, supersedes,
@@ -82,27 +82,27 @@ WHERE NOT EXISTS (SELECT 1 FROM denpyo_keys WHERE channel = :channel AND key = :
 ON CONFLICT (channel, key) DO NOTHING
 RETURNING id, created_at, updated_at, locked_until, next_attempt_at;
 
--- submission_get: one submission by id
+-- get_submission: one submission by id
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id = :id;
 
--- submission_get_many: submissions by id (ids: a JSON array; the rows a batch of moves changed)
+-- get_submissions_many: submissions by id (ids: a JSON array; the rows a batch of moves changed)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
 
--- submission_get_by_key: one submission by channel and business key
+-- get_submission_by_key: one submission by channel and business key
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = :channel AND key = :key;
 
--- submission_get_existing: the row an insert found in its way, by channel and business key
+-- get_submission_existing: the row an insert found in its way, by channel and business key
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE channel = :channel AND key = :key;
 
--- submission_find_ready: due rows of one channel that a sender may attempt now
+-- find_submissions_ready: due rows of one channel that a sender may attempt now
 SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
@@ -115,7 +115,7 @@ WHERE s.channel = :channel
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
--- submission_find_in_doubt: due in-doubt rows of one channel (lease run out, or ambiguous failure)
+-- find_submissions_in_doubt: due in-doubt rows of one channel (lease run out, or ambiguous failure)
 SELECT s.id, s.status FROM denpyo_submissions s
 WHERE s.channel = :channel
   AND s.next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
@@ -125,7 +125,7 @@ WHERE s.channel = :channel
 ORDER BY s.next_attempt_at, s.id
 LIMIT :limit;
 
--- submission_move: compare-and-set one row from its expected status and holder to its next state, returning the row as moved (nothing: another holder won, or a person resolved the row: only a move that resolves it again applies then)
+-- move_submission: compare-and-set one row from its expected status and holder to its next state, returning the row as moved (nothing: another holder won, or a person resolved the row: only a move that resolves it again applies then)
 UPDATE denpyo_submissions SET
     status = :to_status,
     attempts = attempts + :attempt_delta,
@@ -152,7 +152,7 @@ WHERE id = :id AND status = :from_status
 RETURNING *,
     {{in_doubt}} AS in_doubt;
 
--- submission_settle: end an attempt its holder still holds (`requesting` to how it ended, its call counted), back only what the mover cannot know: submission_move's commonest move, lean
+-- settle_submission: end an attempt its holder still holds (`requesting` to how it ended, its call counted), back only what the mover cannot know: move_submission's commonest move, lean
 UPDATE denpyo_submissions SET
     status = :to_status,
     attempts = attempts + 1,
@@ -169,23 +169,23 @@ WHERE id = :id AND status = 'requesting' AND locked_by = :holder
 RETURNING next_attempt_at, remote_id, updated_at, synced_at, resolution,
     {{in_doubt}} AS in_doubt;
 
--- event_insert: one line of a submission's history
+-- insert_event: one line of a submission's history
 INSERT INTO denpyo_events
     (submission_id, kind, from_status, to_status, attempt, actor, detail, duration_ms)
 VALUES (:submission_id, :kind, :from_status, :to_status, :attempt, :actor, :detail, :duration_ms);
 
--- event_insert_sent_inline: the created and first attempt events of a row an inline submit records, in one statement
+-- insert_events_sent_inline: the created and first attempt events of a row an inline submit records, in one statement
 INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor)
 VALUES (:submission_id, 'created', NULL, 'requesting', 0, :actor),
        (:submission_id, 'attempt', 'requesting', 'requesting', 1, :actor);
 
--- event_list: a submission's history, oldest first
+-- list_events: a submission's history, oldest first
 SELECT * FROM denpyo_events WHERE submission_id = :submission_id ORDER BY id;
 
--- event_list_many: the histories of many submissions (ids: a JSON array; the archive's batch), oldest first
+-- list_events_many: the histories of many submissions (ids: a JSON array; the archive's batch), oldest first
 SELECT * FROM denpyo_events WHERE submission_id IN (SELECT value FROM json_each(:ids)) ORDER BY id;
 
--- submission_list: submissions matching an operator's filter, newest first
+-- list_submissions: submissions matching an operator's filter, newest first
 -- Operator queries (CLI, dashboard) from here on. Each optional filter is
 -- written as (param IS NULL OR condition): every value stays a bound parameter.
 SELECT *,
@@ -195,7 +195,7 @@ WHERE {{list_filter}}
 ORDER BY id DESC
 LIMIT :limit;
 
--- submission_count_by_status: how many rows each channel has in each status (from the running counts)
+-- count_submissions_by_status: how many rows each channel has in each status (from the running counts)
 SELECT channel, status, SUM(n) AS n
 FROM denpyo_status_counts
 WHERE (:channel IS NULL OR channel = :channel)
@@ -203,7 +203,7 @@ GROUP BY channel, status
 HAVING SUM(n) <> 0
 ORDER BY channel, status;
 
--- submission_count_attention: in-doubt, exhausted, open-rejected, needs-attention and pending counts, the oldest pending row's creation, and the database clock
+-- count_submissions_needs_person: in-doubt, exhausted, open-rejected, needs-a-person and pending counts, the oldest pending row's creation, and the database clock
 -- Reads the running counts (schema 8) and the claim indexes, which hold only the rows
 -- waiting or in flight, never the settled history: the same time at a thousand rows or
 -- ten million. INDEXED BY: without statistics SQLite would read the status index,
@@ -245,21 +245,21 @@ SELECT
     counted.ambiguous + held.expired AS in_doubt,
     counted.exhausted,
     counted.rejected_open,
-    counted.failed_open + counted.rejected_open + held.expired_open AS needs_attention,
+    counted.failed_open + counted.rejected_open + held.expired_open AS needs_person,
     counted.pending,
     oldest.created_at AS oldest_pending,
     counted.resolved,
     strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
 FROM counted, held, oldest;
 
--- submission_count_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
+-- count_submissions_in_doubt_due: in-doubt rows of one channel that the reconciler would take now
 SELECT COUNT(*) AS n FROM denpyo_submissions
 WHERE channel = :channel
   AND next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND {{in_doubt_index}}
   AND ({{in_doubt}});
 
--- submission_holdings: the rows held now under a live lease (being sent or verified), per channel and holder (the rows of one claim share theirs), with when the first and the last of their leases end, and the database clock; the lease that ends last first
+-- list_submission_holdings: the rows held now under a live lease (being sent or verified), per channel and holder (the rows of one claim share theirs), with when the first and the last of their leases end, and the database clock; the lease that ends last first
 SELECT channel, locked_by, COUNT(*) AS n, MIN(locked_until) AS first_end,
     MAX(locked_until) AS last_end, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now
 FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
@@ -269,23 +269,23 @@ WHERE {{in_doubt_index}}
 GROUP BY channel, locked_by
 ORDER BY last_end DESC, channel, locked_by;
 
--- submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
+-- check_submission_ordering_waits: whether an earlier row of the channel and ordering key is still open (requesting, or failed and unresolved): an inline submit leaves its row to the worker's claim, which sends them in order
 SELECT EXISTS (
     SELECT 1 FROM denpyo_submissions h
     WHERE h.channel = :channel AND h.ordering_key = :ordering_key AND h.id < :id
       AND h.status IN ('requesting', 'failed') AND h.resolution IS NULL) AS waits;
 
--- submission_find_superseding: the resend that replaced a submission, if any
+-- find_submission_superseding: the resend that replaced a submission, if any
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE supersedes = :id ORDER BY id LIMIT 1;
 
--- submission_get_by_idempotency_keys: the rows of a list of idempotency keys (keys: a JSON array; the audit's batch of the provider's records)
+-- get_submissions_by_idempotency_keys: the rows of a list of idempotency keys (keys: a JSON array; the audit's batch of the provider's records)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 
--- submission_list_synced: one page of a channel's synced rows, synced in [after_at, until), in (synced_at, id) order after the cursor (after_at, after_id) (the audit)
+-- list_submissions_synced: one page of a channel's synced rows, synced in [after_at, until), in (synced_at, id) order after the cursor (after_at, after_id) (the audit)
 SELECT *, 0 AS in_doubt FROM denpyo_submissions
 WHERE channel = :channel AND status = 'synced'
   AND synced_at >= :after_at AND synced_at < :until
@@ -293,32 +293,32 @@ WHERE channel = :channel AND status = 'synced'
 ORDER BY synced_at, id
 LIMIT :limit;
 
--- submission_renew_lock: which of a list of rows one holder still holds (ids: a JSON array)
+-- lock_submission_renew: which of a list of rows one holder still holds (ids: a JSON array)
 SELECT id FROM denpyo_submissions
 WHERE id IN (SELECT value FROM json_each(:ids)) AND locked_by = :locked_by
   AND status IN ('requesting', 'failed');
 
--- submission_renew: extend the leases of rows found still held (ids: a JSON array)
+-- renew_submissions: extend the leases of rows found still held (ids: a JSON array)
 UPDATE denpyo_submissions SET
     locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds')
 WHERE id IN (SELECT value FROM json_each(:ids));
 
--- submission_removable: one batch of rows that retention lets go, oldest first: synced, and rejected or failed rows a person resolved, each older than its state's age (NULL: kept)
+-- list_submissions_removable: one batch of rows that retention lets go, oldest first: synced, and rejected or failed rows a person resolved, each older than its state's age (NULL: kept)
 SELECT *, 0 AS in_doubt FROM denpyo_submissions
 WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' seconds')
   AND {{removable}}
 ORDER BY created_at
 LIMIT :limit;
 
--- submission_removable_count: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
+-- count_submissions_removable: how many rows retention lets go now, per channel and status (a prune's or an archive's dry run)
 SELECT channel, status, COUNT(*) AS n FROM denpyo_submissions
 WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :youngest || ' seconds')
   AND {{removable}}
 GROUP BY channel, status
 ORDER BY channel, status;
 
--- key_remember: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each (ids: a JSON array)
+-- remember_keys: what the rows about to be removed leave behind, one row per key: their outcome, and the resend that replaced each (ids: a JSON array)
 INSERT INTO denpyo_keys (
     channel, key, idempotency_key, submission_id, status, attempts, error_kind, remote_id,
     resolution, supersedes, superseded_by, created_at, synced_at, archived_to
@@ -337,7 +337,7 @@ ON CONFLICT (channel, key) DO UPDATE SET
     superseded_by = excluded.superseded_by, synced_at = excluded.synced_at,
     archived_to = excluded.archived_to;
 
--- removed_count_add: the rows about to be removed, added to the counts kept per day of creation, channel, status and error kind (ids: a JSON array)
+-- add_removed_counts: the rows about to be removed, added to the counts kept per day of creation, channel, status and error kind (ids: a JSON array)
 INSERT INTO denpyo_removed_counts (day, channel, status, error_kind, n)
 SELECT substr(created_at, 1, 10), channel, status, COALESCE(error_kind, ''), COUNT(*)
 FROM denpyo_submissions
@@ -346,40 +346,40 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 GROUP BY 1, 2, 3, 4
 ON CONFLICT (day, channel, status, error_kind) DO UPDATE SET n = n + excluded.n;
 
--- event_remove: the history of the rows about to be removed (ids: a JSON array)
+-- remove_events: the history of the rows about to be removed (ids: a JSON array)
 DELETE FROM denpyo_events WHERE submission_id IN (
     SELECT id FROM denpyo_submissions
     WHERE id IN (SELECT value FROM json_each(:ids)) AND {{removable}});
 
--- submission_remove: the rows, once their keys, counts and history are taken care of (ids: a JSON array)
+-- remove_submissions: the rows, once their keys, counts and history are taken care of (ids: a JSON array)
 DELETE FROM denpyo_submissions
 WHERE id IN (SELECT value FROM json_each(:ids)) AND {{removable}}
 RETURNING id;
 
--- key_expire: one batch of remembered keys whose rows were created before the cutoff (keys_kept_for)
+-- expire_keys: one batch of remembered keys whose rows were created before the cutoff (keys_kept_for)
 DELETE FROM denpyo_keys WHERE (channel, key) IN (
     SELECT channel, key FROM denpyo_keys
     WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than || ' seconds')
     LIMIT :limit)
 RETURNING submission_id;
 
--- key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already, or its payload forgotten)
+-- mark_key_resent: a person resent a removed row as :new_id: its memory records the resolution and the new row (nothing when it was resent already, or its payload forgotten)
 UPDATE denpyo_keys SET resolution = :resolution, superseded_by = :new_id
 WHERE submission_id = :id AND superseded_by IS NULL AND forgotten_at IS NULL;
 
--- key_get: a removed row's key and outcome, by channel and business key
+-- get_key: a removed row's key and outcome, by channel and business key
 SELECT * FROM denpyo_keys WHERE channel = :channel AND key = :key;
 
--- key_get_by_id: a removed row's key and outcome, by the row's id
+-- get_key_by_id: a removed row's key and outcome, by the row's id
 SELECT * FROM denpyo_keys WHERE submission_id = :id;
 
--- key_find_superseding: the removed resend that replaced a submission, if any
+-- find_key_superseding: the removed resend that replaced a submission, if any
 SELECT * FROM denpyo_keys WHERE supersedes = :id ORDER BY submission_id LIMIT 1;
 
--- key_get_by_idempotency_keys: removed rows of a list of idempotency keys (keys: a JSON array; the audit)
+-- get_keys_by_idempotency_keys: removed rows of a list of idempotency keys (keys: a JSON array; the audit)
 SELECT * FROM denpyo_keys WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 
--- report_counts: rows per day of creation, channel, status and error kind in [since, until) (days, text): the live rows where they stand now, and the removed ones as they were counted when they went
+-- count_report: rows per day of creation, channel, status and error kind in [since, until) (days, text): the live rows where they stand now, and the removed ones as they were counted when they went
 SELECT day, channel, status, error_kind, SUM(n) AS n FROM (
     SELECT substr(created_at, 1, 10) AS day, channel, status,
            COALESCE(error_kind, '') AS error_kind, COUNT(*) AS n
@@ -396,10 +396,10 @@ ORDER BY day, channel, status, error_kind;
 
 -- The dashboard's reads: each bounded, and served by an index (schema 6).
 
--- submission_last_id: the newest submission's id, where the first page of the list starts
+-- get_submission_last_id: the newest submission's id, where the first page of the list starts
 SELECT COALESCE(MAX(id), 0) AS id FROM denpyo_submissions;
 
--- submission_page: one page of the list, newest first: rows matching an operator's filter among the ids from :floor up to (not including) :before, read by primary key
+-- list_submission_page: one page of the list, newest first: rows matching an operator's filter among the ids from :floor up to (not including) :before, read by primary key
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
@@ -408,7 +408,7 @@ WHERE id < :before AND id >= :floor
 ORDER BY id DESC
 LIMIT :limit;
 
--- submission_search: rows of one channel whose key starts with :prefix, in key order after :after (the unique index on channel and key, at most :scan entries read)
+-- search_submissions: rows of one channel whose key starts with :prefix, in key order after :after (the unique index on channel and key, at most :scan entries read)
 SELECT s.*,
     {{in_doubt s}} AS in_doubt
 FROM (SELECT id FROM denpyo_submissions
@@ -419,7 +419,7 @@ WHERE substr(s.key, 1, length(:prefix)) = :prefix
 ORDER BY s.key
 LIMIT :limit;
 
--- submission_attention_page: the needs-a-person queue below id :before, newest first: unresolved rows waiting for a person (index denpyo_submissions_attention), and rows whose lease ran out (index denpyo_submissions_in_doubt)
+-- list_submission_needs_person_page: the needs-a-person queue below id :before, newest first: unresolved rows waiting for a person (index denpyo_submissions_attention), and rows whose lease ran out (index denpyo_submissions_in_doubt)
 -- INDEXED BY: without statistics SQLite prefers the status index, which holds every
 -- rejected and failed row ever recorded; the partial indexes hold only the queue.
 SELECT * FROM (
@@ -439,19 +439,19 @@ SELECT * FROM (
 ORDER BY id DESC
 LIMIT :limit;
 
--- submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
+-- find_submission_next_channel: the first channel after :after that has rows, one probe of an index led by channel (called once per channel: a loose index scan, which a recursive query did not give on MariaDB)
 SELECT channel FROM denpyo_submissions WHERE channel > :after ORDER BY channel LIMIT 1;
 
--- outcome_fold_lock: where the fold of events into outcomes per minute stopped (BEGIN IMMEDIATE holds the write lock)
+-- lock_outcome_fold: where the fold of events into outcomes per minute stopped (BEGIN IMMEDIATE holds the write lock)
 SELECT last_event_id FROM denpyo_outcome_cursor WHERE id = 1;
 
--- outcome_fold_upto: the last event of the next batch to fold, among events older than :lag seconds (a younger one may belong to a transaction not yet committed)
+-- find_outcome_fold_upto: the last event of the next batch to fold, among events older than :lag seconds (a younger one may belong to a transaction not yet committed)
 SELECT MAX(id) AS upto FROM (
     SELECT id FROM denpyo_events
     WHERE id > :after AND at <= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :lag || ' seconds')
     ORDER BY id LIMIT :limit) AS batch;
 
--- outcome_fold_add: add a batch of events to the outcomes per minute: each call that ended (a settle, or a verify that found a call its sender never settled at the provider) once as `sent` and once by the status it reached
+-- add_outcome_fold: add a batch of events to the outcomes per minute: each call that ended (a settle, or a verify that found a call its sender never settled at the provider) once as `sent` and once by the status it reached
 INSERT INTO denpyo_outcome_minutes (minute, channel, outcome, n)
 SELECT ended.minute, ended.channel,
        CASE WHEN counted.sent THEN 'sent' ELSE ended.status END, COUNT(*)
@@ -465,14 +465,14 @@ CROSS JOIN (SELECT 1 AS sent UNION ALL SELECT 0) AS counted
 GROUP BY 1, 2, 3
 ON CONFLICT (minute, channel, outcome) DO UPDATE SET n = n + excluded.n;
 
--- outcome_fold_advance: record where the fold stopped
+-- advance_outcome_fold: record where the fold stopped
 UPDATE denpyo_outcome_cursor SET last_event_id = :upto WHERE id = 1;
 
--- outcome_fold_trim: forget minutes older than 25 hours
+-- trim_outcome_fold: forget minutes older than 25 hours
 DELETE FROM denpyo_outcome_minutes
 WHERE minute < strftime('%Y-%m-%d %H:%M:%f', 'now', '-25 hours');
 
--- outcome_per_minute: outcomes per minute since :hours ago (optionally one channel)
+-- count_outcomes_per_minute: outcomes per minute since :hours ago (optionally one channel)
 SELECT minute, outcome, SUM(n) AS n FROM denpyo_outcome_minutes
 WHERE minute >= strftime('%Y-%m-%d %H:%M:00.000', 'now', '-' || :hours || ' hours')
   AND (:channel IS NULL OR channel = :channel)
@@ -482,99 +482,99 @@ ORDER BY minute, outcome;
 -- What the fleet shares about each channel (store/controls.py): read once per poll,
 -- written when something happens. A channel's row is made by its first write.
 
--- channel_ensure: the channel's row, made if missing (running, no history)
+-- ensure_channel: the channel's row, made if missing (running, no history)
 INSERT OR IGNORE INTO denpyo_channels (channel) VALUES (:channel);
 
--- channel_list: every channel's state, and the database clock it was read by
+-- list_channels: every channel's state, and the database clock it was read by
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_channels ORDER BY channel;
 
--- channel_lock: the fleet rate limit's next start of one channel, and the database clock (BEGIN IMMEDIATE holds the write lock: a claim or reservation of a fleet limit at a time)
+-- lock_channel: the fleet rate limit's next start of one channel, and the database clock (BEGIN IMMEDIATE holds the write lock: a claim or reservation of a fleet limit at a time)
 SELECT next_start, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_channels
 WHERE channel = :channel;
 
--- channel_start_after: the fleet rate limit's clock moved on: no call of the channel starts before :at but those reserved
+-- start_channel_after: the fleet rate limit's clock moved on: no call of the channel starts before :at but those reserved
 UPDATE denpyo_channels SET next_start = :at WHERE channel = :channel;
 
--- channel_held_count: the channel's rows held now under a live lease, by any worker (the fleet's calls in flight, and the rows claimed to start next)
+-- count_channel_held: the channel's rows held now under a live lease, by any worker (the fleet's calls in flight, and the rows claimed to start next)
 SELECT COUNT(*) AS n FROM denpyo_submissions INDEXED BY denpyo_submissions_in_doubt
 WHERE channel = :channel AND {{in_doubt_index}} AND status = 'requesting'
   AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now');
 
--- channel_pause: a person pauses the channel (nothing when it is paused already)
+-- pause_channel: a person pauses the channel (nothing when it is paused already)
 UPDATE denpyo_channels SET paused_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     paused_by = :actor, paused_note = :note,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND paused_at IS NULL;
 
--- channel_resume: a person resumes the channel (nothing when it is not paused)
+-- resume_channel: a person resumes the channel (nothing when it is not paused)
 UPDATE denpyo_channels SET paused_at = NULL, paused_by = NULL, paused_note = NULL,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND paused_at IS NOT NULL;
 
--- channel_hold: the provider asked the channel to wait :seconds (a Retry-After): no call starts before then, unless a longer wait is already asked
+-- throttle_channel: the provider asked the channel to wait :seconds (a Retry-After): no call starts before then, unless a longer wait is already asked
 UPDATE denpyo_channels
-SET held_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
-    held_note = :note, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+SET throttled_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
+    throttled_note = :note, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel
-  AND (held_until IS NULL
-       OR held_until < strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'));
+  AND (throttled_until IS NULL
+       OR throttled_until < strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'));
 
--- channel_down: the provider is down: one probe call in :seconds (nothing when it is down already)
+-- mark_channel_down: the provider is down: one probe call in :seconds (nothing when it is down already)
 UPDATE denpyo_channels SET down_since = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     probe_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
     down_note = :note, probe_every = :seconds, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND down_since IS NULL;
 
--- channel_probe: take the next probe call of a channel that is down, if it is due; the one after it waits :seconds (nothing when another took it)
+-- probe_channel: take the next probe call of a channel that is down, if it is due; the one after it waits :seconds (nothing when another took it)
 UPDATE denpyo_channels
 SET probe_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :seconds || ' seconds'),
     probe_every = :seconds, updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND down_since IS NOT NULL
   AND probe_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
 
--- channel_up: a call succeeded: the provider is up again (nothing when it was not down)
+-- mark_channel_up: a call succeeded: the provider is up again (nothing when it was not down)
 UPDATE denpyo_channels SET down_since = NULL, down_note = NULL, probe_at = NULL, probe_every = NULL,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND down_since IS NOT NULL;
 
--- channel_event_add: one line of a channel's history
+-- add_channel_event: one line of a channel's history
 INSERT INTO denpyo_channel_events (channel, kind, actor, note)
 VALUES (:channel, :kind, :actor, :note);
 
--- channel_event_list: a channel's history, newest first
+-- list_channel_events: a channel's history, newest first
 SELECT * FROM denpyo_channel_events WHERE channel = :channel
 ORDER BY id DESC LIMIT :limit;
 
--- action_add: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
+-- add_action: one entry of the action log (a person's action, a request waiting for a second person, or a bulk action), its id
 INSERT INTO denpyo_actions (
-    kind, scope, target, params, plan, state, actor, note, expires_at, total, locked_by, locked_until
+    kind, scope, target, params, plan, state, actor, note, lapses_at, total, locked_by, locked_until
 )
 VALUES (
     :kind, :scope, :target, :params, :plan, :state, :actor, :note,
-    CASE WHEN :expires_in IS NULL THEN NULL
-         ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :expires_in || ' seconds') END,
+    CASE WHEN :lapses_in IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lapses_in || ' seconds') END,
     :total, :holder,
     CASE WHEN :holder IS NULL THEN NULL
          ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds') END
 )
 RETURNING id;
 
--- action_row_add: one row behind an action
+-- add_action_row: one row behind an action
 INSERT INTO denpyo_action_rows (action_id, submission_id) VALUES (:action_id, :submission_id);
 
--- action_row_freeze: every row an operator's filter finds now, behind an action (a bulk action's set, frozen as its ids)
+-- freeze_action_rows: every row an operator's filter finds now, behind an action (a bulk action's set, frozen as its ids)
 INSERT INTO denpyo_action_rows (action_id, submission_id)
 SELECT :action_id, id FROM denpyo_submissions WHERE {{list_filter}};
 
--- action_total: an action counts the rows behind it
+-- total_action: an action counts the rows behind it
 UPDATE denpyo_actions
 SET total = (SELECT COUNT(*) FROM denpyo_action_rows WHERE action_id = :id)
 WHERE id = :id;
 
--- action_get: one action, and the database clock
+-- get_action: one action, and the database clock
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions WHERE id = :id;
 
--- action_list: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
+-- list_actions: the action log, newest first: by person (whatever the case of the name), kind, state and time (each optional)
 SELECT *, strftime('%Y-%m-%d %H:%M:%f', 'now') AS now FROM denpyo_actions
 WHERE id < :before
   AND (:actor IS NULL OR LOWER(actor) = LOWER(:actor))
@@ -585,13 +585,13 @@ WHERE id < :before
 ORDER BY id DESC
 LIMIT :limit;
 
--- action_rows_pending: the next rows of an action not yet done nor skipped, in id order from :after
+-- count_action_rows_pending: the next rows of an action not yet done nor skipped, in id order from :after
 SELECT submission_id FROM denpyo_action_rows
 WHERE action_id = :id AND submission_id > :after AND outcome IS NULL
 ORDER BY submission_id
 LIMIT :limit;
 
--- action_rows_of: the rows of an action's batch, :first to :last, not yet done nor skipped
+-- get_action_rows_of_batch: the rows of an action's batch, :first to :last, not yet done nor skipped
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
@@ -599,18 +599,18 @@ WHERE id IN (SELECT submission_id FROM denpyo_action_rows
              WHERE action_id = :id AND submission_id BETWEEN :first AND :last
                AND outcome IS NULL);
 
--- action_rows_list: the rows behind an action and what happened to each, in id order from :after (:outcome 'pending' for those not yet done)
+-- list_action_rows: the rows behind an action and what happened to each, in id order from :after (:outcome 'pending' for those not yet done)
 SELECT * FROM denpyo_action_rows
 WHERE action_id = :id AND submission_id > :after
   AND (:outcome IS NULL OR outcome = :outcome OR (:outcome = 'pending' AND outcome IS NULL))
 ORDER BY submission_id
 LIMIT :limit;
 
--- action_row_outcome: what an action did to one of its rows (nothing when it was recorded already)
+-- set_action_row_outcome: what an action did to one of its rows (nothing when it was recorded already)
 UPDATE denpyo_action_rows SET outcome = :outcome, reason = :reason
 WHERE action_id = :action_id AND submission_id = :submission_id AND outcome IS NULL;
 
--- action_progress: a batch of an action's rows is done, under the holder's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
+-- progress_action: a batch of an action's rows is done, under the holder's lease (nothing when the action was paused, cancelled or taken over: the batch rolls back); done when no row is left
 UPDATE denpyo_actions
 SET state = CASE WHEN total <= done + :done + skipped + :skipped THEN 'done' ELSE state END,
     finished_at = CASE WHEN total <= done + :done + skipped + :skipped
@@ -618,22 +618,22 @@ SET state = CASE WHEN total <= done + :done + skipped + :skipped THEN 'done' ELS
     done = done + :done, skipped = skipped + :skipped,
     locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-WHERE id = :id AND locked_by = :holder AND state = 'running';
+WHERE id = :id AND locked_by = :holder AND state = 'in_progress';
 
--- action_take: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
+-- take_action: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
 SET locked_by = :holder,
     locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-WHERE id = :id AND state = 'running'
+WHERE id = :id AND state = 'in_progress'
   AND (locked_by IS NULL OR locked_by = :holder
        OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- action_let_go: the holder stops carrying out the action (it stays as it is for the next)
+-- let_go_action: the holder stops carrying out the action (it stays as it is for the next)
 UPDATE denpyo_actions SET locked_by = NULL, locked_until = NULL
 WHERE id = :id AND locked_by = :holder;
 
--- action_move: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
+-- move_action: a person pauses, resumes or cancels an action, or an approved request starts (:from1 to :from4: the states it may leave)
 UPDATE denpyo_actions
 SET state = :state,
     finished_at = CASE WHEN :state IN ('cancelled', 'done')
@@ -642,38 +642,38 @@ SET state = :state,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND state IN (:from1, :from2, :from3, :from4);
 
--- action_decide: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+-- decide_action: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
 UPDATE denpyo_actions
 SET state = :state, approver = :approver, decision_note = :note,
     decided_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
-    finished_at = CASE WHEN :state = 'rejected'
+    finished_at = CASE WHEN :state = 'declined'
                        THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE NULL END,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-WHERE id = :id AND state = 'requested' AND actor <> :approver
-  AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now'));
+WHERE id = :id AND state = 'awaiting_approval' AND actor <> :approver
+  AND (lapses_at IS NULL OR lapses_at > strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- action_expire: requests nobody decided in time
+-- lapse_actions: requests nobody decided in time
 UPDATE denpyo_actions
-SET state = 'expired', finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+SET state = 'lapsed', finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
-WHERE state = 'requested' AND expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
+WHERE state = 'awaiting_approval' AND lapses_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
 
--- action_set_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+-- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
 UPDATE denpyo_actions
 SET plan = :plan, state = :state, approver = NULL,
-    expires_at = CASE WHEN :expires_in IS NULL THEN expires_at
-                      ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :expires_in || ' seconds') END,
+    lapses_at = CASE WHEN :lapses_in IS NULL THEN lapses_at
+                      ELSE strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lapses_in || ' seconds') END,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND state = :from_state;
 
--- action_rows_analyze: the rows behind the actions counted again after a bulk action froze its rows; nothing to do: the table is read in key order (WITHOUT ROWID)
+-- analyze_action_rows: the rows behind the actions counted again after a bulk action froze its rows; nothing to do: the table is read in key order (WITHOUT ROWID)
 SELECT 1;
 
--- action_row_settled: one row behind an action, with what happened to it (an action carried out in its own transaction)
+-- add_action_row_done: one row behind an action, with what happened to it (an action carried out in its own transaction)
 INSERT INTO denpyo_action_rows (action_id, submission_id, outcome, reason)
 VALUES (:action_id, :submission_id, :outcome, :reason);
 
--- action_counted: an action carried out in one transaction: its counts, and done
+-- count_action_done: an action carried out in one transaction: its counts, and done
 UPDATE denpyo_actions
 SET total = :total, done = :done, skipped = :skipped, state = 'done',
     finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
@@ -685,7 +685,7 @@ WHERE id = :id;
 -- remote id, the history of moves) stays. A person's rare errand: the searches read
 -- the table by primary key, a page at a time, and no index is kept for them.
 
--- forget_match_page: one page of live rows after id :after, in id order, whose payload has the string :value at :json_path (a JSON path built from checked names, each quoted), of one channel or all
+-- match_forget_page: one page of live rows after id :after, in id order, whose payload has the string :value at :json_path (a JSON path built from checked names, each quoted), of one channel or all
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
@@ -695,7 +695,7 @@ WHERE id > :after AND (:channel IS NULL OR channel = :channel)
 ORDER BY id
 LIMIT :limit;
 
--- forget_sealed_page: one page of live rows after id :after, in id order, whose payload is encrypted (its one key `denpyo:sealed`, at :sealed_path), of one channel or all: read as every row is, and matched one by one
+-- list_forget_sealed_page: one page of live rows after id :after, in id order, whose payload is encrypted (its one key `denpyo:sealed`, at :sealed_path), of one channel or all: read as every row is, and matched one by one
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions
@@ -704,7 +704,7 @@ WHERE id > :after AND (:channel IS NULL OR channel = :channel)
 ORDER BY id
 LIMIT :limit;
 
--- forget_lock: a batch's rows as they are now (ids: a JSON array; BEGIN IMMEDIATE holds the write lock)
+-- lock_forget: a batch's rows as they are now (ids: a JSON array; BEGIN IMMEDIATE holds the write lock)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
@@ -717,33 +717,33 @@ WHERE id = :id AND forgotten_at IS NULL
   AND status <> 'requesting' AND next_attempt_at IS NULL
   AND (locked_until IS NULL OR locked_until <= strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- forget_event_add: the `forgotten` line of a row's history: who, and the person's note (no move: its status on both sides)
+-- add_forget_event: the `forgotten` line of a row's history: who, and the person's note (no move: its status on both sides)
 INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
 VALUES (:submission_id, 'forgotten', :status, :status, :attempt, :actor, :detail);
 
--- forget_event_details: the details of a batch's histories (ids: a JSON array), to be replaced
+-- list_forget_event_details: the details of a batch's histories (ids: a JSON array), to be replaced
 SELECT id, submission_id, detail FROM denpyo_events
 WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND detail IS NOT NULL;
 
--- forget_event_scrub: one event's detail, replaced
+-- scrub_forget_events: one event's detail, replaced
 UPDATE denpyo_events SET detail = :detail WHERE submission_id = :submission_id AND id = :id;
 
--- forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
+-- list_forget_action_texts: the texts of the actions on a batch's rows (ids: a JSON array) but the forget's own (:action_id); the action rows found by the row (index denpyo_action_rows_by_row)
 SELECT id, kind, note, decision_note, params, plan FROM denpyo_actions
 WHERE id <> :action_id
   AND id IN (SELECT action_id FROM denpyo_action_rows
              WHERE submission_id IN (SELECT value FROM json_each(:ids)));
 
--- forget_action_scrub: one action's texts, replaced
+-- scrub_forget_actions: one action's texts, replaced
 UPDATE denpyo_actions
 SET note = :note, decision_note = :decision_note, params = :params, plan = :plan
 WHERE id = :id;
 
--- forget_action_reasons: why actions skipped a batch's rows (ids: a JSON array), to be replaced
+-- list_forget_action_reasons: why actions skipped a batch's rows (ids: a JSON array), to be replaced
 SELECT action_id, submission_id, reason FROM denpyo_action_rows
 WHERE submission_id IN (SELECT value FROM json_each(:ids)) AND reason IS NOT NULL;
 
--- forget_action_reason_scrub: why an action skipped one row, replaced
+-- scrub_forget_action_reasons: why an action skipped one row, replaced
 UPDATE denpyo_action_rows SET reason = :reason
 WHERE action_id = :action_id AND submission_id = :submission_id;
 
@@ -752,70 +752,70 @@ UPDATE denpyo_keys
 SET forgotten_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), resolution = :resolution
 WHERE submission_id = :id AND removed_at IS NOT NULL AND forgotten_at IS NULL;
 
--- forget_archives: where removed rows were archived, of one channel or all: the archives a search by a payload's field reads
+-- list_forget_archives: where removed rows were archived, of one channel or all: the archives a search by a payload's field reads
 SELECT DISTINCT archived_to FROM denpyo_keys
 WHERE archived_to IS NOT NULL AND (:channel IS NULL OR channel = :channel)
 ORDER BY archived_to;
 
--- forget_pruned: whether a row (of one channel or all) was pruned and not forgotten: a search by a payload's field cannot find it
+-- find_forget_pruned: whether a row (of one channel or all) was pruned and not forgotten: a search by a payload's field cannot find it
 SELECT 1 AS pruned FROM denpyo_keys
 WHERE archived_to IS NULL AND forgotten_at IS NULL AND (:channel IS NULL OR channel = :channel)
 LIMIT 1;
 
--- forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
+-- find_forget_action_of: the latest forget that erased a row's payload (who, when, why: a removed row has no history left)
 SELECT a.* FROM denpyo_actions a
 JOIN denpyo_action_rows r ON r.action_id = a.id
 WHERE r.submission_id = :id AND a.kind = 'forget' AND r.outcome = 'done'
 ORDER BY a.id DESC
 LIMIT 1;
 
--- forget_among: which of a batch's rows (ids: a JSON array) are forgotten: a person's action that raced a forget rolls back
+-- find_forgotten_among: which of a batch's rows (ids: a JSON array) are forgotten: a person's action that raced a forget rolls back
 SELECT id FROM denpyo_submissions
 WHERE id IN (SELECT value FROM json_each(:ids)) AND forgotten_at IS NOT NULL;
 
 -- Payload keys (store/payload_keys.py): `rotate-key` re-encrypts every payload with the
 -- current key, a batch at a time; only the payload column changes.
 
--- payload_batch: the next rows after an id, in id order (of one channel, or all), whose payload is kept (not forgotten), with the payload as stored
+-- list_payload_batch: the next rows after an id, in id order (of one channel, or all), whose payload is kept (not forgotten), with the payload as stored
 SELECT id, channel, key, payload FROM denpyo_submissions
 WHERE id > :after AND (:channel IS NULL OR channel = :channel) AND forgotten_at IS NULL
 ORDER BY id
 LIMIT :limit;
 
--- payload_lock: which of a batch's rows (ids: a JSON array) this transaction may rewrite: all that are still there (BEGIN IMMEDIATE holds the write lock already)
+-- lock_payload: which of a batch's rows (ids: a JSON array) this transaction may rewrite: all that are still there (BEGIN IMMEDIATE holds the write lock already)
 SELECT id FROM denpyo_submissions WHERE id IN (SELECT value FROM json_each(:ids));
 
--- payload_due_now: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index, not the table
+-- make_payload_due_now: the rows of a channel given back unsent for want of a payload key that is configured now (their last error begins as :pattern says), due now; the ready rows' index, not the table
 UPDATE denpyo_submissions SET next_attempt_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE channel = :channel AND status = 'requesting' AND locked_until IS NULL
   AND next_attempt_at > strftime('%Y-%m-%d %H:%M:%f', 'now')
   AND resolution IS NULL AND last_error LIKE :pattern;
 
--- payload_reseal: a row's payload re-encrypted, if it is still the one read (compare-and-set)
+-- reseal_payload: a row's payload re-encrypted, if it is still the one read (compare-and-set)
 UPDATE denpyo_submissions SET payload = :new WHERE id = :id AND payload = :old;
 
 -- The providers' webhooks (store/provider_events.py): each event recorded once, with
 -- the row it named (NULL: none, which the audit lists).
 
--- provider_event_insert: record one provider's event (nothing when (provider, event_id) was recorded already: a second delivery)
+-- insert_provider_event: record one provider's event (nothing when (provider, event_id) was recorded already: a second delivery)
 INSERT INTO denpyo_provider_events
     (provider, event_id, kind, submission_id, idempotency_key, remote_id, detail)
 VALUES (:provider, :event_id, :kind, :submission_id, :idempotency_key, :remote_id, :detail)
 ON CONFLICT (provider, event_id) DO NOTHING;
 
--- provider_event_history: the line a provider's event adds to the history of a row it does not move (its status on both sides)
+-- list_provider_event_history: the line a provider's event adds to the history of a row it does not move (its status on both sides)
 INSERT INTO denpyo_events (submission_id, kind, from_status, to_status, attempt, actor, detail)
 VALUES (:submission_id, 'provider', :status, :status, :attempt, :actor, :detail);
 
--- provider_event_unknown: the events received in [since, until) that named no row, oldest first (index denpyo_provider_events_unknown)
+-- find_provider_event_unknown: the events received in [since, until) that named no row, oldest first (index denpyo_provider_events_unknown)
 SELECT * FROM denpyo_provider_events
 WHERE submission_id IS NULL AND received_at >= :since AND received_at < :until
 ORDER BY received_at, id LIMIT :limit;
 
--- provider_event_list: the events that named one row, oldest first
+-- list_provider_events: the events that named one row, oldest first
 SELECT * FROM denpyo_provider_events WHERE submission_id = :submission_id ORDER BY id;
 
--- submission_get_by_remote_id: the newest row that recorded a provider's id (index denpyo_submissions_remote_id)
+-- get_submission_by_remote_id: the newest row that recorded a provider's id (index denpyo_submissions_remote_id)
 SELECT *,
     {{in_doubt}} AS in_doubt
 FROM denpyo_submissions WHERE remote_id = :remote_id ORDER BY id DESC LIMIT 1;
