@@ -318,11 +318,11 @@ class StoreCounts(Collector):
 
     def _channel_state(self, channels: set[str]) -> GaugeMetricFamily:
         """1 for each channel's mode now, 0 for the other modes: the channels registered
-        or with rows (running unless they have a state), and those with a state."""
+        or with rows (active unless they have a state), and those with a state."""
         family = GaugeMetricFamily(
             "denpyo_channel_state",
-            "1 for the channel's mode now, 0 for the others: running; paused (by a person); "
-            "held (the provider asked it to wait); down (failing, probed).",
+            "1 for the channel's mode now, 0 for the others: active; paused (by a person); "
+            "throttled (the provider asked it to wait); down (failing, probed).",
             labels=["channel", "state"],
         )
         modes = {name: state.mode for name, state in op.channel_states(self.ledger).items()}

@@ -196,8 +196,8 @@ def test_status(db_url: str, seeded: dict[str, int]) -> None:
     assert (report["in_doubt"], report["exhausted"], report["needs_person"]) == (2, 1, 4)
     assert report["oldest_pending_age_seconds"] >= 0
     text = ok(people).stdout
-    assert "email" in text and "needs attention 4" in text and "ago" in text
-    assert check.returncode == 1 and "needs attention 4" in check.stdout
+    assert "email" in text and "needs a person 4" in text and "ago" in text
+    assert check.returncode == 1 and "needs a person 4" in check.stdout
     assert check_json.returncode == 1 and json.loads(check_json.stdout)["needs_person"] == 4
 
 
@@ -435,7 +435,7 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
     db_url: str, tmp_path: Path
 ) -> None:
     """Whatever a user's --app module raises while it is imported (exit 1 would read
-    as "needs attention"), and a module whose ledger has no channel, said as such."""
+    as "needs a person"), and a module whose ledger has no channel, said as such."""
     modules = {
         "app_name_error": "import denpyo\nledger = denpyo.Ledger()\nundefined_name\n",
         "app_syntax_error": "import denpyo\nledger = denpyo.Ledger(\n",
@@ -603,7 +603,7 @@ def test_pause_and_resume_a_channel_with_who_and_why(db_url: str) -> None:
     resumed = as_json(denpyo_cli("resume", "email", "--note", "fixed", "--by", "carol",
                                  "--json", db=db_url))  # fmt: skip
     assert (resumed["changed"], resumed["by"], resumed["state"]["mode"]) == (
-        True, "operator:carol", "running"
+        True, "operator:carol", "active"
     )  # fmt: skip
     twice, shown, shown_json, status = run_all(
         [

@@ -122,7 +122,11 @@ def test_a_two_person_rule_makes_a_request(db_url: str, tmp_path: Path) -> None:
     )  # fmt: skip
     assert "request #" in asked.stdout and "denpyo approve" in asked.stdout
     [waiting] = as_json(cli(*app, "approvals", "--json", cwd=tmp_path))
-    assert (waiting["kind"], waiting["by"], waiting["state"]) == ("mark_synced", "ada", "requested")
+    assert (waiting["kind"], waiting["by"], waiting["state"]) == (
+        "mark_synced",
+        "ada",
+        "awaiting_approval",
+    )
     refused(
         cli(*app, "approve", str(waiting["id"]), "--note", "me", "--by", "ada", cwd=tmp_path),
         "a second person decides it",

@@ -170,7 +170,7 @@ def test_a_forget_killed_mid_run_is_ended_and_carried_on_by_the_next(db_url: str
     )
     assert killed.returncode == -9, killed.stderr
     [cut] = as_json(cli("actions", "--json", db=db_url))
-    assert (cut["kind"], cut["state"], cut["done"], cut["rows"]) == ("forget", "running", 1, 3)
+    assert (cut["kind"], cut["state"], cut["done"], cut["rows"]) == ("forget", "in_progress", 1, 3)
     refused = cli("bulk", "continue", str(cut["id"]), db=db_url)
     assert refused.returncode == 2 and "is a forget: run it again" in refused.stderr
 

@@ -246,7 +246,7 @@ def test_a_channel_is_paused_and_resumed_from_the_overview(
     page = web.get("/channels/sms").text
     assert [m for m in re.findall(r'badge k-(\w+)"', page)] == ["resumed", "paused"]
     assert 'action="/channels/sms/pause"' in page
-    assert [s.mode.value for s in ledger.store.channel_states()] == ["running"]
+    assert [s.mode.value for s in ledger.store.channel_states()] == ["active"]
     not_paused = web.post("/channels/sms/resume", data={"note": "x"}, follow_redirects=False)
     assert not_paused.headers["location"] == "/channels/sms?done=not-paused"
 

@@ -80,8 +80,8 @@ def test_each_channels_state_is_one_gauge_per_mode(ledger: denpyo.Ledger) -> Non
     ledger.store.throttle_channel("sms", throttle_for=600, note="429 Too Many Requests")
     ledger.store.channel_down("push", actor="worker:test", note="10 calls failed", probe_in=2)
     found = samples(metrics)
-    modes = {"running", "paused", "held", "down"}
-    expected = {"mail": "paused", "launch": "paused", "sms": "held", "push": "down"}
+    modes = {"active", "paused", "throttled", "down"}
+    expected = {"mail": "paused", "launch": "paused", "sms": "throttled", "push": "down"}
     for name, now in expected.items():
         values = {
             mode: found.get(("denpyo_channel_state", (("channel", name), ("state", mode))))
@@ -90,7 +90,7 @@ def test_each_channels_state_is_one_gauge_per_mode(ledger: denpyo.Ledger) -> Non
         assert values == {mode: 1.0 if mode == now else 0.0 for mode in modes}, (name, values)
     ledger.resume("mail", note="fixed", by="alice")
     found = samples(Metrics(ledger, counts_ttl=0))  # a read is kept 10 times as long as it took
-    key = ("denpyo_channel_state", (("channel", "mail"), ("state", "running")))
+    key = ("denpyo_channel_state", (("channel", "mail"), ("state", "active")))
     assert found[key] == 1.0
 
 

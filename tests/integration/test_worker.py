@@ -121,11 +121,11 @@ def test_channel_concurrency_limit(ledger: denpyo.Ledger) -> None:
 
 
 @pytest.mark.parametrize(
-    ("settles_itself", "held"),
+    ("decides_itself", "held"),
     [(True, 32), (False, 8)],  # 8 x 4 slots: 4 calls running, 28 ready; or 2 x 4
 )
-def test_rows_are_claimed_far_ahead_only_where_doubt_settles_itself(
-    ledger: denpyo.Ledger, sql: Any, settles_itself: bool, held: int
+def test_rows_are_claimed_far_ahead_only_where_the_channel_decides_its_doubt(
+    ledger: denpyo.Ledger, sql: Any, decides_itself: bool, held: int
 ) -> None:
     """A channel that can verify holds up to 8 times its slots claimed (at most
     CLAIM_AHEAD), so fast calls never wait on a claim. A crash would leave every held
@@ -137,7 +137,7 @@ def test_rows_are_claimed_far_ahead_only_where_doubt_settles_itself(
         await asyncio.sleep(3600)  # cancelled at stop: these calls had begun
         return "r"
 
-    verify = (lambda sub: denpyo.NotDelivered()) if settles_itself else None
+    verify = (lambda sub: denpyo.NotDelivered()) if decides_itself else None
     ledger.channel("c", concurrency=4, verify=verify)(stuck)
     ledger.enqueue_many("c", [(f"k{i}", {}) for i in range(100)])
     seen: list[int] = []

@@ -40,7 +40,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option(
     "--state",
     metavar="STATE",
-    help="planned, requested, rejected, expired, running, paused, done, cancelled.",
+    help="planned, awaiting_approval, declined, lapsed, in_progress, paused, done, cancelled.",
 )
 @click.option("--since", metavar="WHEN", help="At or after: 2h, 3d, today, 2026-05-01.")
 @click.option("--until", metavar="WHEN", help="Before (same forms as --since).")
@@ -240,7 +240,7 @@ def approve(env: Env, action_id: int, note: str | None, by: str | None, as_json:
 @json_option
 @pass_env
 def decline(env: Env, action_id: int, note: str | None, by: str | None, as_json: bool) -> None:
-    """Reject another person's request, with a note: nothing is done.
+    """Decline another person's request, with a note: nothing is done.
 
     \b
     Example: denpyo decline 12 --note "not in the provider's console" --by bob
@@ -370,7 +370,7 @@ def _show_plan(plan: op.DryRun, as_json: bool, *, dry_run: bool) -> None:
 def _carry_on(
     ledger: Ledger, record: ActionRecord, batch: int, lease: float, as_json: bool
 ) -> None:
-    """Run the action to its end with a progress bar (stderr); Ctrl-C leaves it running
+    """Run the action to its end with a progress bar (stderr); Ctrl-C leaves it in progress
     for `bulk continue`."""
     with Progress(
         TextColumn(f"action #{record.id}"),
@@ -427,9 +427,9 @@ def bulk_continue(env: Env, action_id: int, batch: int, lease: float, as_json: b
 @click.argument("action_id", type=click.IntRange(1), metavar="ID")
 @pass_env
 def bulk_pause(env: Env, action_id: int) -> None:
-    """Stop a running bulk action after its current batch (`bulk continue` goes on)."""
+    """Stop a bulk action in progress after its current batch (`bulk continue` goes on)."""
     if not op.pause_action(env.ledger, action_id):
-        fail(f"action #{action_id} is not running")
+        fail(f"action #{action_id} is not in progress")
     render.out.print(f"action #{action_id} paused: `denpyo bulk continue {action_id}` goes on")
 
 

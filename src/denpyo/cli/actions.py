@@ -258,7 +258,7 @@ def read_payload(text: str) -> Any:
 @log_options(logging.WARNING)
 @pass_env
 def reconcile(env: Env, as_json: bool, log_level: int) -> None:
-    """One pass over the rows in doubt: ask the provider (verify), then settle,
+    """One pass over the rows in doubt: ask the provider (verify), then sync,
     resend (never arrived) or hold for a person. Needs --app (the channels).
 
     Example: denpyo --app myapp.ledger:ledger reconcile

@@ -254,7 +254,7 @@ def main(ctx: click.Context, db: str | None, read_db: str | None, app: str | Non
     \b
     Exit codes:
       0  fine
-      1  something needs attention (status --check, list --check, audit)
+      1  something needs a person (status --check, list --check, audit)
       2  usage or input error: one line on stderr, nothing written
       3  the database is out of reach: one line on stderr, try again later
 

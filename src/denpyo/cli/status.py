@@ -24,14 +24,14 @@ from denpyo.engine.processes import EXIT_ATTENTION
 
 @main.command()
 @channel_option
-@click.option("--check", is_flag=True, help="Exit 1 when something needs attention.")
+@click.option("--check", is_flag=True, help="Exit 1 when something needs a person.")
 @json_option
 @pass_env
 @click.pass_context
 def status(ctx: click.Context, env: Env, channel: str | None, check: bool, as_json: bool) -> None:
     """Counts by channel and status; in doubt, exhausted, and the oldest pending row.
 
-    "Needs attention" counts rows with no person's resolution that are in doubt
+    "Needs a person" counts rows with no person's resolution that are in doubt
     (the call may have arrived), exhausted (failed, no attempt left) or rejected.
 
     Example: denpyo status --check || page-the-on-call
@@ -75,7 +75,7 @@ def show_status(report: StatusReport) -> None:
     attention = "bold red" if report.needs_person else "green"
     render.out.print(
         Text.assemble(
-            ("needs attention ", ""),
+            ("needs a person ", ""),
             (str(report.needs_person), attention),
             f"   (in doubt {report.in_doubt}, exhausted {report.exhausted}, "
             f"rejected {report.rejected_open}; resolved by a person {report.resolved})",
@@ -121,7 +121,7 @@ MODE_STYLE = {
 
 def show_stopped(states: Sequence[ChannelState]) -> None:
     """The channels that start no call now, first and one line each (wrapped under
-    their own column in a narrow terminal): paused by whom, when and why; held until
+    their own column in a narrow terminal): paused by whom, when and why; throttled until
     when, and why; down since when, and the next probe."""
     table = Table(
         title="Channels that start no call now", title_justify="left", box=None,

@@ -4,7 +4,7 @@ the CLI's `actions`, `approvals`, `approve`, `decline` and `bulk` run them.
 
 A bulk action runs on the dashboard's own threads (`BulkThreads`), a batch per
 transaction; its page reads its progress from the database, so it survives a
-reload, and a running action nobody carries on (the dashboard restarted) is
+reload, and an action in progress nobody carries on (the dashboard restarted) is
 taken up again when its page is looked at, once its holder's lease has ended.
 """
 
@@ -221,9 +221,9 @@ class ActionPages(Shell):
             op.confirm_bulk, self.ledger, action_id, by=access.name, approval=self.approval
         )
         if isinstance(started, op.Requested):
-            return self._to_action(request, action_id, "requested")
+            return self._to_action(request, action_id, "awaiting_approval")
         self.bulk_threads.start(action_id)
-        return self._to_action(request, action_id, "running")
+        return self._to_action(request, action_id, "in_progress")
 
     async def approve(
         self, request: Request, access: Access, fields: dict[str, str], ids: list[str]
@@ -285,7 +285,7 @@ class ActionPages(Shell):
             raise Refused(409, f"action #{action_id} is {record.state}: it cannot {verb}")
         if verb == "resume":
             self.bulk_threads.start(action_id)
-        return self._to_action(request, action_id, {"pause": "paused", "resume": "running",
+        return self._to_action(request, action_id, {"pause": "paused", "resume": "in_progress",
                                                     "cancel": "cancelled"}[verb])  # fmt: skip
 
     def _to_action(self, request: Request, action_id: int, code: str) -> Response:
@@ -295,11 +295,11 @@ class ActionPages(Shell):
 
 _FLASH = {
     "planned": ("Dry run ready: nothing has changed yet.", {ActionState.PLANNED}),
-    "requested": (
+    "awaiting_approval": (
         "Sent for approval: nothing happens until a second person approves.",
         {ActionState.AWAITING_APPROVAL},
     ),
-    "running": (
+    "in_progress": (
         "Started: the rows are being worked through, a batch at a time.",
         {ActionState.IN_PROGRESS},
     ),
