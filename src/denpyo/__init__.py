@@ -3,7 +3,7 @@
 A durable, queryable record of every call your application makes to an
 external API: the row is committed (`requesting`) before the call, then
 settled `synced`, `failed` or `rejected`; rows left in doubt by a crash are
-verified against the provider, settled, or raised to a person.
+verified against the provider, resolved, or raised to a person.
 
 The errors are imported at once; the other names below on first use (PEP 562), so
 that `import denpyo` and the command line's start (which lives in this package)

@@ -108,19 +108,19 @@ def test_two_person_rule_waits_for_a_second_person(ledger: denpyo.Ledger) -> Non
         op.approve(ledger, request.id, note="again", by="carol")
 
 
-def test_a_rejected_or_expired_request_does_nothing(ledger: denpyo.Ledger) -> None:
+def test_a_declined_or_lapsed_request_does_nothing(ledger: denpyo.Ledger) -> None:
     a, b = failed_rows(ledger, 2)
     ledger.approval = Approval()  # the default expiry: no machine is that slow
     first = op.resolve_mark_synced(ledger, a, remote_id="r", note="n", by="ada").requested
     assert first is not None
-    rejected = op.decline(ledger, first.action.id, note="not at the provider", by="bob")
-    assert (rejected.state, rejected.decision_note) == (ActionState.DECLINED, "not at the provider")
+    declined = op.decline(ledger, first.action.id, note="not at the provider", by="bob")
+    assert (declined.state, declined.decision_note) == (ActionState.DECLINED, "not at the provider")
     ledger.approval = Approval(lapses_after=0.2)  # this one expires while we wait
     second = op.resolve_mark_synced(ledger, b, remote_id="r", note="n", by="ada").requested
     assert second is not None and second.action.lapses_at is not None
     lapses_at = second.action.lapses_at
     wait_until(lambda: ledger.store.now() > lapses_at, "the request's expiry, by the database")
-    with pytest.raises(InvalidInput, match="expired"):
+    with pytest.raises(InvalidInput, match="lapsed"):
         op.approve(ledger, second.action.id, note="late", by="bob")
     assert [row_of(ledger, i).status for i in (a, b)] == [S.FAILED, S.FAILED]
 

@@ -6,11 +6,11 @@ is one entry: who, when, why, what it named, and the rows behind it
 entry whose rows were frozen when it was made, carried out in batches; a
 two-person rule turns an action into a *request* that waits for a second person.
 
-    planned --confirm--> (requested --approve-->) running --(every row done or skipped)--> done
-        |                    |  ^
-        +--reject/expire     pause  resume        running/paused --cancel--> cancelled
-                             v  |
-                            paused
+    planned --confirm--> (awaiting_approval --approve-->) in_progress --(rows done)--> done
+       |                      |                            |  ^
+       +----------------------+--> declined or lapsed     pause  resume
+                                                           v  |
+    in_progress/paused --cancel--> cancelled              paused
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class ActionRecord:
 
     @property
     def decided_by(self) -> str | None:
-        """The second person who approved or rejected it."""
+        """The second person who approved or declined it."""
         return None if self.approver is None else person_of(self.approver)
 
     def describe(self) -> str:
@@ -219,7 +219,7 @@ class Approval:
     By default: marking a row synced (a person says the provider has the call), a
     forced retry or resend of an in-doubt row (the call may have arrived: a second
     one may double its effect), and any bulk action over `bulk_over` rows. A request
-    nobody decides expires after `lapses_after` seconds.
+    nobody decides lapses after `lapses_after` seconds.
     """
 
     mark_synced: bool = True

@@ -1,10 +1,10 @@
 """What the fleet shares about a channel, and the rules that read it: pure, no I/O.
 
-A channel is *running*, *paused* (a person stopped it), *held* (the provider
+A channel is *active*, *paused* (a person stopped it), *throttled* (the provider
 asked the whole channel to wait: a 429 or 503 with Retry-After), or *down*
 (the provider failed `down_after` calls in a row: one probe call at a time, at a
-growing interval, until one succeeds). Only a running channel starts calls; a
-paused one waits for a person, a held one for its time, a down one for a probe.
+growing interval, until one succeeds). Only an active channel starts calls; a
+paused one waits for a person, a throttled one for its time, a down one for a probe.
 Every worker reads the states once per poll (`denpyo_channels`), so a change
 reaches the fleet within one poll interval.
 
@@ -53,7 +53,7 @@ class Mode(Enum):
 @dataclass(frozen=True, slots=True)
 class ChannelState:
     """A channel's row in `denpyo_channels`, as read at `now` (the database clock).
-    No row: running."""
+    No row: active."""
 
     channel: str
     now: datetime
@@ -69,7 +69,7 @@ class ChannelState:
 
     @property
     def mode(self) -> Mode:
-        """Pause first (a person's word outlasts the provider's), then down, then held."""
+        """Pause first (a person's word outlasts the provider's), then down, then throttled."""
         if self.paused_at is not None:
             return Mode.PAUSED
         if self.down_since is not None:
@@ -87,7 +87,7 @@ class ChannelState:
             probe = f", next probe at {_at(self.probe_at)}" if self.probe_at else ""
             return f"provider down since {_at(self.down_since)}{probe}: {self.down_note}"
         if mode is Mode.THROTTLED:
-            return f"held until {_at(self.throttled_until)}: {self.throttled_note}"
+            return f"throttled until {_at(self.throttled_until)}: {self.throttled_note}"
         return "active"
 
 

@@ -87,7 +87,7 @@ class RetryPolicy:
 
     @property
     def decides_doubt(self) -> bool:
-        """A row in doubt is settled without a person: verified, or resent under its
+        """A row in doubt is decided without a person: verified, or resent under its
         key (see `decide_in_doubt`)."""
         return self.can_verify or self.idempotent
 

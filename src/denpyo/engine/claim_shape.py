@@ -3,7 +3,7 @@ the smallest claim worth a round trip.
 
 Ready rows are claimed ahead, so that a call never waits for a claim's round trip.
 A crash leaves every held row in doubt, its call begun or not: a channel that can
-verify, or is idempotent, settles them by itself, so it claims well ahead; any other
+verify, or is idempotent, decides them by itself, so it claims well ahead; any other
 leaves each one to a person, so it holds at most twice what runs (measured:
 bench/CHANGES.md).
 """
@@ -15,7 +15,7 @@ from typing import NamedTuple
 from denpyo.engine.channel import ChannelSpec
 
 CLAIM_AHEAD = 128
-"""Rows of a channel that can settle its in-doubt rows itself held ready or running:
+"""Rows of a channel that can decide its in-doubt rows itself held ready or running:
 three times what may run at once, and up to this many (at most 8 times). A claim
 takes a few milliseconds on a busy loop; calls of a few milliseconds drained three
 times the slots before it returned, and slots sat empty (measured: bench/CHANGES.md)."""

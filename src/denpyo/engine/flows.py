@@ -162,7 +162,7 @@ class Flows:
 
     def submit(self, spec: ChannelSpec, new: NewSubmission) -> Flow:
         """Record, then call, then settle. The row is committed before the call. A
-        channel that is paused, held back, down or limited fleet-wide is sent by the
+        channel that is paused, throttled, down or limited fleet-wide is sent by the
         workers only: its row is recorded for them."""
         why = yield from self._left_to_workers(spec)
         since = time.monotonic()  # before the lease starts by the database's clock

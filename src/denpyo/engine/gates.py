@@ -1,4 +1,4 @@
-"""This process's view of what the fleet shares about each channel (paused, held,
+"""This process's view of what the fleet shares about each channel (paused, throttled,
 down: domain/channel_state.py), and what its own calls tell the fleet.
 
 The states are read at most once per poll interval (`refresh`), never per call;
@@ -101,7 +101,7 @@ class Gates:
         return Mode.ACTIVE
 
     def throttled_until(self, channel: str) -> float:
-        """Monotonic time until which the channel is held (past: not held)."""
+        """Monotonic time until which the channel is throttled (past: not throttled)."""
         until = self.local.get(channel, float("-inf"))
         state = self.states.get(channel)
         if state is not None and state.throttled_until is not None:
@@ -177,11 +177,11 @@ class Gates:
 
     def _tell(self, channel: str, seen: Seen) -> None:
         why = visible(seen.why)
-        held = seen.throttle_for is not None
-        if held and self.store.throttle_channel(
+        throttled = seen.throttle_for is not None
+        if throttled and self.store.throttle_channel(
             channel, throttle_for=seen.throttle_for or 0, note=why
         ):
-            log.warning("channel %s held for %.1f s: %s", channel, seen.throttle_for, why)
+            log.warning("channel %s throttled for %.1f s: %s", channel, seen.throttle_for, why)
         if seen.down:
             if self.store.channel_down(
                 channel, actor=self.actor, note=why, probe_in=next_probe_wait(None)

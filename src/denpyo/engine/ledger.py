@@ -336,7 +336,7 @@ class Ledger:
         Returns the submission when it is `synced`, or still in flight in another
         process (status `requesting`), or `requesting` and not attempted for a worker
         to send (its ordering key has an earlier row open, its call could not
-        start within its lease, or its channel is paused, held back by the
+        start within its lease, or its channel is paused, throttled by the
         provider, down, or limited fleet-wide: the workers pace those calls); for a
         key a person resolved by resending it,
         the resend. Raises `SubmissionRejected`, `SubmissionFailed`,
@@ -534,7 +534,7 @@ class Ledger:
         concurrency: int = DEFAULT_CONCURRENCY,
         progress: Callable[[WorkReport], None] | None = None,
     ) -> WorkReport:
-        """One pass over the in-doubt rows that are due: verify, settle, resend or alert,
+        """One pass over the in-doubt rows that are due: verify, sync, resend or alert,
         with up to `concurrency` verifies in flight; `progress(report so far)` in this
         thread as it goes."""
         worker = Worker(self, concurrency=concurrency, actor=self.new_actor("reconciler"))

@@ -12,7 +12,7 @@ clock in the database (`Store.reserve_starts`), a few at a time, and each proces
 starts its calls at the times it was given (and, with both set, no closer than its
 own limit allows).
 
-A start taken late (no slot was free, or the channel was held back) would crowd
+A start taken late (no slot was free, or the channel was throttled) would crowd
 the ones after it: a start more than one interval old is dropped instead, and its
 row gets a new one. So the starts of any second are at most R, and one more only
 where a start lands on each edge of it.

@@ -227,7 +227,7 @@ class Worker:
         return self.report
 
     async def reconcile_pass(self) -> WorkReport:
-        """Verify and settle every in-doubt row that is due, then return."""
+        """Verify and decide every in-doubt row that is due, then return."""
         self.sends = False
         return await self.run(until_idle=True)
 
@@ -260,7 +260,7 @@ class Worker:
         for spec in list(self.ledger.channels.values()):
             mode = self.gates.mode(spec.name)
             if mode is not Mode.ACTIVE:
-                # Held: its rows wait for the time the provider asked for. Paused or
+                # Throttled: its rows wait for the time the provider asked for. Paused or
                 # down: they go back, unsent, for whichever worker resumes first.
                 self.throttled |= mode is Mode.THROTTLED
                 if mode is not Mode.THROTTLED:

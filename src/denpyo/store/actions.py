@@ -254,7 +254,7 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     @retried
     def take_action(self, action_id: int, *, holder: str, lease: float) -> bool:
-        """Become the action's holder: it is running and nobody else carries it out."""
+        """Become the action's holder: it is in progress and nobody else carries it out."""
         with self.transaction() as tx:
             params = {"id": action_id, "holder": holder, "lease": seconds(lease)}
             return tx.execute("take_action", params) > 0
@@ -383,7 +383,7 @@ class ActionLog(ConnectionModes, Rows, Params):
         lapses_in: float | None = None,
     ) -> bool:
         """Keep a dry run's counts and samples, and move the action on from `from_`
-        (a planned bulk action: planned again, requested or running); False when it
+        (a planned bulk action: planned again, awaiting approval or in progress); False when it
         is no longer in `from_`."""
         params = {
             "id": action_id,
@@ -407,8 +407,8 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     @retried
     def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
-        """A second person approves (it starts running) or rejects a request; False when
-        it is no longer waiting, expired, or `approver` is the person who asked."""
+        """A second person approves (it is in progress) or declines a request; False when
+        it is no longer waiting, lapsed, or `approver` is the person who asked."""
         state = ActionState.IN_PROGRESS if approve else ActionState.DECLINED
         params = {"id": action_id, "state": state.value, "approver": approver, "note": note}
         with self.transaction() as tx:
@@ -416,7 +416,7 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     @retried
     def lapse_actions(self) -> int:
-        """Requests nobody decided in time become `expired`; how many."""
+        """Requests nobody decided in time become `lapsed`; how many."""
         with self.transaction() as tx:
             return tx.execute("lapse_actions")
 

@@ -641,7 +641,7 @@ class Store(ABC):
 
     @abstractmethod
     def decide_action(self, action_id: int, *, approver: str, approve: bool, note: str) -> bool:
-        """A second person approves or rejects a request (never the one who asked)."""
+        """A second person approves or declines a request (never the one who asked)."""
 
     @abstractmethod
     def lapse_actions(self) -> int:

@@ -25,7 +25,7 @@ lease) is never touched; a row a person resolved is not retried.
   `resolution` and lose any next attempt (a person's resolution keeps the
   status). A ``requesting`` row not in flight becomes ``failed`` with no
   next attempt: `error_kind` ``ambiguous`` if it was ever attempted (it may have
-  arrived, and stays counted in doubt, but no longer needs attention), else
+  arrived, and stays counted in doubt, but no longer needs a person), else
   ``transient`` ("never sent").
 - **resend** (note required, payload optional): a NEW submission, key
   ``<key>~resend<n>``, a new idempotency key, ``supersedes`` = the old id, waiting

@@ -107,8 +107,8 @@ def carry_out(
     progress: Callable[[ActionRecord], object] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ActionRecord:
-    """Carry out a running action's remaining rows, a batch at a time, and return it
-    as it stands. Does nothing when another holder holds it or it is not running
+    """Carry out the remaining rows of an action in progress, a batch at a time, and return it
+    as it stands. Does nothing when another holder holds it or it is not in progress
     (paused, cancelled, waiting for a second person). `lease`: seconds this holder
     holds the action from one batch to the next; if it dies, another holder takes
     the action over after that long."""
@@ -302,14 +302,14 @@ def approve(ledger: Ledger, action_id: int, *, note: str, by: str | None = None)
 
 
 def decline(ledger: Ledger, action_id: int, *, note: str, by: str | None = None) -> ActionRecord:
-    """A second person rejects a request, with a note: nothing is done."""
+    """A second person declines a request, with a note: nothing is done."""
     return decide(ledger, action_id, note=note, by=by, approve=False)
 
 
 def decide(
     ledger: Ledger, action_id: int, *, note: str, by: str | None, approve: bool
 ) -> ActionRecord:
-    """A second person's decision, written; an approved request is then running, for
+    """A second person's decision, written; an approved request is then in progress, for
     `run` to carry out (`approve` does both)."""
 
     text = check_note(note, "an approval" if approve else "a rejection")
@@ -329,7 +329,7 @@ def decide(
             f"action #{action_id} was asked by {record.person}: a second person decides it"
         )
     if not ledger.store.decide_action(action_id, approver=approver, approve=approve, note=text):
-        raise InvalidInput(f"action #{action_id} was decided or expired meanwhile: look again")
+        raise InvalidInput(f"action #{action_id} was decided or lapsed meanwhile: look again")
     return _get(ledger, action_id)
 
 
@@ -435,7 +435,7 @@ def confirm_bulk(
 
 
 def pause_action(ledger: Ledger, action_id: int) -> bool:
-    """Stop a running bulk action after its current batch; False if it was not running."""
+    """Stop a bulk action in progress after its current batch; False if it was not in progress."""
     return ledger.store.move_action(action_id, ActionState.PAUSED, from_=(ActionState.IN_PROGRESS,))
 
 

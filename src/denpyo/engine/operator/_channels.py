@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ChannelView:
-    """A channel as the people on call see it: its state (None: never paused, held or
-    down: running) and its latest history."""
+    """A channel as the people on call see it: its state (None: never paused, throttled
+    or down: active) and its latest history."""
 
     channel: str
     state: ChannelState | None
@@ -31,7 +31,7 @@ class ChannelView:
 
 
 def channel_states(ledger: Ledger) -> dict[str, ChannelState]:
-    """Every channel that has a state, by name (the others are running)."""
+    """Every channel that has a state, by name (the others are active)."""
     return {state.channel: state for state in ledger.store.channel_states()}
 
 

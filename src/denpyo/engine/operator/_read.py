@@ -50,7 +50,7 @@ class StatusReport:
     lease, per channel and holder (a holder known to be gone among them: its rows
     are in doubt once their leases end, and not before). `channel_states`: every
     channel known (registered, with rows, or with a state), with what the fleet
-    shares about it (None: never paused, throttled or down, so running);
+    shares about it (None: never paused, throttled or down, so active);
     `channel_history`: the latest changes of the one channel asked for (else empty).
     `durability`: what the primary says about its commits surviving its loss (None:
     nothing to say, SQLite and MariaDB); `standby_lag`: seconds the counts are behind
@@ -131,14 +131,14 @@ def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
     when it is down and when the next probe goes."""
     if state is None:
         return {"mode": Mode.ACTIVE.value, **dict.fromkeys(_STATE_FIELDS)}
-    held = state.throttled_until is not None and state.throttled_until > state.now
+    throttled = state.throttled_until is not None and state.throttled_until > state.now
     return {
         "mode": state.mode.value,
         "paused_at": iso(state.paused_at),
         "paused_by": state.paused_by,
         "note": state.paused_note,
-        "throttled_until": iso(state.throttled_until) if held else None,
-        "throttled_note": state.throttled_note if held else None,
+        "throttled_until": iso(state.throttled_until) if throttled else None,
+        "throttled_note": state.throttled_note if throttled else None,
         "down_since": iso(state.down_since),
         "down_note": state.down_note,
         "probe_at": iso(state.probe_at) if state.down_since is not None else None,

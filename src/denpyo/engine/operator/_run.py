@@ -67,7 +67,7 @@ def require_channels(ledger: Ledger, what: str) -> None:
 
 
 def reconcile(ledger: Ledger, progress: Progress | None = None) -> ReconcileSummary:
-    """One pass over the in-doubt rows that are due: verify, settle, resend or hold."""
+    """One pass over the in-doubt rows that are due: verify, sync, resend or leave for a person."""
     require_channels(ledger, "reconcile")
     due = sum(ledger.store.count_in_doubt_due(name) for name in ledger.channels)
 

@@ -556,7 +556,7 @@ ORDER BY minute, outcome;
 -- What the fleet shares about each channel (store/controls.py): read once per poll,
 -- written when something happens. A channel's row is made by its first write.
 
--- ensure_channel: the channel's row, made if missing (running, no history)
+-- ensure_channel: the channel's row, made if missing (active, no history)
 INSERT IGNORE INTO denpyo_channels (channel) VALUES (%(channel)s);
 
 -- list_channels: every channel's state, and the database clock it was read by
@@ -696,7 +696,7 @@ SET state = CASE WHEN total <= done + %(done)s + skipped + %(skipped)s THEN 'don
     updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s AND locked_by = %(holder)s AND state = 'in_progress';
 
--- take_action: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
+-- take_action: become an action's holder: an action in progress nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
 SET locked_by = %(holder)s,
     locked_until = UTC_TIMESTAMP(6) + INTERVAL ROUND(%(lease)s * 1000000) MICROSECOND,
@@ -718,7 +718,7 @@ SET state = %(state)s,
     updated_at = UTC_TIMESTAMP(6)
 WHERE id = %(id)s AND state IN (%(from1)s, %(from2)s, %(from3)s, %(from4)s);
 
--- decide_action: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+-- decide_action: a second person approves (state in_progress) or declines a request: never the one who asked, and not once it lapsed
 UPDATE denpyo_actions
 SET state = %(state)s, approver = %(approver)s, decision_note = %(note)s,
     decided_at = UTC_TIMESTAMP(6),
@@ -734,7 +734,7 @@ SET state = 'lapsed', finished_at = UTC_TIMESTAMP(6),
     updated_at = UTC_TIMESTAMP(6)
 WHERE state = 'awaiting_approval' AND lapses_at <= UTC_TIMESTAMP(6);
 
--- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+-- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: awaiting_approval or in_progress)
 UPDATE denpyo_actions
 SET plan = %(plan)s, state = %(state)s, approver = NULL,
     lapses_at = CASE WHEN %(lapses_in)s IS NULL THEN lapses_at

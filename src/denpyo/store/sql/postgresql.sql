@@ -818,7 +818,7 @@ ORDER BY minute, outcome;
 -- What the fleet shares about each channel (store/controls.py): read once per poll,
 -- written when something happens. A channel's row is made by its first write.
 
--- ensure_channel: the channel's row, made if missing (running, no history)
+-- ensure_channel: the channel's row, made if missing (active, no history)
 INSERT INTO denpyo_channels (channel) VALUES (%(channel)s) ON CONFLICT (channel) DO NOTHING;
 
 -- list_channels: every channel's state, and the database clock it was read by
@@ -951,7 +951,7 @@ SET state = CASE WHEN total <= done + %(done)s::bigint + skipped + %(skipped)s::
     updated_at = now()
 WHERE id = %(id)s::bigint AND locked_by = %(holder)s::text AND state = 'in_progress';
 
--- take_action: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
+-- take_action: become an action's holder: an action in progress nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
 SET locked_by = %(holder)s::text,
     locked_until = now() + make_interval(secs => %(lease)s::float8),
@@ -974,7 +974,7 @@ SET state = %(state)s::text,
 WHERE id = %(id)s::bigint
   AND state IN (%(from1)s::text, %(from2)s::text, %(from3)s::text, %(from4)s::text);
 
--- decide_action: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+-- decide_action: a second person approves (state in_progress) or declines a request: never the one who asked, and not once it lapsed
 UPDATE denpyo_actions
 SET state = %(state)s::text, approver = %(approver)s::text, decision_note = %(note)s::text,
     decided_at = now(),
@@ -990,7 +990,7 @@ SET state = 'lapsed', finished_at = now(),
     updated_at = now()
 WHERE state = 'awaiting_approval' AND lapses_at <= now();
 
--- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+-- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: awaiting_approval or in_progress)
 UPDATE denpyo_actions
 SET plan = %(plan)s::text, state = %(state)s::text, approver = NULL,
     lapses_at = CASE WHEN %(lapses_in)s::float8 IS NULL THEN lapses_at

@@ -482,7 +482,7 @@ ORDER BY minute, outcome;
 -- What the fleet shares about each channel (store/controls.py): read once per poll,
 -- written when something happens. A channel's row is made by its first write.
 
--- ensure_channel: the channel's row, made if missing (running, no history)
+-- ensure_channel: the channel's row, made if missing (active, no history)
 INSERT OR IGNORE INTO denpyo_channels (channel) VALUES (:channel);
 
 -- list_channels: every channel's state, and the database clock it was read by
@@ -620,7 +620,7 @@ SET state = CASE WHEN total <= done + :done + skipped + :skipped THEN 'done' ELS
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND locked_by = :holder AND state = 'in_progress';
 
--- take_action: become an action's holder: a running action nobody carries out (no locked_by, or its lease ran out)
+-- take_action: become an action's holder: an action in progress nobody carries out (no locked_by, or its lease ran out)
 UPDATE denpyo_actions
 SET locked_by = :holder,
     locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :lease || ' seconds'),
@@ -642,7 +642,7 @@ SET state = :state,
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE id = :id AND state IN (:from1, :from2, :from3, :from4);
 
--- decide_action: a second person approves (state running) or rejects a request: never the one who asked, and not once it expired
+-- decide_action: a second person approves (state in_progress) or declines a request: never the one who asked, and not once it lapsed
 UPDATE denpyo_actions
 SET state = :state, approver = :approver, decision_note = :note,
     decided_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
@@ -658,7 +658,7 @@ SET state = 'lapsed', finished_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     updated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
 WHERE state = 'awaiting_approval' AND lapses_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
 
--- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: requested or running)
+-- set_action_plan: a dry run's counts and samples, and the state it leaves the action in (from planned: awaiting_approval or in_progress)
 UPDATE denpyo_actions
 SET plan = :plan, state = :state, approver = NULL,
     lapses_at = CASE WHEN :lapses_in IS NULL THEN lapses_at
