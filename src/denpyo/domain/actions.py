@@ -121,7 +121,7 @@ class ActionRecord:
 
     @property
     def approved_by(self) -> str | None:
-        """The second person, once they approved (a rejection names them too, in
+        """The second person, once they approved (a decline names them too, in
         `approver`, with the state saying which)."""
         if self.approver is None or self.state in (
             ActionState.DECLINED,

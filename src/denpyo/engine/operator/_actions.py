@@ -1,7 +1,7 @@
 """Actions as the action log keeps them: carried out now, asked of a second person
 (a two-person rule), or over every row a filter finds (a bulk action), in batches.
 
-Every row action a person takes goes through `run`: the rows are frozen behind an
+Every row action a person takes goes through `carry_out`: the rows are frozen behind an
 entry of the action log, and carried out a batch at a time, each batch one
 transaction (store/actions.py). The moves are the operator's own (`_act.py`), so
 a bulk retry of ten thousand rows does to each row exactly what a retry of one
@@ -310,9 +310,9 @@ def decide(
     ledger: Ledger, action_id: int, *, note: str, by: str | None, approve: bool
 ) -> ActionRecord:
     """A second person's decision, written; an approved request is then in progress, for
-    `run` to carry out (`approve` does both)."""
+    `carry_out` (`approve` does both)."""
 
-    text = check_note(note, "an approval" if approve else "a rejection")
+    text = check_note(note, "an approval" if approve else "a decline")
     approver = operator_actor(by)
     ledger.store.lapse_actions()
     record = _get(ledger, action_id)
@@ -408,7 +408,7 @@ def confirm_bulk(
     ledger: Ledger, action_id: int, *, by: str | None = None, approval: Approval | None = None
 ) -> ActionRecord | Requested:
     """Its person confirms a planned bulk action: it runs (the caller carries it out,
-    `run`), or, over the two-person rule's size, waits for a second person."""
+    `carry_out`), or, over the two-person rule's size, waits for a second person."""
     record = _get(ledger, action_id)
     if record.state is not ActionState.PLANNED:
         raise InvalidInput(f"action #{action_id} is {record.state}, not a dry run to confirm")
@@ -440,7 +440,7 @@ def pause_action(ledger: Ledger, action_id: int) -> bool:
 
 
 def resume_action(ledger: Ledger, action_id: int) -> bool:
-    """Let a paused bulk action run again (`run` carries it on); False if not paused."""
+    """Let a paused bulk action go on (`carry_out` carries it on); False if not paused."""
     return ledger.store.move_action(action_id, ActionState.IN_PROGRESS, from_=(ActionState.PAUSED,))
 
 
