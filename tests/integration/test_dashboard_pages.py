@@ -211,7 +211,7 @@ def test_a_channel_is_paused_and_resumed_from_the_overview(
     """Each channel on the overview with its state and its one action (a note
     required), and its page with who changed it, when and why."""
     overview = web.get("/").text
-    assert '<span class="badge m-running">running</span>' in overview
+    assert '<span class="badge m-active">active</span>' in overview
     assert 'action="/channels/sms/pause"' in overview
     assert 'action="/channels/invoice-email/pause"' in overview
     assert 'href="/channels/sms"' in overview
