@@ -146,7 +146,7 @@ def test_bad_input_is_one_line_and_exit_2(db_url: str) -> None:
     refused(cli("bulk", "retry", "--note", "n", db=db_url), "select the rows to retry")
     refused(cli("bulk", "retry", "--status", "failed", db=db_url), "a note (--note) is required")
     refused(cli("approve", "999", "--note", "n", db=db_url), "no action #999")
-    refused(cli("bulk", "pause", "999", db=db_url), "is not running")
+    refused(cli("bulk", "pause", "999", db=db_url), "is not in progress")
     assert as_json(cli("actions", "--json", db=db_url)) == []  # nothing was written
 
 
@@ -205,7 +205,7 @@ def test_a_bulk_killed_mid_run_is_carried_on_and_acts_on_each_row_once(db_url: s
     counts = retries_per_row(db_url)
     assert set(counts.values()) <= {0, 1}
     assert sum(counts.values()) == killed.done  # the rows moved are exactly those counted
-    refused(cli("bulk", "pause", "999", db=db_url), "is not running")
+    refused(cli("bulk", "pause", "999", db=db_url), "is not in progress")
     time.sleep(1.2)  # the dead holder's lease ends
     done = as_json(cli("bulk", "continue", str(killed.id), "--json", db=db_url))
     assert (done["state"], done["done"], done["skipped"]) == ("done", total, 0)
