@@ -614,7 +614,7 @@ def test_pause_and_resume_a_channel_with_who_and_why(db_url: str) -> None:
         ],
         db_url,
     )
-    assert " ".join(ok(twice).stdout.split()) == "email is not paused (running); nothing written"
+    assert " ".join(ok(twice).stdout.split()) == "email is not paused (active); nothing written"
     history = [(e["kind"], e["actor"], e["note"]) for e in as_json(shown_json)["channel_history"]]
     assert history == [("resumed", "operator:carol", "fixed"), ("paused", "operator:alice", note)]
     assert history == channel_changes(db_url, "email")  # newest first

@@ -6,7 +6,7 @@ objects (each its own view of the channel states) in threads, or worker processe
 (`denpyo worker`) on one database, SQLite's file included. Each call's start and
 end are written by the channel itself, so that what the provider would have seen
 is checked, not what the worker says it did. Times bound only what the guarantee
-says (no call starts while the channel is held back, at most R starts in a second):
+says (no call starts while the channel is throttled, at most R starts in a second):
 nothing asserts how fast anything went.
 """
 
