@@ -423,23 +423,32 @@ def bulk_once(store: Store, rows: int, batch: int) -> dict[str, Any]:
     try:
         store.settled(name)
         dry, planning = measured(
-            store, name, rows,
+            store,
+            name,
+            rows,
             lambda ledger: op.plan_bulk(
-                ledger, ActionKind.RETRY, flt, note=NOTE, by="bench", target=flt.describe(),
+                ledger,
+                ActionKind.RETRY,
+                flt,
+                note=NOTE,
+                by="bench",
+                target=flt.describe(),
                 batch=batch,
             ),
-        )  # fmt: skip
+        )
         with denpyo.Ledger(store.url(name)) as ledger:
             started = op.confirm_bulk(ledger, dry.action.id, by="bench")
             assert not isinstance(started, op.Requested), started
         store.settled(name)
         batches: list[int] = []
         done, running = measured(
-            store, name, rows,
+            store,
+            name,
+            rows,
             lambda ledger: op.carry_out(
                 ledger, dry.action.id, batch=batch, progress=lambda r: batches.append(r.done)
             ),
-        )  # fmt: skip
+        )
         events = retry_events(store, name)
         after = status_counts(store, name)
     finally:
@@ -495,8 +504,15 @@ def worker(db_url: str, provider_url: str, log_path: Path) -> Iterator[subproces
         "BULK_PROVIDER_URL": provider_url,
         "PYTHONPATH": os.pathsep.join([str(Path(denpyo.__file__).parents[1]), str(BENCH)]),
     }
-    command = [sys.executable, "-m", "denpyo.cli", "--app", "bulk_app:ledger", "worker",
-               *WORKER_OPTIONS]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "denpyo.cli",
+        "--app",
+        "bulk_app:ledger",
+        "worker",
+        *WORKER_OPTIONS,
+    ]
     with log_path.open("w") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=out, cwd=BENCH)
     try:
@@ -567,9 +583,14 @@ def worker_once(
                 with denpyo.Ledger(url) as ledger:
                     began = time.time()
                     dry = op.plan_bulk(
-                        ledger, ActionKind.RETRY, flt, note=NOTE, by="bench",
-                        target=flt.describe(), batch=batch,
-                    )  # fmt: skip
+                        ledger,
+                        ActionKind.RETRY,
+                        flt,
+                        note=NOTE,
+                        by="bench",
+                        target=flt.describe(),
+                        batch=batch,
+                    )
                     planned = time.time()
                     op.confirm_bulk(ledger, dry.action.id, by="bench")
                     confirmed = time.time()
@@ -678,22 +699,32 @@ def checks(results: dict[str, Any]) -> list[dict[str, Any]]:
         shown = ", ".join(
             f"{k.replace('_', ' ')} {v:,}" for k, v in setup["counts"]["status"].items()
         )
-        check(f"{kind}: `denpyo status` counts = SQL counts after the set-up", shown,
-              setup["counts_ok"])  # fmt: skip
+        check(
+            f"{kind}: `denpyo status` counts = SQL counts after the set-up",
+            shown,
+            setup["counts_ok"],
+        )
     for run in results.get("bulk", []):
         where = f"{run['store']}, batch {run['batch']}, round {run['round']}"
-        check(f"{where}: done = rows, skipped 0, one retry event per row",
-              f"{run['action']['done']:,} done, {run['action']['skipped']} skipped, "
-              f"retry events {run['retry_events']}", run["ok"])  # fmt: skip
+        check(
+            f"{where}: done = rows, skipped 0, one retry event per row",
+            f"{run['action']['done']:,} done, {run['action']['skipped']} skipped, "
+            f"retry events {run['retry_events']}",
+            run["ok"],
+        )
     for pair in results.get("workers", []):
         during = pair["during"]
         action = during["bulk"]["action"]
         rows = results["args"]["rows"]
-        check(f"workers round {pair['round']}: every live row synced, none twice, the bulk "
-              "done", f"{during['synced']:,} / {pair['alone']['synced']:,} synced, "
-              f"{action['done']:,} retried",
-              during["duplicates"] == 0 and pair["alone"]["duplicates"] == 0
-              and action["done"] == rows and during["retry_events"] == {"1": rows})  # fmt: skip
+        check(
+            f"workers round {pair['round']}: every live row synced, none twice, the bulk done",
+            f"{during['synced']:,} / {pair['alone']['synced']:,} synced, "
+            f"{action['done']:,} retried",
+            during["duplicates"] == 0
+            and pair["alone"]["duplicates"] == 0
+            and action["done"] == rows
+            and during["retry_events"] == {"1": rows},
+        )
     return found
 
 

@@ -154,9 +154,19 @@ async def run_processes(spec: dict[str, Any]) -> dict[str, Any]:
         "PYTHONPATH": os.pathsep.join(paths),
     }
     command = [
-        sys.executable, "-m", "denpyo.cli", "--app", "worker_app:ledger", "worker",
-        "--processes", str(count), "--concurrency", str(per_process), "--poll-interval", "0.05",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "denpyo.cli",
+        "--app",
+        "worker_app:ledger",
+        "worker",
+        "--processes",
+        str(count),
+        "--concurrency",
+        str(per_process),
+        "--poll-interval",
+        "0.05",
+    ]
     log_path = Path(spec["log"])
     with log_path.open("w") as log:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=BENCH)
@@ -398,18 +408,27 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
     with denpyo.Ledger(db_url) as ledger:
         queries = ledger.store.queries
     record_params: dict[str, Any] = {
-        "channel": "inline", "ordering_key": None, "supersedes": None,
-        "locked_by": "floor/1", "lease": 60.0, "actor": "floor/1", "detail": None,
-        "traceparent": None, "tracestate": None,
-    }  # fmt: skip
+        "channel": "inline",
+        "ordering_key": None,
+        "supersedes": None,
+        "locked_by": "floor/1",
+        "lease": 60.0,
+        "actor": "floor/1",
+        "detail": None,
+        "traceparent": None,
+        "tracestate": None,
+    }
     if db_url.startswith("sqlite"):
         import sqlite3
 
         from denpyo.store import sqlite_path  # type: ignore[attr-defined]
 
         conn = sqlite3.connect(sqlite_path(db_url), isolation_level=None, timeout=30)
-        for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
-                       "PRAGMA foreign_keys = ON"):  # fmt: skip
+        for pragma in (
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA synchronous = FULL",
+            "PRAGMA foreign_keys = ON",
+        ):
             conn.execute(pragma)
         insert, started = queries["insert_submission"], queries["insert_events_sent_inline"]
         settle, event = queries["settle_submission"], queries["insert_event"]
@@ -417,22 +436,42 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
         def sqlite_one(key: str, payload: Any) -> None:
             idempotency_key = str(uuid.uuid4())
             conn.execute("BEGIN IMMEDIATE")
-            params = {**record_params, "key": key, "idempotency_key": idempotency_key,
-                      "payload": json.dumps(payload)}  # fmt: skip
+            params = {
+                **record_params,
+                "key": key,
+                "idempotency_key": idempotency_key,
+                "payload": json.dumps(payload),
+            }
             row_id = conn.execute(insert, params).fetchone()[0]
             conn.execute(started, {"submission_id": row_id, "actor": "floor/1"})
             conn.execute("COMMIT")
             remote_id = post(idempotency_key, payload)
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(settle, {
-                "id": row_id, "holder": "floor/1", "to_status": "synced", "retry_in": None,
-                "remote_id": remote_id, "error_kind": None, "last_error": None,
-            }).fetchall()  # fmt: skip
-            conn.execute(event, {
-                "submission_id": row_id, "kind": "settle", "from_status": "requesting",
-                "to_status": "synced", "attempt": 1, "actor": "floor", "detail": remote_id,
-                "duration_ms": 0,
-            })  # fmt: skip
+            conn.execute(
+                settle,
+                {
+                    "id": row_id,
+                    "holder": "floor/1",
+                    "to_status": "synced",
+                    "retry_in": None,
+                    "remote_id": remote_id,
+                    "error_kind": None,
+                    "last_error": None,
+                },
+            ).fetchall()
+            conn.execute(
+                event,
+                {
+                    "submission_id": row_id,
+                    "kind": "settle",
+                    "from_status": "requesting",
+                    "to_status": "synced",
+                    "attempt": 1,
+                    "actor": "floor",
+                    "detail": remote_id,
+                    "duration_ms": 0,
+                },
+            )
             conn.execute("COMMIT")
 
         return sqlite_one
@@ -444,16 +483,29 @@ def _statements_alone(db_url: str, post: Callable[[str, Any], str]) -> Callable[
 
     def pg_one(key: str, payload: Any) -> None:
         idempotency_key = str(uuid.uuid4())
-        params = {**record_params, "key": key, "idempotency_key": idempotency_key,
-                  "payload": json.dumps(payload)}  # fmt: skip
+        params = {
+            **record_params,
+            "key": key,
+            "idempotency_key": idempotency_key,
+            "payload": json.dumps(payload),
+        }
         row = pg.execute(record, params).fetchone()
         assert row is not None
         remote_id = post(idempotency_key, payload)
-        pg.execute(settle, {
-            "id": row["id"], "holder": "floor/1", "to_status": "synced", "retry_in": None,
-            "remote_id": remote_id, "error_kind": None, "last_error": None, "actor": "floor",
-            "duration_ms": 0,
-        }).fetchall()  # fmt: skip
+        pg.execute(
+            settle,
+            {
+                "id": row["id"],
+                "holder": "floor/1",
+                "to_status": "synced",
+                "retry_in": None,
+                "remote_id": remote_id,
+                "error_kind": None,
+                "last_error": None,
+                "actor": "floor",
+                "duration_ms": 0,
+            },
+        ).fetchall()
 
     return pg_one
 
@@ -478,8 +530,12 @@ async def run_inline(spec: dict[str, Any]) -> dict[str, Any]:
     one_with_history, history_conn = _handwritten(ctx.db_url, history=True)
     statements = _statements_alone(ctx.db_url, post)
     timings: dict[str, list[float]] = {
-        "bare": [], "handwritten": [], "history": [], "statements": [], "submit": [],
-    }  # fmt: skip
+        "bare": [],
+        "handwritten": [],
+        "history": [],
+        "statements": [],
+        "submit": [],
+    }
     for r in range(rounds):
         for i in range(20):  # warm up connections, caches and the query plans
             post(f"warm:{r}:{i}", job_payload(i))
@@ -657,9 +713,15 @@ async def _reconcile_floor(
 
     try:
         found = Jobs(
-            claim, verify, lambda row, remote_id: (row[0], remote_id), commit,
-            n, concurrency, ahead, batch,
-        )  # fmt: skip
+            claim,
+            verify,
+            lambda row, remote_id: (row[0], remote_id),
+            commit,
+            n,
+            concurrency,
+            ahead,
+            batch,
+        )
         return await lanes(found)
     finally:
         await claims.close()

@@ -71,8 +71,10 @@ async def drain(
             done += len(rows)
             continue
         query, params = _claim_statement(CHANNEL, WORKER, LIMIT, 30.0, in_doubt=False)
-        held = [store.to_submission(row) for row in await (await conn.execute(
-            store.queries[query], params)).fetchall()]  # fmt: skip
+        held = [
+            store.to_submission(row)
+            for row in await (await conn.execute(store.queries[query], params)).fetchall()
+        ]
         claims += session_cpu(pid) - before
         if not held:
             break

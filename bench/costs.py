@@ -138,8 +138,12 @@ class Commits:
         return last
 
 
-def per_row(commits: Commits, open_ledger: Callable[[], denpyo.Ledger],
-            step: Callable[[denpyo.Ledger, int], None], n: int) -> float:  # fmt: skip
+def per_row(
+    commits: Commits,
+    open_ledger: Callable[[], denpyo.Ledger],
+    step: Callable[[denpyo.Ledger, int], None],
+    n: int,
+) -> float:
     """Commits per row of `step(ledger, n)`, less those of `step(ledger, 0)` (opening,
     closing, the worker's polls): each on a ledger of its own, closed before counting."""
     spent = []
@@ -207,8 +211,9 @@ def provider() -> Iterator[str]:
     """The fake provider in a process of its own: its URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "denpyo.testing", "--port", "0"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -307,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
             lines = measure(args.backend, url, n)
         finally:
             drop()
-    print(f"denpyo {version('denpyo')} costs on {args.backend}, n={n}, "
-          f"{platform.python_implementation()} {platform.python_version()}, {busy()}")  # fmt: skip
+    print(
+        f"denpyo {version('denpyo')} costs on {args.backend}, n={n}, "
+        f"{platform.python_implementation()} {platform.python_version()}, {busy()}"
+    )
     for line in lines:
         print(line)
     return 0

@@ -204,8 +204,12 @@ def execute(backend: str, url: str, statements: list[tuple[str, dict[str, Any]]]
 def fill(backend: str, url: str, n: int) -> float:
     started = time.perf_counter()
     insert = SUBMISSIONS[backend].replace("{n}", str(n))
-    execute(backend, url, [(insert, {"n": n}), (EVENTS, {}), (CURSOR[backend], {})]
-            + [(sql, {}) for sql in ANALYZE[backend]])  # fmt: skip
+    execute(
+        backend,
+        url,
+        [(insert, {"n": n}), (EVENTS, {}), (CURSOR[backend], {})]
+        + [(sql, {}) for sql in ANALYZE[backend]],
+    )
     return time.perf_counter() - started
 
 
@@ -243,8 +247,9 @@ def measure(backend: str, url: str, n: int, runs: int) -> dict[str, tuple[float,
                 break
             folds.append((time.perf_counter() - started) * 1000)
         results["fold: one batch of 20,000 events (workers' upkeep)"] = (
-            statistics.median(folds) if folds else 0.0, max(folds, default=0.0)
-        )  # fmt: skip
+            statistics.median(folds) if folds else 0.0,
+            max(folds, default=0.0),
+        )
         app = create_app(ledger, token=TOKEN)
         dashboard = app.state.dashboard
         client = TestClient(app, base_url="http://127.0.0.1:8000")
@@ -307,8 +312,10 @@ def main() -> None:
             if not args.keep:
                 drop(backend, url)
     names = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mysql": "MariaDB"}
-    print(f"{args.rows:,} submissions and {3 * args.rows - 25 * args.rows // 1000:,} events; "
-          f"median of {args.runs} requests (max in brackets), ms:\n")  # fmt: skip
+    print(
+        f"{args.rows:,} submissions and {3 * args.rows - 25 * args.rows // 1000:,} events; "
+        f"median of {args.runs} requests (max in brackets), ms:\n"
+    )
     print("| page | " + " | ".join(names[b] for b in backends) + " |")
     print("|---|" + "---|" * len(backends))
     for page in next(iter(table.values())):

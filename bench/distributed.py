@@ -102,8 +102,9 @@ def claims(url: str, rows: int) -> tuple[float, int]:
     try:
         store.record_many(
             [NewSubmission("bench", f"k{i}", str(uuid.uuid4()), "{}") for i in range(rows)],
-            actor="bench", check=lambda new, existing: None,
-        )  # fmt: skip
+            actor="bench",
+            check=lambda new, existing: None,
+        )
         held: list[int] = []
         gave_up = [0]
         lock = threading.Lock()
@@ -111,8 +112,9 @@ def claims(url: str, rows: int) -> tuple[float, int]:
         def claimer(n: int) -> None:
             while True:
                 try:
-                    got = store.claim("bench", holder=f"w{n}-{uuid.uuid4().hex[:6]}",
-                                      limit=10, lease=600)  # fmt: skip
+                    got = store.claim(
+                        "bench", holder=f"w{n}-{uuid.uuid4().hex[:6]}", limit=10, lease=600
+                    )
                 except StoreConflict:
                     with lock:
                         gave_up[0] += 1

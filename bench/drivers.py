@@ -61,11 +61,20 @@ async def drain(store: PostgresStore, run: Run) -> tuple[float, float]:
         if not rows:
             break
         moves = [
-            Move(sub.id, Status.REQUESTING, Status.SYNCED, WORKER, holder=sub.locked_by,
-                 event="settle", remote_id=f"r{sub.id}", detail=f"r{sub.id}", duration_ms=0,
-                 row=sub)
+            Move(
+                sub.id,
+                Status.REQUESTING,
+                Status.SYNCED,
+                WORKER,
+                holder=sub.locked_by,
+                event="settle",
+                remote_id=f"r{sub.id}",
+                detail=f"r{sub.id}",
+                duration_ms=0,
+                row=sub,
+            )
             for sub in rows
-        ]  # fmt: skip
+        ]
         made = time.process_time()
         runs = distinct_groups(moves)
         statements = [_move_statement(each) for each in runs]

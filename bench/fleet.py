@@ -311,9 +311,16 @@ def workers(
         "PYTHONPATH": os.pathsep.join(paths),
     }
     command = [
-        sys.executable, "-m", "denpyo.cli", "--app", "fleet_app:ledger", "worker",
-        "--processes", str(processes), *WORKER_OPTIONS,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "denpyo.cli",
+        "--app",
+        "fleet_app:ledger",
+        "worker",
+        "--processes",
+        str(processes),
+        *WORKER_OPTIONS,
+    ]
     with log_path.open("w") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=out, cwd=BENCH)
     started: list[int] = []
@@ -580,8 +587,12 @@ def cpu(args: argparse.Namespace) -> dict[str, Any]:
                 try:
                     done = subprocess.run(
                         [sys.executable, __file__, "--cpu-child", json.dumps(spec)],
-                        env=env, capture_output=True, text=True, timeout=600, cwd=ROOT,
-                    )  # fmt: skip
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                        cwd=ROOT,
+                    )
                 finally:
                     dbs.drop(name)
                 found = [
@@ -701,8 +712,11 @@ def checks(results: dict[str, Any]) -> list[dict[str, Any]]:
         if run["case"] != CASES["fleet"][0]:
             continue
         where = f"{run['store']}, {run['case']}"
-        check(f"{where}: worst one-second window ≤ {PROVIDER_LIMIT + 1}", run["worst_window"],
-              run["worst_window"] <= PROVIDER_LIMIT + 1)  # fmt: skip
+        check(
+            f"{where}: worst one-second window ≤ {PROVIDER_LIMIT + 1}",
+            run["worst_window"],
+            run["worst_window"] <= PROVIDER_LIMIT + 1,
+        )
         check(f"{where}: calls/s ≥ 45", run["calls_per_s"], (run["calls_per_s"] or 0) >= 45)
         check(f"{where}: no 429", run["http_429"], run["http_429"] == 0)
         check(f"{where}: every row synced", run["synced"], run["synced"] == run["rows"])
@@ -716,8 +730,11 @@ def checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     cpu_ab = results.get("cpu")
     if cpu_ab:
         # Rounds on this shared machine differ by up to ±25 %: only a larger change shows.
-        check("no limit set: CPU per call after ÷ before ≤ 1.10 (medians)", cpu_ab["ratio"],
-              cpu_ab["ratio"] <= 1.10)  # fmt: skip
+        check(
+            "no limit set: CPU per call after ÷ before ≤ 1.10 (medians)",
+            cpu_ab["ratio"],
+            cpu_ab["ratio"] <= 1.10,
+        )
     return found
 
 
@@ -764,10 +781,24 @@ def main(argv: list[str] | None = None) -> int:
     tree = Path(os.environ[SNAPSHOT])
     args.before = git("rev-parse", "--short", args.before)  # now: HEAD may move meanwhile
     assert Path(denpyo.__file__).resolve().is_relative_to(tree.resolve()), denpyo.__file__
-    quick = {"rows": 60, "sqlite_rows": 60, "cpu_rows": 1000, "rounds": 1, "outage": 4.0,
-             "stall": 15.0, "cases": "fleet"}  # fmt: skip
-    full = {"rows": 2000, "sqlite_rows": 500, "cpu_rows": 10_000, "rounds": 3, "outage": 60.0,
-            "stall": 70.0, "cases": ",".join(CASES)}  # fmt: skip
+    quick = {
+        "rows": 60,
+        "sqlite_rows": 60,
+        "cpu_rows": 1000,
+        "rounds": 1,
+        "outage": 4.0,
+        "stall": 15.0,
+        "cases": "fleet",
+    }
+    full = {
+        "rows": 2000,
+        "sqlite_rows": 500,
+        "cpu_rows": 10_000,
+        "rounds": 3,
+        "outage": 60.0,
+        "stall": 70.0,
+        "cases": ",".join(CASES),
+    }
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
             setattr(args, name, value)

@@ -81,9 +81,18 @@ def counted(name: str, n: int, database: str) -> int:
     """Instructions the whole child process ran (callgrind's `Collected`)."""
     out = Path(tempfile.mkdtemp(prefix="denpyo-callgrind-")) / "callgrind.out"
     command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-        sys.executable, __file__, "--child", name, "--n", str(n), "--database", database,
-    ]  # fmt: skip
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--n",
+        str(n),
+        "--database",
+        database,
+    ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     shutil.rmtree(out.parent, ignore_errors=True)

@@ -67,11 +67,14 @@ def remember(database: str, n: int) -> None:
     """`n` keys in denpyo_keys, as a prune of synced rows leaves them."""
     rows = [
         {
-            "channel": "invoice-email", "key": f"order:{i}", "idem": str(uuid.uuid4()),
-            "id": 1_000_000 + i, "remote": f"msg_{uuid.uuid4().hex[:20]}",
+            "channel": "invoice-email",
+            "key": f"order:{i}",
+            "idem": str(uuid.uuid4()),
+            "id": 1_000_000 + i,
+            "remote": f"msg_{uuid.uuid4().hex[:20]}",
         }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     mark = "?" if database == "sqlite" else "%s"
     now = (
         "strftime('%Y-%m-%d %H:%M:%f', 'now')"

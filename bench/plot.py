@@ -50,8 +50,11 @@ def processes(results: dict[str, Any], target: str) -> None:
     for ax, (lat, per) in zip([axes] if len(configs) == 1 else axes, configs, strict=True):
         series: dict[str, dict[int, float]] = {}
         for peer, style in (("denpyo", "o-"), ("fire_and_forget", "s--")):
-            mine = [r for r in rows if (r["latency_ms"], r["per_process"], r["peer"]) ==
-                    (lat, per, peer)]  # fmt: skip
+            mine = [
+                r
+                for r in rows
+                if (r["latency_ms"], r["per_process"], r["peer"]) == (lat, per, peer)
+            ]
             counts = sorted({r["processes"] for r in mine})
             series[peer] = {
                 n: statistics.median(r["rate"] for r in mine if r["processes"] == n) for n in counts
@@ -69,9 +72,14 @@ def processes(results: dict[str, Any], target: str) -> None:
             for x, y in series[peer].items():
                 theirs = series[other].get(x)
                 above = theirs is None or y > theirs or (y == theirs and peer != "denpyo")
-                ax.annotate(f"{y:,.0f}", (x, y), fontsize=7, xytext=(5, 5 if above else -5),
-                            va="bottom" if above else "top",
-                            textcoords="offset points")  # fmt: skip
+                ax.annotate(
+                    f"{y:,.0f}",
+                    (x, y),
+                    fontsize=7,
+                    xytext=(5, 5 if above else -5),
+                    va="bottom" if above else "top",
+                    textcoords="offset points",
+                )
         ax.set_xticks(sorted({r["processes"] for r in rows}))
         ax.set_xlabel("worker processes")
         ax.set_ylabel("jobs/s (median)")

@@ -42,9 +42,15 @@ FLOOR_CALL = "floor_call"
 """Not a peer: the most any durable worker reaches here, the floor's two statements
 around the same call with nothing of denpyo's in between (`bench/peers/floor_call.py`)."""
 ORDER = [
-    "denpyo", FLOOR_CALL, *NO_CALL,
-    "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos",
-]  # fmt: skip
+    "denpyo",
+    FLOOR_CALL,
+    *NO_CALL,
+    "fire_and_forget",
+    "outbox",
+    "pgqueuer",
+    "procrastinate",
+    "dbos",
+]
 DURABLE_PEERS = ["outbox", "pgqueuer", "procrastinate", "dbos"]
 REALISTIC = [(200.0, 256)]
 """(latency ms, calls in flight) with targets of their own: a realistic provider."""
@@ -682,10 +688,15 @@ def section_partitions(results: dict[str, Any]) -> list[str]:
         for layout, figures in hot.items():
             last = f"day {args['days']}"
             for step in ("record", "claim", "settle"):
-                body.append([
-                    layout, step, f"{figures['day 1'][step]:,.0f}", f"{figures[last][step]:,.0f}",
-                    f"{figures['ratio'][step]:.2f}×",
-                ])  # fmt: skip
+                body.append(
+                    [
+                        layout,
+                        step,
+                        f"{figures['day 1'][step]:,.0f}",
+                        f"{figures[last][step]:,.0f}",
+                        f"{figures['ratio'][step]:.2f}×",
+                    ]
+                )
         lines += [table(["layout", "step", "day 1 µs", f"day {args['days']} µs", "ratio"], body)]
         lines += [""]
     drop = found.get("drop_one_day")
@@ -750,18 +761,33 @@ def section_fleet(results: dict[str, Any]) -> list[str]:
     body = []
     for run in found.get("rate", []):
         downs = sum(1 for e in run.get("events", []) if e["kind"] == "down")
-        body.append([
-            run["store"] + (" (one file)" if run["store"] == "sqlite" else ""), run["case"],
-            f"{run['rows']:,}", str(run["worst_window"]), fmt_rate(run["calls_per_s"]),
-            fmt_rate(run["rows_per_s"]), str(run["http_429"]),
-            f"{run['synced']:,}" + (" ⚠ stalled" if run.get("stalled") else ""),
-            str(downs), f"{run['machine_busy_cores']:.1f}",
-        ])  # fmt: skip
+        body.append(
+            [
+                run["store"] + (" (one file)" if run["store"] == "sqlite" else ""),
+                run["case"],
+                f"{run['rows']:,}",
+                str(run["worst_window"]),
+                fmt_rate(run["calls_per_s"]),
+                fmt_rate(run["rows_per_s"]),
+                str(run["http_429"]),
+                f"{run['synced']:,}" + (" ⚠ stalled" if run.get("stalled") else ""),
+                str(downs),
+                f"{run['machine_busy_cores']:.1f}",
+            ]
+        )
     if body:
         header = [
-            "store", "channel", "rows", "worst window", "calls/s", "rows/s", "429s", "synced",
-            "went down", "machine busy (cores)",
-        ]  # fmt: skip
+            "store",
+            "channel",
+            "rows",
+            "worst window",
+            "calls/s",
+            "rows/s",
+            "429s",
+            "synced",
+            "went down",
+            "machine busy (cores)",
+        ]
         lines += [table(header, body), ""]
     cpu = found.get("cpu")
     if cpu:
@@ -846,39 +872,67 @@ def section_bulk(results: dict[str, Any]) -> list[str]:
         for phase, label in (("dry_run", "dry run"), ("run", "run")):
             figures = run[phase]
             db = figures.get("db_per_row")
-            body.append([
-                run["store"], f"{run['rows']:,}", str(run["batch"]), str(run["round"]), label,
-                f"{figures['seconds']:.1f}", fmt_rate(figures["rows_per_s"]),
-                f"{db['xact_commit']:.3f}" if db else "–",
-                f"{db['tup_inserted']:.2f} / {db['tup_updated']:.2f}" if db else "–",
-                f"{db['tup_fetched']:.1f}" if db else "–",
-                f"{db['blocks']:.1f}" if db else "–",
-                fmt_rate(figures.get("server_cpu_us_per_row")),
-                fmt_rate(figures["client_cpu_us_per_row"]),
-            ])  # fmt: skip
+            body.append(
+                [
+                    run["store"],
+                    f"{run['rows']:,}",
+                    str(run["batch"]),
+                    str(run["round"]),
+                    label,
+                    f"{figures['seconds']:.1f}",
+                    fmt_rate(figures["rows_per_s"]),
+                    f"{db['xact_commit']:.3f}" if db else "–",
+                    f"{db['tup_inserted']:.2f} / {db['tup_updated']:.2f}" if db else "–",
+                    f"{db['tup_fetched']:.1f}" if db else "–",
+                    f"{db['blocks']:.1f}" if db else "–",
+                    fmt_rate(figures.get("server_cpu_us_per_row")),
+                    fmt_rate(figures["client_cpu_us_per_row"]),
+                ]
+            )
     if body:
         header = [
-            "store", "rows", "batch", "round", "phase", "s", "rows/s", "commits / row",
-            "tuples ins. / upd. per row", "tuples fetched / row", "blocks / row",
-            "server CPU µs / row", "bench CPU µs / row",
-        ]  # fmt: skip
+            "store",
+            "rows",
+            "batch",
+            "round",
+            "phase",
+            "s",
+            "rows/s",
+            "commits / row",
+            "tuples ins. / upd. per row",
+            "tuples fetched / row",
+            "blocks / row",
+            "server CPU µs / row",
+            "bench CPU µs / row",
+        ]
         lines += [table(header, body), ""]
     pairs = found.get("workers", [])
     if pairs:
         rows = [
             [
-                str(p["round"]), " then ".join(p["order"]), fmt_rate(p["alone"]["rate"]),
+                str(p["round"]),
+                " then ".join(p["order"]),
+                fmt_rate(p["alone"]["rate"]),
                 fmt_rate(p["during"].get("rate_in_window")),
                 fmt_rate(p["during"].get("rate_in_dry_run")),
-                fmt_rate(p["during"].get("rate_in_run")), f"{p['during']['overlap']:.0%}",
-                fmt_ratio(p["ratio"]), fmt_rate(p["during"]["bulk"]["run_rows_per_s"]),
+                fmt_rate(p["during"].get("rate_in_run")),
+                f"{p['during']['overlap']:.0%}",
+                fmt_ratio(p["ratio"]),
+                fmt_rate(p["during"]["bulk"]["run_rows_per_s"]),
             ]
             for p in pairs
-        ]  # fmt: skip
+        ]
         header = [
-            "round", "order", "alone rows/s", "during rows/s", "in the dry run", "in the run",
-            "overlap", "during ÷ alone", "the bulk's run rows/s",
-        ]  # fmt: skip
+            "round",
+            "order",
+            "alone rows/s",
+            "during rows/s",
+            "in the dry run",
+            "in the run",
+            "overlap",
+            "during ÷ alone",
+            "the bulk's run rows/s",
+        ]
         lines += [
             f"The worker meanwhile: `denpyo worker {' '.join(found['worker_options'])}` on "
             f"{args['live']:,} rows of another channel, against the fake provider at 0 ms. "
@@ -903,10 +957,15 @@ def section_tracing(results: dict[str, Any]) -> list[str]:
         return [title, "", f"⚠ the run failed: {found['error'][-300:]}", ""]
     args = found["args"]
     rows = [
-        [row["database"], row["way"], f"{row['cpu_us_per_call']:.1f}",
-         fmt_rate(row["calls_per_s"]), fmt_ratio(row["ratio_to_off"])]
+        [
+            row["database"],
+            row["way"],
+            f"{row['cpu_us_per_call']:.1f}",
+            fmt_rate(row["calls_per_s"]),
+            fmt_ratio(row["ratio_to_off"]),
+        ]
         for row in found["summary"]
-    ]  # fmt: skip
+    ]
     return [
         title,
         "",
@@ -1218,8 +1277,10 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
         # SQLite: denpyo also writes the history, with the same two fsyncs
         goal = 1.5 if run["backend"] == "sqlite" else 1.2
         measured = fmt_ratio(ratio)
-        for mode, what in (("statements", "denpyo's statements alone"),
-                           ("history", "hand-written with its history")):  # fmt: skip
+        for mode, what in (
+            ("statements", "denpyo's statements alone"),
+            ("history", "hand-written with its history"),
+        ):
             if us.get(mode):
                 floor = med(v / h for v, h in zip(us[mode], us["handwritten"], strict=True))
                 measured += f"; {what} {fmt_ratio(floor)}"

@@ -71,15 +71,36 @@ VERSIONED = [
     "pyinstrument",
 ]
 ALL_PEERS = [
-    "fire_and_forget", "outbox", "pgqueuer", "procrastinate", "dbos", "denpyo", "denpyo_nocall",
-    "denpyo_store", "floor_psycopg", "floor_asyncpg", "floor_call",
-]  # fmt: skip
+    "fire_and_forget",
+    "outbox",
+    "pgqueuer",
+    "procrastinate",
+    "dbos",
+    "denpyo",
+    "denpyo_nocall",
+    "denpyo_store",
+    "floor_psycopg",
+    "floor_asyncpg",
+    "floor_call",
+]
 NO_CALL = set(report.NO_CALL)  # parts of denpyo, not peers: run at 0 ms only, not in enqueue
 NO_BULK = {"dbos", "fire_and_forget"}
 ALL_SCENARIOS = [
-    "dispatch", "processes", "inline", "enqueue", "recovery", "scale", "backends", "memory",
-    "partitions", "fleet", "bulk", "sealing", "tracing", "replication",
-]  # fmt: skip
+    "dispatch",
+    "processes",
+    "inline",
+    "enqueue",
+    "recovery",
+    "scale",
+    "backends",
+    "memory",
+    "partitions",
+    "fleet",
+    "bulk",
+    "sealing",
+    "tracing",
+    "replication",
+]
 PG_URL = os.environ.get(
     "DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -953,16 +974,32 @@ class Bench:
         30 days of 250,000 rows (about 45 minutes here; its own default, a million
         rows a day, takes over two hours), or tiny sizes with --quick."""
         sizes = (
-            ["--days", "2", "--per-day", "2000", "--rows", "200", "--submits", "100",
-             "--size-days", "5", "--size-kept", "2", "--size-per-day", "1000"]
+            [
+                "--days",
+                "2",
+                "--per-day",
+                "2000",
+                "--rows",
+                "200",
+                "--submits",
+                "100",
+                "--size-days",
+                "5",
+                "--size-kept",
+                "2",
+                "--size-per-day",
+                "1000",
+            ]
             if self.args.quick
             else ["--per-day", "250000"]
-        )  # fmt: skip
+        )
         out = self.out_dir / "partitions.json"
         done = subprocess.run(
             [sys.executable, str(ROOT / "bench" / "partitions.py"), *sizes, "--json", str(out)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         if done.returncode != 0:
             self.results["partitions"] = {"error": done.stderr[-2000:]}
         else:
@@ -975,11 +1012,19 @@ class Bench:
         5 minutes, or about one with --quick."""
         out = self.out_dir / "fleet.json"
         done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "fleet.py"),
-             *(["--quick"] if self.args.quick else []), "--json", str(out),
-             "--logs", str(self.out_dir / "logs" / "fleet")],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(ROOT / "bench" / "fleet.py"),
+                *(["--quick"] if self.args.quick else []),
+                "--json",
+                str(out),
+                "--logs",
+                str(self.out_dir / "logs" / "fleet"),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         if done.returncode != 0:
             self.results["fleet"] = {"error": done.stderr[-2000:]}
         else:
@@ -991,11 +1036,19 @@ class Bench:
         it runs (bench/bulk.py): about 4 minutes, or about 10 s with --quick."""
         out = self.out_dir / "bulk.json"
         done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "bulk.py"),
-             *(["--quick"] if self.args.quick else []), "--json", str(out),
-             "--logs", str(self.out_dir / "logs" / "bulk")],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(ROOT / "bench" / "bulk.py"),
+                *(["--quick"] if self.args.quick else []),
+                "--json",
+                str(out),
+                "--logs",
+                str(self.out_dir / "logs" / "bulk"),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         if done.returncode != 0:
             self.results["bulk"] = {"error": done.stderr[-2000:]}
         else:
@@ -1007,10 +1060,17 @@ class Bench:
         `--quick` when this run is quick; its last lines of stderr if it fails."""
         out = self.out_dir / f"{scenario}.json"
         done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / f"{scenario}.py"),
-             *(["--quick"] if self.args.quick else []), "--json", str(out)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(ROOT / "bench" / f"{scenario}.py"),
+                *(["--quick"] if self.args.quick else []),
+                "--json",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         if done.returncode != 0:
             self.results[scenario] = {"error": done.stderr[-2000:]}
         else:
@@ -1036,10 +1096,17 @@ class Bench:
         minutes, or about 30 s with --quick."""
         out = self.out_dir / "tracing.json"
         done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "tracing.py"),
-             *(["--quick"] if self.args.quick else []), "--json", str(out)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(ROOT / "bench" / "tracing.py"),
+                *(["--quick"] if self.args.quick else []),
+                "--json",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         if done.returncode != 0:
             self.results["tracing"] = {"error": done.stderr[-2000:]}
         else:

@@ -56,8 +56,11 @@ import denpyo
 ADMIN = os.environ.get("DENPYO_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 Way = Callable[[str, Any], None]
 COUNTS_TRIGGERS = ("denpyo_count_inserted", "denpyo_count_updated")
-CLAIM_INDEXES = ("denpyo_submissions_ready", "denpyo_submissions_in_doubt",
-                 "denpyo_submissions_synced")  # fmt: skip
+CLAIM_INDEXES = (
+    "denpyo_submissions_ready",
+    "denpyo_submissions_in_doubt",
+    "denpyo_submissions_synced",
+)
 PIECES: dict[str, dict[str, list[str]]] = {
     "without the running counts' triggers": {
         "sqlite": [f"DROP TRIGGER {name}" for name in COUNTS_TRIGGERS],
@@ -142,8 +145,9 @@ def main() -> None:
     port = free_port()
     provider = subprocess.Popen(
         [sys.executable, "-m", "denpyo.testing", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     folder = Path(tempfile.mkdtemp(prefix="denpyo-submit-floor-"))
     try:
         for _ in range(100):  # the provider is up when it accepts a connection
@@ -172,11 +176,14 @@ def main() -> None:
                 database(f"piece{n}", drops[args.database]), post
             )
             databases[f"denpyo's statements {name}"] = f"submit_floor_piece{n}"
-        databases.update({
-            "hand-written": "submit_floor_hand", "hand-written with its history":
-            "submit_floor_history", "denpyo's statements": "submit_floor_ours",
-            "submit()": "submit_floor_submit",
-        })  # fmt: skip
+        databases.update(
+            {
+                "hand-written": "submit_floor_hand",
+                "hand-written with its history": "submit_floor_history",
+                "denpyo's statements": "submit_floor_ours",
+                "submit()": "submit_floor_submit",
+            }
+        )
         ledger = denpyo.Ledger(database("submit"))
         ledger.add_channel("inline", lambda sub: post(sub.idempotency_key, sub.payload))
         ways["submit()"] = lambda k, p: ledger.submit("inline", k, p) and None
@@ -192,10 +199,12 @@ def main() -> None:
                 for i in range(args.n):
                     way(f"{r}:{i}", job_payload(i))
                 timings[name].append((time.perf_counter() - started) / args.n * 1e6)
-                cpu[name].append((
-                    (time.process_time() - client) / args.n * 1e6,
-                    (server_cpu(backends) - server) / args.n * 1e6,
-                ))  # fmt: skip
+                cpu[name].append(
+                    (
+                        (time.process_time() - client) / args.n * 1e6,
+                        (server_cpu(backends) - server) / args.n * 1e6,
+                    )
+                )
         ledger.close()
     finally:
         provider.terminate()

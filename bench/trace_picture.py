@@ -152,18 +152,32 @@ def draw(spans: list[ReceivedSpan], out: Path) -> None:
         own = span.trace_id == trace_id
         colour = COLOURS.get(span.service, "#888888") if own else "#b0b0b0"
         ax.barh(y, width, left=left, color=colour, height=0.6)
-        ax.text(left + width + 2, y, f"{(span.end_ns - span.start_ns) / 1e6:.1f} ms",
-                va="center", fontsize=8)  # fmt: skip
+        ax.text(
+            left + width + 2,
+            y,
+            f"{(span.end_ns - span.start_ns) / 1e6:.1f} ms",
+            va="center",
+            fontsize=8,
+        )
         mark = "" if own else "  (a trace of its own)"
         label = "  " * depth + ("└ " if depth else "") + f"{span.name} [{span.service}]{mark}"
         # Left-aligned, in a fixed-width font: the indentation shows who is whose child.
-        ax.text(-0.58, y, label, transform=ax.get_yaxis_transform(), ha="left", va="center",
-                fontsize=8.5, family="monospace")  # fmt: skip
+        ax.text(
+            -0.58,
+            y,
+            label,
+            transform=ax.get_yaxis_transform(),
+            ha="left",
+            va="center",
+            fontsize=8.5,
+            family="monospace",
+        )
     ax.set_yticks([])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("ms since the request began")
-    ax.set_title(f"trace {trace_id[:16]}…: the request, the worker's call, the provider",
-                 fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"trace {trace_id[:16]}…: the request, the worker's call, the provider", fontsize=10
+    )
     ax.grid(axis="x", alpha=0.3)
     fig.subplots_adjust(left=0.38, right=0.96, top=0.9, bottom=0.15)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -179,8 +193,10 @@ def main() -> None:
         run(args.db or f"sqlite:///{folder}/trace.db", receiver)
         spans = list(receiver.spans)
     for span, depth in rows_of(spans):
-        print(f"{'  ' * depth}{span.name} [{span.service}] trace {span.trace_id[:8]} "
-              f"{(span.end_ns - span.start_ns) / 1e6:.1f} ms {span.attributes}")  # fmt: skip
+        print(
+            f"{'  ' * depth}{span.name} [{span.service}] trace {span.trace_id[:8]} "
+            f"{(span.end_ns - span.start_ns) / 1e6:.1f} ms {span.attributes}"
+        )
     draw(spans, Path(args.out))
     print(f"wrote {args.out}")
 

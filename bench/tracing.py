@@ -87,9 +87,11 @@ def request_context(way: str) -> Any:
 
     if way == "api":
         remote = trace.SpanContext(
-            0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, is_remote=True,
+            0x4BF92F3577B34DA6A3CE929D0E0E4736,
+            0x00F067AA0BA902B7,
+            is_remote=True,
             trace_flags=trace.TraceFlags(1),
-        )  # fmt: skip
+        )
         return trace.use_span(trace.NonRecordingSpan(remote))
     return trace.get_tracer("bench").start_as_current_span("POST /orders")
 
@@ -148,9 +150,14 @@ def child(way: str, database: str, rows: int) -> dict[str, Any]:
     if provider is not None:
         provider.shutdown()
     return {
-        "way": way, "database": database, "rows": rows, "cpu_s": cpu, "wall_s": wall,
-        "cpu_us_per_call": cpu / rows * 1e6, "calls_per_s": rows / wall,
-    }  # fmt: skip
+        "way": way,
+        "database": database,
+        "rows": rows,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cpu_us_per_call": cpu / rows * 1e6,
+        "calls_per_s": rows / wall,
+    }
 
 
 def hooks_child() -> dict[str, Any]:
@@ -198,8 +205,11 @@ def hooks_child() -> dict[str, Any]:
 
     n = 200_000
     best = {f.__name__: min(timeit.repeat(f, number=n, repeat=5)) / n * 1e6 for f in (bare, hooked)}
-    return {"bare_us": best["bare"], "hooked_us": best["hooked"],
-            "hooks_us_per_attempt": best["hooked"] - best["bare"]}  # fmt: skip
+    return {
+        "bare_us": best["bare"],
+        "hooked_us": best["hooked"],
+        "hooks_us_per_attempt": best["hooked"] - best["bare"],
+    }
 
 
 # -- the rounds --------------------------------------------------------------------------------
@@ -212,8 +222,11 @@ def one_run(way: str, database: str, rows: int) -> dict[str, Any]:
         env["DENPYO_TRACING"] = "off"
     done = subprocess.run(
         [sys.executable, __file__, "--child", way, "--databases", database, "--rows", str(rows)],
-        env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{way} on {database} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -232,12 +245,16 @@ def summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             way: statistics.median(r["cpu_us_per_call"] for r in by_way[way]) for way in WAYS
         }
         for way, mine in by_way.items():
-            table.append({
-                "database": database, "way": way, "rounds": len(mine),
-                "cpu_us_per_call": medians[way],
-                "calls_per_s": statistics.median(run["calls_per_s"] for run in mine),
-                "ratio_to_off": medians[way] / medians["off"],
-            })  # fmt: skip
+            table.append(
+                {
+                    "database": database,
+                    "way": way,
+                    "rounds": len(mine),
+                    "cpu_us_per_call": medians[way],
+                    "calls_per_s": statistics.median(run["calls_per_s"] for run in mine),
+                    "ratio_to_off": medians[way] / medians["off"],
+                }
+            )
     return table
 
 
@@ -265,21 +282,36 @@ def main() -> None:
             order = WAYS if n % 2 == 0 else WAYS[::-1]  # alternated: no way always first
             for way in order:
                 runs.append(one_run(way, database, args.rows))
-                print(f"round {n + 1} {database} {way}: "
-                      f"{runs[-1]['cpu_us_per_call']:.1f} µs CPU per call", flush=True)  # fmt: skip
+                print(
+                    f"round {n + 1} {database} {way}: "
+                    f"{runs[-1]['cpu_us_per_call']:.1f} µs CPU per call",
+                    flush=True,
+                )
     table = summary(runs)
     hooks = one_run("hooks", "none", 0)
     print(f"\nCPU µs per call, median of {args.rounds} rounds of {args.rows:,} calls")
     print(f"{'database':<12}{'way':<6}{'µs/call':>9}{'calls/s':>10}{'÷ off':>8}")
     for row in table:
-        print(f"{row['database']:<12}{row['way']:<6}{row['cpu_us_per_call']:>9.1f}"
-              f"{row['calls_per_s']:>10,.0f}{row['ratio_to_off']:>8.2f}")  # fmt: skip
-    print(f"\nthe no-op hooks (off): {hooks['hooks_us_per_attempt']:.3f} µs per attempt "
-          f"({hooks['hooked_us']:.3f} with them, {hooks['bare_us']:.3f} without)")  # fmt: skip
+        print(
+            f"{row['database']:<12}{row['way']:<6}{row['cpu_us_per_call']:>9.1f}"
+            f"{row['calls_per_s']:>10,.0f}{row['ratio_to_off']:>8.2f}"
+        )
+    print(
+        f"\nthe no-op hooks (off): {hooks['hooks_us_per_attempt']:.3f} µs per attempt "
+        f"({hooks['hooked_us']:.3f} with them, {hooks['bare_us']:.3f} without)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"args": {"rows": args.rows, "rounds": args.rounds, "databases": databases},
-             "runs": runs, "summary": table, "hooks": hooks}, indent=2))  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "args": {"rows": args.rows, "rounds": args.rounds, "databases": databases},
+                    "runs": runs,
+                    "summary": table,
+                    "hooks": hooks,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

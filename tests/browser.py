@@ -20,9 +20,15 @@ from waiting import QUIET, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 

@@ -40,8 +40,12 @@ def seed(ledger: denpyo.Ledger, synced: int = 12) -> dict[str, int]:
     ids: dict[str, int] = {}
     for i in range(synced):
         ids[f"synced{i}"] = ledger.submit(CHANNEL, f"order:{100 + i}", payload(i)).id
-    for name, outcome in (("rejected", "rejected"), ("exhausted", "transient"),
-                          ("doubt", "ambiguous"), ("rejected2", "rejected")):  # fmt: skip
+    for name, outcome in (
+        ("rejected", "rejected"),
+        ("exhausted", "transient"),
+        ("doubt", "ambiguous"),
+        ("rejected2", "rejected"),
+    ):
         try:
             extra = {"card_number": CARD} if name == "rejected" else {}
             ledger.submit(CHANNEL, f"order:{name}", payload(0, outcome=outcome, **extra))
@@ -67,9 +71,17 @@ SETTLED = {
     "synced": AttemptDecision(S.SYNCED, remote_id="msg_1"),
 }
 STATES = (
-    "never-attempted", "in-flight", "in-doubt-requesting", "failed-due", "failed-exhausted",
-    "failed-ambiguous", "rejected", "synced", "abandoned", "resent",
-)  # fmt: skip
+    "never-attempted",
+    "in-flight",
+    "in-doubt-requesting",
+    "failed-due",
+    "failed-exhausted",
+    "failed-ambiguous",
+    "rejected",
+    "synced",
+    "abandoned",
+    "resent",
+)
 
 
 def row_in_state(ledger: denpyo.Ledger, state: str, key: str) -> int:

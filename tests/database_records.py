@@ -359,9 +359,13 @@ class Mariadb(ServerDatabase):
 
         args = connect_args(url)
         conn = await aiomysql.connect(
-            host=args["host"], port=args["port"], user=args.get("user", "root"),
-            password=args.get("password", ""), db=args["database"], autocommit=False,
-        )  # fmt: skip
+            host=args["host"],
+            port=args["port"],
+            user=args.get("user", "root"),
+            password=args.get("password", ""),
+            db=args["database"],
+            autocommit=False,
+        )
         try:
             yield conn
         finally:

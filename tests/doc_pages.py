@@ -55,9 +55,13 @@ def commands(code: str, skip: tuple[str, ...] = ()) -> list[str]:
 
 
 def run_session(
-    folder: Path, steps: list[str], *, env: dict[str, str | None] | None = None,
-    end: str = "", timeout: float = 120,
-) -> list[tuple[str, str]]:  # fmt: skip
+    folder: Path,
+    steps: list[str],
+    *,
+    env: dict[str, str | None] | None = None,
+    end: str = "",
+    timeout: float = 120,
+) -> list[tuple[str, str]]:
     """Run `steps` in order in one bash in `folder`, as a reader pastes them; each
     step with what it printed (stdout and stderr). `python`, `python3`, `denpyo` and
     `uvicorn` are this interpreter's; `env` adds variables (None: unset). Nothing
@@ -76,10 +80,14 @@ def run_session(
     merged = {**os.environ, **(env or {})}
     merged["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
     proc = subprocess.Popen(
-        ["bash", "session.sh"], cwd=folder,
+        ["bash", "session.sh"],
+        cwd=folder,
         env={name: value for name, value in merged.items() if value is not None},
-        text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     finally:
@@ -91,9 +99,15 @@ def run_session(
 
 
 def run_app_session(
-    folder: Path, steps: list[str], *, ports: dict[str, int], database: str | None,
-    export: str, env: dict[str, str | None], timeout: float = 180,
-) -> dict[str, list[str]]:  # fmt: skip
+    folder: Path,
+    steps: list[str],
+    *,
+    ports: dict[str, int],
+    database: str | None,
+    export: str,
+    env: dict[str, str | None],
+    timeout: float = 180,
+) -> dict[str, list[str]]:
     """A page's session that starts an app and a provider and stops them: with each
     page port of `ports` on the free one given, and `DATABASE_URL` exported first
     when `database` is given (the page's own `export` line, `export`, names a

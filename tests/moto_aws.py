@@ -34,9 +34,13 @@ class Moto:
 
     def client(self, service: str, config: Config = ONCE, region: str = REGION) -> Any:
         return boto3.client(
-            service, endpoint_url=self.url, region_name=region, config=config,
-            aws_access_key_id="testing", aws_secret_access_key="testing",
-        )  # fmt: skip
+            service,
+            endpoint_url=self.url,
+            region_name=region,
+            config=config,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def fifo_queue(self) -> str:
         """A new FIFO queue's URL."""
@@ -49,9 +53,12 @@ class Moto:
         sqs, found = self.client("sqs", region=region), []
         while True:
             batch = sqs.receive_message(
-                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                MessageAttributeNames=["All"], AttributeNames=["All"],
-            ).get("Messages", [])  # fmt: skip
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0,
+                MessageAttributeNames=["All"],
+                AttributeNames=["All"],
+            ).get("Messages", [])
             if not batch:
                 return found
             found.extend(batch)

@@ -82,15 +82,22 @@ def channel_and_payload(kind: str, provider: Where) -> tuple[Any, dict[str, Any]
     if kind == "stripe":
         from denpyo.channels.stripe import StripeChannel
 
-        payment = {"amount": 4200, "currency": "eur", "payment_method": "pm_card_visa",
-                   "confirm": True}  # fmt: skip
+        payment = {
+            "amount": 4200,
+            "currency": "eur",
+            "payment_method": "pm_card_visa",
+            "confirm": True,
+        }
         return StripeChannel(stripe_client(provider)), payment
     if kind == "sendgrid":
         from denpyo.channels.sendgrid import SendGridChannel
 
-        mail = {"personalizations": [{"to": [{"email": "customer@example.com"}]}],
-                "from": {"email": "shop@example.com"}, "subject": "Your invoice",
-                "content": [{"type": "text/plain", "value": "Thank you."}]}  # fmt: skip
+        mail = {
+            "personalizations": [{"to": [{"email": "customer@example.com"}]}],
+            "from": {"email": "shop@example.com"},
+            "subject": "Your invoice",
+            "content": [{"type": "text/plain", "value": "Thank you."}],
+        }
         return SendGridChannel(sendgrid_client(provider), activity_lag=0), mail
     from denpyo.channels.twilio import TwilioChannel
 

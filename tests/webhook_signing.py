@@ -27,12 +27,15 @@ SNS_CERT_URL = "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-te
 
 
 def stripe_request(
-    event_id: str, kind: str, obj: dict[str, Any], *, secret: str = STRIPE_SECRET,
+    event_id: str,
+    kind: str,
+    obj: dict[str, Any],
+    *,
+    secret: str = STRIPE_SECRET,
     at: int | None = None,
-) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+) -> tuple[bytes, dict[str, str]]:
     """A Stripe event and its Stripe-Signature header (the SDK's own helper)."""
-    body = json.dumps({"id": event_id, "object": "event", "type": kind,
-                       "data": {"object": obj}})  # fmt: skip
+    body = json.dumps({"id": event_id, "object": "event", "type": kind, "data": {"object": obj}})
     header = stripe.WebhookSignature.generate_signature_header(
         body, secret, timestamp=int(time.time()) if at is None else at
     )
@@ -83,11 +86,15 @@ class SnsSigner:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
         now = datetime.now(UTC)
         cert = (
-            x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1))
+            .not_valid_after(now + timedelta(days=1))
             .sign(self.key, hashes.SHA256())
-        )  # fmt: skip
+        )
         self.pem = cert.public_bytes(serialization.Encoding.PEM)
         self.fetched: list[str] = []
 
@@ -100,14 +107,25 @@ class SnsSigner:
         raise OSError(f"no such URL in this test: {url}")
 
     def message(
-        self, message_id: str, body: str, *, kind: str = "Notification", version: str = "2",
-        topic: str = SNS_TOPIC, extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        message_id: str,
+        body: str,
+        *,
+        kind: str = "Notification",
+        version: str = "2",
+        topic: str = SNS_TOPIC,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {
-            "Type": kind, "MessageId": message_id, "TopicArn": topic, "Message": body,
-            "Timestamp": "2026-12-07T12:00:00.000Z", "SignatureVersion": version,
-            "SigningCertURL": SNS_CERT_URL, **(extra or {}),
-        }  # fmt: skip
+            "Type": kind,
+            "MessageId": message_id,
+            "TopicArn": topic,
+            "Message": body,
+            "Timestamp": "2026-12-07T12:00:00.000Z",
+            "SignatureVersion": version,
+            "SigningCertURL": SNS_CERT_URL,
+            **(extra or {}),
+        }
         if kind == "SubscriptionConfirmation":
             message["Token"] = "tok"
             message["SubscribeURL"] = (
@@ -125,9 +143,15 @@ class SnsSigner:
         return message
 
     def ses_request(
-        self, message_id: str, event_type: str, *, ses_id: str, tag: str | None = None,
-        detail: dict[str, Any] | None = None, version: str = "2",
-    ) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+        self,
+        message_id: str,
+        event_type: str,
+        *,
+        ses_id: str,
+        tag: str | None = None,
+        detail: dict[str, Any] | None = None,
+        version: str = "2",
+    ) -> tuple[bytes, dict[str, str]]:
         """An SES event (a configuration set's SNS destination) in its SNS message."""
         mail: dict[str, Any] = {"messageId": ses_id, "destination": ["ann@example.com"]}
         if tag is not None:

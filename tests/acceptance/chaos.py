@@ -105,11 +105,31 @@ def start_provider(*, honour_keys: bool, latency: float) -> tuple[subprocess.Pop
     every worker back a second per failure: test_fleet.py covers that)."""
     honour = "--honour-idempotency" if honour_keys else "--no-honour-idempotency"
     process = subprocess.Popen(
-        [sys.executable, "-m", "denpyo.testing", "--port", "0", honour, "--retry-after", "0",
-         "--fail-rate", "0.08", "--reject-rate", "0.03", "--slow-rate", "0.03",
-         "--slow-seconds", "2.5", "--latency", str(latency), "--seed", "7"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "denpyo.testing",
+            "--port",
+            "0",
+            honour,
+            "--retry-after",
+            "0",
+            "--fail-rate",
+            "0.08",
+            "--reject-rate",
+            "0.03",
+            "--slow-rate",
+            "0.03",
+            "--slow-seconds",
+            "2.5",
+            "--latency",
+            str(latency),
+            "--seed",
+            "7",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     assert line.startswith("listening on "), line
@@ -330,8 +350,13 @@ class _Chaos:
                 out.write(f"{time.time():.6f} {pid} {sub.id} {sub.idempotency_key}\n")
             return await http.send(sub)
 
-        ledger.channel(CHANNEL, verify=http.verifier, lease=self.lease, max_attempts=50,
-                       backoff=denpyo.Backoff(initial=0.1, maximum=1.0))(send)  # fmt: skip
+        ledger.channel(
+            CHANNEL,
+            verify=http.verifier,
+            lease=self.lease,
+            max_attempts=50,
+            backoff=denpyo.Backoff(initial=0.1, maximum=1.0),
+        )(send)
         return ledger
 
     def feed(self) -> None:
@@ -366,9 +391,20 @@ class _Chaos:
         calls = self.log_dir / f"calls-{n}.log"
         self.calls_files.append(calls)
         log = self.log_dir / f"worker-{n}.log"
-        command = [sys.executable, str(WORKER), url, self.provider_url,
-                   "--lease", str(self.lease), "--concurrency", str(self.concurrency),
-                   "--calls", str(calls), "--log", str(log)]  # fmt: skip
+        command = [
+            sys.executable,
+            str(WORKER),
+            url,
+            self.provider_url,
+            "--lease",
+            str(self.lease),
+            "--concurrency",
+            str(self.concurrency),
+            "--calls",
+            str(calls),
+            "--log",
+            str(log),
+        ]
         self.running.append(_Worker(subprocess.Popen(command, env=self.env), proxy))
 
     def sleep(self, seconds: float) -> None:

@@ -132,9 +132,20 @@ class PgPair:
         self._ctl("start", primary)
         self.link = ProxyProcess("127.0.0.1", self.primary_port)
         self._run(
-            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres",
-            "-D", standby, "-R", "-X", "stream", "--no-sync",
-        )  # fmt: skip
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary_port),
+            "-U",
+            "postgres",
+            "-D",
+            standby,
+            "-R",
+            "-X",
+            "stream",
+            "--no-sync",
+        )
         with (standby / "postgresql.auto.conf").open("a") as conf:
             conf.write(
                 f"port = {self.standby_port}\n"

@@ -66,8 +66,12 @@ def crash_child(tmp_path: Path, db_url: str, moto: Moto, where: str) -> str:
         [sys.executable, str(script), db_url, moto.url, where, str(marker), str(LEASE)]
     )
     try:
-        wait_until(marker.exists, "the sender reaching the dangerous instant",
-                   alive=lambda: child.poll() is None, every=0.02)  # fmt: skip
+        wait_until(
+            marker.exists,
+            "the sender reaching the dangerous instant",
+            alive=lambda: child.poll() is None,
+            every=0.02,
+        )
         wait_until(lambda: bool(marker.read_text()), "the remote id written", every=0.02)
         os.kill(child.pid, signal.SIGKILL)
     finally:

@@ -24,9 +24,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = [
-    "fire_and_forget", "outbox", "denpyo", "denpyo_nocall", "denpyo_store", "floor_psycopg",
-    "floor_asyncpg", "floor_call",
-]  # fmt: skip
+    "fire_and_forget",
+    "outbox",
+    "denpyo",
+    "denpyo_nocall",
+    "denpyo_store",
+    "floor_psycopg",
+    "floor_asyncpg",
+    "floor_call",
+]
 
 
 def _tables(markdown: str) -> list[list[list[str]]]:
@@ -60,13 +66,28 @@ def quick_run(tmp_path: Path, only: str, peers: list[str]) -> tuple[dict[str, An
         env["DENPYO_BENCH_MYSQL_URL"] = env["DENPYO_TEST_MYSQL_URL"]
     done = subprocess.run(
         [
-            sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", only,
-            "--python", sys.executable, "--peers", ",".join(peers), "--dispatch-n", "100",
-            "--scale-levels", "1000,3000", "--out", str(out),
-            "--results-dir", str(tmp_path / "results"),
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--only",
+            only,
+            "--python",
+            sys.executable,
+            "--peers",
+            ",".join(peers),
+            "--dispatch-n",
+            "100",
+            "--scale-levels",
+            "1000,3000",
+            "--out",
+            str(out),
+            "--results-dir",
+            str(tmp_path / "results"),
         ],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     [results_file] = (tmp_path / "results").glob("*/results.json")
     return json.loads(results_file.read_text()), out.read_text()
@@ -207,8 +228,11 @@ def _sealing(sealing: dict[str, Any]) -> None:
 
 def _replication(replication: dict[str, Any]) -> None:
     assert {setup: got["at_risk"] for setup, got in replication.items()} == {
-        "alone": False, "async": True, "sync": False, "sync_remote_write": False,
-    }  # fmt: skip
+        "alone": False,
+        "async": True,
+        "sync": False,
+        "sync_remote_write": False,
+    }
     assert all(got["worker_calls_per_s"] > 0 for got in replication.values())
 
 

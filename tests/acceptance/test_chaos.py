@@ -58,18 +58,28 @@ RESTARTS: dict[str, Callable[[], None] | None] = {
 # after each burst each worker holds rows it claimed ahead. Faults every
 # 0.8-1.6 s, half of them pauses of 3.5-6 s (past the 3 s lease).
 STEADY: dict[str, Any] = {
-    "concurrency": 8, "latency": 0.3, "enqueue_rate": 50.0, "enqueue_every": 2.5,
-}  # fmt: skip
+    "concurrency": 8,
+    "latency": 0.3,
+    "enqueue_rate": 50.0,
+    "enqueue_every": 2.5,
+}
 PAUSES: dict[str, Any] = {
-    **STEADY, "lease": 3.0, "kill_every": (0.8, 1.6), "pause_share": 0.5,
-}  # fmt: skip
+    **STEADY,
+    "lease": 3.0,
+    "kill_every": (0.8, 1.6),
+    "pause_share": 0.5,
+}
 LONG_PAUSES: dict[str, Any] = {**PAUSES, "pause_share": 0.6}  # about 30 pauses in 3,000 rows
 # No kills: in the run's first two thirds, every worker's connections dropped 3
 # times, every worker's traffic black-holed twice and one worker's alone twice,
 # for lease + 1.5 s.
 CUTS: dict[str, Any] = {
-    **STEADY, "lease": 2.0, "kill_every": (0.5, 1.0), "kills": False, "cut_connections": True,
-}  # fmt: skip
+    **STEADY,
+    "lease": 2.0,
+    "kill_every": (0.5, 1.0),
+    "kills": False,
+    "cut_connections": True,
+}
 
 
 def check(figures: ChaosFigures, *, explained_duplicates: int = 0) -> None:
@@ -103,10 +113,12 @@ RESTARTS_POSTGRESQL = pytest.mark.xdist_group("restarts-postgresql")
 @HANG
 @pytest.mark.parametrize(
     "backend",
-    [pytest.param("postgresql", marks=RESTARTS_POSTGRESQL),
-     pytest.param("mysql", marks=pytest.mark.slow)],
+    [
+        pytest.param("postgresql", marks=RESTARTS_POSTGRESQL),
+        pytest.param("mysql", marks=pytest.mark.slow),
+    ],
     indirect=True,
-)  # fmt: skip
+)
 def test_chaos_short(db_url: str, backend: str) -> None:
     check(run_chaos(db_url, submissions=3000, restart_database=RESTARTS[backend]))
 
@@ -114,16 +126,19 @@ def test_chaos_short(db_url: str, backend: str) -> None:
 @HANG
 @pytest.mark.parametrize(
     "backend",
-    [pytest.param("postgresql", marks=RESTARTS_POSTGRESQL),
-     pytest.param("mysql", marks=pytest.mark.slow)],
+    [
+        pytest.param("postgresql", marks=RESTARTS_POSTGRESQL),
+        pytest.param("mysql", marks=pytest.mark.slow),
+    ],
     indirect=True,
-)  # fmt: skip
+)
 def test_chaos_pauses_short(db_url: str, backend: str, tmp_path: Path) -> None:
     """Workers also paused (SIGSTOP) past their lease, then resumed: a call the
     engine starts for a row whose lease ran out while it was paused is a double.
     Only a call already on the wire when its worker stopped may go out twice."""
-    figures = run_chaos(db_url, submissions=1000, restart_database=RESTARTS[backend],
-                        log_dir=tmp_path, **PAUSES)  # fmt: skip
+    figures = run_chaos(
+        db_url, submissions=1000, restart_database=RESTARTS[backend], log_dir=tmp_path, **PAUSES
+    )
     check(figures, explained_duplicates=figures.duplicates_in_flight_at_pause)
     assert figures.pauses > 0
 
@@ -155,8 +170,13 @@ def test_chaos_long(db_url: str, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)
 def test_chaos_pauses_long(db_url: str, backend: str, tmp_path: Path) -> None:
     """4 workers, lease 3 s, about 30 pauses of 3.5-6 s among the kills, and a restart."""
-    figures = run_chaos(db_url, submissions=3000, restart_database=RESTARTS[backend],
-                        log_dir=tmp_path, **LONG_PAUSES)  # fmt: skip
+    figures = run_chaos(
+        db_url,
+        submissions=3000,
+        restart_database=RESTARTS[backend],
+        log_dir=tmp_path,
+        **LONG_PAUSES,
+    )
     check(figures, explained_duplicates=figures.duplicates_in_flight_at_pause)
     assert figures.pauses >= 20
 
@@ -167,8 +187,14 @@ def test_chaos_pauses_long(db_url: str, backend: str, tmp_path: Path) -> None:
 def test_chaos_pauses_provider_honours_keys_long(db_url: str, backend: str, tmp_path: Path) -> None:
     """The same run with a provider that honours idempotency keys: a call on the wire
     at a pause and its resend under the same key make one effect. No double at all."""
-    figures = run_chaos(db_url, submissions=3000, restart_database=RESTARTS[backend],
-                        log_dir=tmp_path, honour_keys=True, **LONG_PAUSES)  # fmt: skip
+    figures = run_chaos(
+        db_url,
+        submissions=3000,
+        restart_database=RESTARTS[backend],
+        log_dir=tmp_path,
+        honour_keys=True,
+        **LONG_PAUSES,
+    )
     check(figures)
     assert figures.pauses >= 20
 
@@ -177,8 +203,12 @@ def test_chaos_pauses_provider_honours_keys_long(db_url: str, backend: str, tmp_
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"], indirect=True)
 def test_chaos_cut_connections_long(db_url: str, tmp_path: Path) -> None:
-    figures = run_chaos(db_url, submissions=5000, log_dir=tmp_path,
-                        **{**CUTS, "cuts": 10, "blackholes": 5, "partitions": 8})  # fmt: skip
+    figures = run_chaos(
+        db_url,
+        submissions=5000,
+        log_dir=tmp_path,
+        **{**CUTS, "cuts": 10, "blackholes": 5, "partitions": 8},
+    )
     check(figures)
     assert figures.exited == 0 and figures.finished_by_workers, "the same workers finish"
 

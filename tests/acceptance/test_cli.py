@@ -100,9 +100,16 @@ def in_doubt(ledger: denpyo.Ledger, key: str, idempotency_key: str | None = None
     sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     S = denpyo.Status
     expire = Move(
-        sub.id, S.REQUESTING, S.REQUESTING, "w/1", holder="w/1", new_holder="w/1",
-        lease=0, retry_in=0, keep_error=True,
-    )  # fmt: skip
+        sub.id,
+        S.REQUESTING,
+        S.REQUESTING,
+        "w/1",
+        holder="w/1",
+        new_holder="w/1",
+        lease=0,
+        retry_in=0,
+        keep_error=True,
+    )
     ledger.store.move([expire])
     return sub.id
 
@@ -134,9 +141,19 @@ def seeded(db_url: str) -> Iterator[dict[str, int]]:
 def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
     assert set(main.every_command()) >= {
-        "migrate", "sql", "status", "list", "show", "retry", "resolve", "reconcile",
-        "worker", "demo", "prune", "dashboard",
-    }  # fmt: skip
+        "migrate",
+        "sql",
+        "status",
+        "list",
+        "show",
+        "retry",
+        "resolve",
+        "reconcile",
+        "worker",
+        "demo",
+        "prune",
+        "dashboard",
+    }
     for name, command in main.every_command().items():
         assert command.help and "Example:" in command.help, f"`denpyo {name}` has no example"
         result = runner.invoke(main, [name, "--help"])
@@ -191,8 +208,11 @@ def test_status(db_url: str, seeded: dict[str, int]) -> None:
     )
     report = as_json(as_json_)
     assert report["channels"]["email"] == {
-        "requesting": 1, "synced": 1, "failed": 2, "rejected": 1,
-    }  # fmt: skip
+        "requesting": 1,
+        "synced": 1,
+        "failed": 2,
+        "rejected": 1,
+    }
     assert (report["in_doubt"], report["exhausted"], report["needs_person"]) == (2, 1, 4)
     assert report["oldest_pending_age_seconds"] >= 0
     text = ok(people).stdout
@@ -348,19 +368,25 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         (["resolve", ids["k-failed"], "--abandon"], "note"),
         (["resolve", ids["k-failed"], "--abandon", "--note", " "], "note"),
         (["resolve", ids["k-ok"], "--abandon", "--note", "x"], "synced"),
-        (["resolve", ids["k-rejected"], "--mark-synced", "--remote-id", "m", "--note", "x"],
-         "rejected to synced"),
+        (
+            ["resolve", ids["k-rejected"], "--mark-synced", "--remote-id", "m", "--note", "x"],
+            "rejected to synced",
+        ),
         (["resolve", ids["k-failed"], "--mark-synced", "--note", "x"], "remote-id"),
         (["resolve", ids["k-failed"], "--resend", "--note", "x", "--payload", "{bad"], "JSON"),
-        (["resolve", ids["k-failed"], "--resend", "--note", "x", "--payload", "@/nope.json"],
-         "cannot read"),
+        (
+            ["resolve", ids["k-failed"], "--resend", "--note", "x", "--payload", "@/nope.json"],
+            "cannot read",
+        ),
         (["resolve", ids["k-doubt"], "--resend", "--note", "x"], "in doubt"),
-        (["resolve", ids["k-failed"], "--abandon", "--note", "x", "--remote-id", "m"],
-         "--remote-id goes with"),
+        (
+            ["resolve", ids["k-failed"], "--abandon", "--note", "x", "--remote-id", "m"],
+            "--remote-id goes with",
+        ),
         (["show", "email:k-\udcff"], "'email:k-\\udcff' is not valid UTF-8 text"),
         (["resolve", ids["k-failed"], "--abandon", "--note", "\udcff"], "not valid UTF-8"),
         (["list", "--key-prefix", "k-\udcff"], "not valid UTF-8"),
-    ]  # fmt: skip
+    ]
 
     procs = run_all([args for args, _ in cases], db_url)
     for (args, text), proc in zip(cases, procs, strict=True):
@@ -455,15 +481,23 @@ def test_an_app_module_that_fails_or_registers_nothing_is_one_line_and_exit_2(
         (["--app", "app_syntax_error:ledger", "list"], "SyntaxError"),
         (["--app", "app_raises:ledger", "worker"], "RuntimeError: no config file / second line"),
         (["--app", "app_exits:ledger", "status"], "SystemExit: 3"),
-        (["--app", "app_no_channel:ledger", "reconcile"],
-         "module app_no_channel registered no channel with ledger ledger; reconcile needs"),
-        (["--app", "app_no_channel:ledger", "worker"],
-         "module app_no_channel registered no channel with ledger ledger; the worker needs"),
-        (["--app", "app_zero_rate:ledger", "worker"],
-         "channel 'sms': fleet_rate_limit must be positive calls/second, not 0"),
-        (["--app", "app_negative:ledger", "pause", "sms", "--note", "x"],
-         "channel 'sms': fleet_concurrency must be a whole number of at least 1, not -2"),
-    ]  # fmt: skip
+        (
+            ["--app", "app_no_channel:ledger", "reconcile"],
+            "module app_no_channel registered no channel with ledger ledger; reconcile needs",
+        ),
+        (
+            ["--app", "app_no_channel:ledger", "worker"],
+            "module app_no_channel registered no channel with ledger ledger; the worker needs",
+        ),
+        (
+            ["--app", "app_zero_rate:ledger", "worker"],
+            "channel 'sms': fleet_rate_limit must be positive calls/second, not 0",
+        ),
+        (
+            ["--app", "app_negative:ledger", "pause", "sms", "--note", "x"],
+            "channel 'sms': fleet_concurrency must be a whole number of at least 1, not -2",
+        ),
+    ]
     _refused_apps(cases, env)
     assert ok(denpyo_cli("--app", "app_no_channel:ledger", "status", env=env))
 
@@ -600,11 +634,14 @@ def test_pause_and_resume_a_channel_with_who_and_why(db_url: str) -> None:
     assert text.endswith(": provider incident\\x1b[2J INC-7; nothing written"), text
     assert channel_changes(db_url, "email") == [("paused", "operator:alice", note)]
 
-    resumed = as_json(denpyo_cli("resume", "email", "--note", "fixed", "--by", "carol",
-                                 "--json", db=db_url))  # fmt: skip
+    resumed = as_json(
+        denpyo_cli("resume", "email", "--note", "fixed", "--by", "carol", "--json", db=db_url)
+    )
     assert (resumed["changed"], resumed["by"], resumed["state"]["mode"]) == (
-        True, "operator:carol", "active"
-    )  # fmt: skip
+        True,
+        "operator:carol",
+        "active",
+    )
     twice, shown, shown_json, status = run_all(
         [
             ["resume", "email", "--note", "again"],
@@ -645,13 +682,17 @@ def test_pause_and_resume_refuse_bad_input_and_write_nothing(tmp_path: Path) -> 
         (["--db", db, "resume", "email"], "a note (--note) is required for a resume"),
         (["--db", db, "pause", "bad name!", "--note", "x"], "channel name 'bad name!' must be"),
         (["--db", db, "pause", "nowhere"], "a note (--note) is required"),  # not the note: line
-        ([*app, "pause", "emial", "--note", "x"],
-         "no channel named 'emial': the application registers email, sms; channels with rows: "
-         "email, legacy"),
+        (
+            [*app, "pause", "emial", "--note", "x"],
+            "no channel named 'emial': the application registers email, sms; channels with rows: "
+            "email, legacy",
+        ),
         ([*app, "resume", "emial", "--note", "x", "--json"], "no channel named 'emial'"),
-        ([*app, "pause", "legacy", "--note", "x"],
-         "no channel named 'legacy': the application registers email, sms"),
-    ]  # fmt: skip
+        (
+            [*app, "pause", "legacy", "--note", "x"],
+            "no channel named 'legacy': the application registers email, sms",
+        ),
+    ]
     with ThreadPoolExecutor(8) as pool:
         procs = list(pool.map(lambda case: denpyo_cli(*case[0], env=env), cases))
     for (args, text), proc in zip(cases, procs, strict=True):
@@ -690,9 +731,16 @@ def test_a_channel_with_no_rows_yet_may_be_paused_ahead(db_url: str) -> None:
 
 
 ROW_FILTERS = {
-    "statuses", "channel", "in_doubt", "needs_person", "resolved", "since", "until",
-    "key_prefix", "limit",
-}  # fmt: skip
+    "statuses",
+    "channel",
+    "in_doubt",
+    "needs_person",
+    "resolved",
+    "since",
+    "until",
+    "key_prefix",
+    "limit",
+}
 
 
 def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[str, int]) -> None:
@@ -725,8 +773,12 @@ def test_retry_selects_rows_with_the_filters_of_list(db_url: str, seeded: dict[s
     )
     keys = [sorted(s["key"] for s in as_json(proc)["retried"]) for proc in procs[: len(plans)]]
     assert keys == [
-        ["k-failed"], ["k-failed"], ["k-ambiguous", "k-doubt"], ["k-failed"], ["k-failed"]
-    ]  # fmt: skip
+        ["k-failed"],
+        ["k-failed"],
+        ["k-ambiguous", "k-doubt"],
+        ["k-failed"],
+        ["k-failed"],
+    ]
     for (args, text), proc in zip(refused, procs[len(plans) :], strict=True):
         assert proc.returncode == 2 and text in proc.stderr, (args, proc.stderr)
     done = as_json(
@@ -761,9 +813,15 @@ def test_reconcile_with_app(db_url: str, app: tuple[dict[str, str], FakeProvider
     assert "reconcile pass of 2 rows in doubt (email 2) done: synced 2" in logged.stderr
     summary = as_json(logged)
     assert summary == {
-        "due": 2, "checked": 2, "synced": 2, "failed": 0, "rejected": 0, "requesting": 0,
-        "errors": 0, "in_doubt_after": 0,
-    }  # fmt: skip
+        "due": 2,
+        "checked": 2,
+        "synced": 2,
+        "failed": 0,
+        "rejected": 0,
+        "requesting": 0,
+        "errors": 0,
+        "in_doubt_after": 0,
+    }
     assert provider.stats().duplicates == 0 and provider.stats().distinct_keys == 2
     with denpyo.Ledger(db_url) as ledger:
         row = ledger.get_by_id(arrived)
@@ -866,19 +924,34 @@ def test_prune_and_archive_are_logged_and_have_a_dry_run(db_url: str, tmp_path: 
     said = ok(denpyo_cli("prune", "--older-than", "0s", "--dry-run", db=db_url)).stdout
     assert "dry run: would remove 3 settled row(s) (older than 0s)" in said
     where = tmp_path / "not-written"
-    dry = as_json(denpyo_cli("archive", "--to", str(where), "--older-than", "0s", "--dry-run",
-                             "--json", db=db_url))  # fmt: skip
+    dry = as_json(
+        denpyo_cli(
+            "archive", "--to", str(where), "--older-than", "0s", "--dry-run", "--json", db=db_url
+        )
+    )
     assert (dry["rows"], where.exists()) == (3, False)
     assert as_json(denpyo_cli("actions", "--json", db=db_url)) == []  # nothing written
     with denpyo.Ledger(db_url) as ledger:
         assert ledger.get("c", "a").removed_at is None  # type: ignore[union-attr]
-    done = as_json(denpyo_cli("prune", "--synced", "0s", "--by", "ops\x1b[2J",
-                              "--note", "monthly", "--json", db=db_url))  # fmt: skip
+    done = as_json(
+        denpyo_cli(
+            "prune",
+            "--synced",
+            "0s",
+            "--by",
+            "ops\x1b[2J",
+            "--note",
+            "monthly",
+            "--json",
+            db=db_url,
+        )
+    )
     assert done["deleted"] == 3
     archived = ok(
-        denpyo_cli("archive", "--to", str(tmp_path / "a"), "--older-than", "0s", "--by", "ada",
-                   db=db_url)
-    )  # fmt: skip
+        denpyo_cli(
+            "archive", "--to", str(tmp_path / "a"), "--older-than", "0s", "--by", "ada", db=db_url
+        )
+    )
     assert "(action #" in archived.stdout
     log = as_json(denpyo_cli("actions", "--json", db=db_url))
     assert [(r["kind"], r["by"], r["state"], r["rows"], r["done"]) for r in log] == [

@@ -117,9 +117,20 @@ def test_a_two_person_rule_makes_a_request(db_url: str, tmp_path: Path) -> None:
     (tmp_path / "shop_app.py").write_text(APP.format(url=db_url))
     app = ["--app", "shop_app:ledger"]
     asked = ok(
-        cli(*app, "resolve", str(row), "--mark-synced", "--remote-id", "m-1", "--note",
-            "in the console", "--by", "ada", cwd=tmp_path)
-    )  # fmt: skip
+        cli(
+            *app,
+            "resolve",
+            str(row),
+            "--mark-synced",
+            "--remote-id",
+            "m-1",
+            "--note",
+            "in the console",
+            "--by",
+            "ada",
+            cwd=tmp_path,
+        )
+    )
     assert "request #" in asked.stdout and "denpyo approve" in asked.stdout
     [waiting] = as_json(cli(*app, "approvals", "--json", cwd=tmp_path))
     assert (waiting["kind"], waiting["by"], waiting["state"]) == (
@@ -132,9 +143,18 @@ def test_a_two_person_rule_makes_a_request(db_url: str, tmp_path: Path) -> None:
         "a second person decides it",
     )
     done = as_json(
-        cli(*app, "approve", str(waiting["id"]), "--note", "seen it", "--by", "bob", "--json",
-            cwd=tmp_path)
-    )  # fmt: skip
+        cli(
+            *app,
+            "approve",
+            str(waiting["id"]),
+            "--note",
+            "seen it",
+            "--by",
+            "bob",
+            "--json",
+            cwd=tmp_path,
+        )
+    )
     assert (done["state"], done["approver"]) == ("done", "bob")
     shown = as_json(cli(*app, "show", str(row), "--json", cwd=tmp_path))
     assert shown["submission"]["status"] == "synced"
@@ -171,9 +191,29 @@ def exhausted(url: str, n: int) -> None:
 def bulk_under_way(url: str) -> subprocess.Popen[bytes]:
     """`denpyo bulk retry` of every failed row of `sms`, in batches of 20 with a lease of
     1 s, once it has done 200 rows (or a minute has passed)."""
-    command = [sys.executable, "-m", "denpyo.cli", "--db", url, "bulk", "retry",
-               "--status", "failed", "--channel", "sms", "--note", "outage over", "--by", "ada",
-               "--yes", "--batch", "20", "--lease", "1", "--json"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "denpyo.cli",
+        "--db",
+        url,
+        "bulk",
+        "retry",
+        "--status",
+        "failed",
+        "--channel",
+        "sms",
+        "--note",
+        "outage over",
+        "--by",
+        "ada",
+        "--yes",
+        "--batch",
+        "20",
+        "--lease",
+        "1",
+        "--json",
+    ]
     holder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with denpyo.Ledger(url) as ledger:
         deadline = time.monotonic() + 60
@@ -247,10 +287,25 @@ def test_a_bulk_paused_past_its_lease_loses_it_and_no_row_is_acted_on_twice(
     try:
         time.sleep(1.5)  # past its lease
         second = subprocess.Popen(
-            [sys.executable, "-m", "denpyo.cli", "--db", db_url, "bulk", "continue",
-             str(action.id), "--batch", "20", "--lease", "1", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "denpyo.cli",
+                "--db",
+                db_url,
+                "bulk",
+                "continue",
+                str(action.id),
+                "--batch",
+                "20",
+                "--lease",
+                "1",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.0)  # it takes over (or waits on the rows the sleeper holds)
     finally:
         first.send_signal(signal.SIGCONT)

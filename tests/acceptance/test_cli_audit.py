@@ -96,8 +96,11 @@ def test_audit_exits_0_when_both_sides_agree_and_1_with_each_discrepancy(
     assert found.returncode == 1, found.stderr
     report = __import__("json").loads(found.stdout)
     assert report["counts"] == {
-        "not_synced": 1, "missing_at_provider": 1, "remote_id_differs": 0, "accepted_twice": 0,
-    }  # fmt: skip
+        "not_synced": 1,
+        "missing_at_provider": 1,
+        "remote_id_differs": 0,
+        "accepted_twice": 0,
+    }
     rows = {d["kind"]: d for d in report["discrepancies"]}
     assert rows["not_synced"]["submission_id"] == failed.id
     assert rows["not_synced"]["remote_id"] == "ch_seen"

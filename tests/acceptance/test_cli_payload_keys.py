@@ -127,8 +127,11 @@ def test_rotate_key_makes_a_key_re_encrypts_and_says_what_it_could_not(db_url: s
     done = as_json(cli("rotate-key", "--batch", "2", "--json", db=db_url, keys=f"{KEY_B},{KEY_A}"))
     assert (done["kid"], done["reencrypted"], done["from_clear"]) == (kid(KEY_B), 7, 3)
     assert (done["current"], done["unreadable"], done["batches"], done["complete"]) == (
-        0, 0, 4, True,
-    )  # fmt: skip
+        0,
+        0,
+        4,
+        True,
+    )
     again = cli("rotate-key", db=db_url, keys=KEY_B)
     assert again.returncode == 0
     assert f"key {kid(KEY_B)}: 0 re-encrypted (0 of them were in clear), 7 already current" in (

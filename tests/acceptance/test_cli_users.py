@@ -23,8 +23,12 @@ def users(
     full_env = {**outside, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "denpyo.cli", "users", *args],
-        capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_add_prints_the_token_once_and_list_shows_no_hash(tmp_path: Path) -> None:

@@ -22,9 +22,11 @@ from webhook_signing import STRIPE_SECRET, stripe_request
 def test_webhooks_refuse_to_start_with_no_provider(db_url: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "denpyo.cli", "--db", db_url, "webhooks"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", **_pythonpath()},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: no provider to serve")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -39,19 +41,36 @@ def test_a_signed_stripe_event_settles_a_row_in_doubt_before_the_answer(
         ledger.enqueue("charge", "order:1", {"amount": 100})
         [held] = ledger.store.claim("charge", holder="crashed", limit=1, lease=60)
         ledger.store.move(
-            [Move(held.id, Status.REQUESTING, Status.REQUESTING, "dead", holder="crashed",
-                  new_holder="crashed", lease=0, retry_in=0, keep_error=True)]
-        )  # fmt: skip
+            [
+                Move(
+                    held.id,
+                    Status.REQUESTING,
+                    Status.REQUESTING,
+                    "dead",
+                    holder="crashed",
+                    new_holder="crashed",
+                    lease=0,
+                    retry_in=0,
+                    keep_error=True,
+                )
+            ]
+        )
         port = free_port()
-        proc = start(["--db", db_url, "webhooks", "--port", str(port)],
-                     {"DENPYO_STRIPE_WEBHOOK_SECRET": STRIPE_SECRET})  # fmt: skip
+        proc = start(
+            ["--db", db_url, "webhooks", "--port", str(port)],
+            {"DENPYO_STRIPE_WEBHOOK_SECRET": STRIPE_SECRET},
+        )
         stopped.append(proc)
         base = f"http://127.0.0.1:{port}"
         assert wait_for(f"{base}/stripe").status_code == 405  # a POST route
-        obj = {"id": "pi_1", "object": "payment_intent",
-               "metadata": {"denpyo_key": held.idempotency_key}}  # fmt: skip
-        forged_body, headers = stripe_request("evt_1", "payment_intent.succeeded", obj,
-                                              secret="whsec_forged")  # fmt: skip
+        obj = {
+            "id": "pi_1",
+            "object": "payment_intent",
+            "metadata": {"denpyo_key": held.idempotency_key},
+        }
+        forged_body, headers = stripe_request(
+            "evt_1", "payment_intent.succeeded", obj, secret="whsec_forged"
+        )
         assert httpx.post(f"{base}/stripe", content=forged_body, headers=headers).status_code == 400
         assert httpx.post(f"{base}/sendgrid", content=b"[]").status_code == 404  # not configured
         sub = ledger.get("charge", "order:1")

@@ -36,8 +36,12 @@ def test_the_page_quotes_what_the_command_prints(backend: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench/costs.py"), "--backend", backend, "--quick"],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     printed = done.stdout.splitlines()
     lines = quoted(backend)

@@ -55,8 +55,12 @@ def crash_child(tmp_path: Path, db_url: str, provider: FakeProvider, instant: st
         [sys.executable, str(script), db_url, provider.url, instant, str(marker), str(LEASE)]
     )
     try:
-        wait_until(marker.exists, "the sender reaching the dangerous instant",
-                   alive=lambda: child.poll() is None, every=0.02)  # fmt: skip
+        wait_until(
+            marker.exists,
+            "the sender reaching the dangerous instant",
+            alive=lambda: child.poll() is None,
+            every=0.02,
+        )
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=30)

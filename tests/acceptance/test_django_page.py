@@ -37,26 +37,37 @@ def _run(folder: Path, database: str | None) -> dict[str, list[str]]:
     """The page's session, with `DATABASE_URL` exported first when `database` is
     given; what each command printed, by command."""
     pytest.importorskip("django")
-    shutil.copytree(ROOT / "examples" / "django_shop", folder / "examples" / "django_shop",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.db"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "examples" / "django_shop",
+        folder / "examples" / "django_shop",
+        ignore=shutil.ignore_patterns("__pycache__", "*.db"),
+    )
     site = free_ports(2)
     mail = site + 1
     page = named(PAGE, "run")
     [export] = [c for c in commands(page["postgresql"]) if c.startswith("export ")]
     # the channel's MAIL_URL default is the page's port 8025; here the provider's is another
     return run_app_session(
-        folder, commands(page["session"]), ports={"8000": site, "8025": mail},
-        database=database, export=export, timeout=240,
-        env={"MAIL_URL": f"http://127.0.0.1:{mail}", "DATABASE_URL": None,
-             "DJANGO_SETTINGS_MODULE": None},
-    )  # fmt: skip
+        folder,
+        commands(page["session"]),
+        ports={"8000": site, "8025": mail},
+        database=database,
+        export=export,
+        timeout=240,
+        env={
+            "MAIL_URL": f"http://127.0.0.1:{mail}",
+            "DATABASE_URL": None,
+            "DJANGO_SETTINGS_MODULE": None,
+        },
+    )
 
 
 def _check(folder: Path, said: dict[str, list[str]], database: str | None) -> None:
     orders = [text for step, texts in said.items() if "/orders -d" in step for text in texts]
     assert [json.loads(text) for text in orders] == [
-        {"order_id": 1}, {"detail": "the total must be positive"},
-    ], orders  # fmt: skip
+        {"order_id": 1},
+        {"detail": "the total must be positive"},
+    ], orders
     [sent] = said["curl -s localhost:8000/orders/1/invoice-email"]
     assert json.loads(sent)["status"] == "synced" and json.loads(sent)["remote_id"], sent
     [none] = said["curl -s localhost:8000/orders/2/invoice-email"]
@@ -72,8 +83,14 @@ def _check(folder: Path, said: dict[str, list[str]], database: str | None) -> No
     env.pop("DATABASE_URL", None)
     if database is not None:
         env["DATABASE_URL"] = database
-    admin = subprocess.run([sys.executable, "-c", ADMIN], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    admin = subprocess.run(
+        [sys.executable, "-c", ADMIN],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert admin.stdout.split() == ["200", "True", "False"], admin.stdout + admin.stderr
     [tested] = said["python manage.py test shop"]
     assert "Ran 2 tests" in tested and "\nOK" in tested, tested

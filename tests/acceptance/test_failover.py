@@ -56,9 +56,12 @@ def test_failover_to_a_synchronous_standby_loses_nothing(tmp_path: Path) -> None
         with denpyo.Ledger(pair.url) as ledger:
             ledger.migrate()
         figures = run_chaos(
-            pair.url, submissions=600, restart_database=pair.fail_over, log_dir=tmp_path,
+            pair.url,
+            submissions=600,
+            restart_database=pair.fail_over,
+            log_dir=tmp_path,
             **STEADY,
-        )  # fmt: skip
+        )
         assert pair.promoted
     check(figures)
     assert figures.restarts == 1
@@ -73,9 +76,12 @@ def test_failover_to_a_synchronous_standby_long(tmp_path: Path) -> None:
         with denpyo.Ledger(pair.url) as ledger:
             ledger.migrate()
         figures = run_chaos(
-            pair.url, submissions=3000, restart_database=pair.fail_over, log_dir=tmp_path,
+            pair.url,
+            submissions=3000,
+            restart_database=pair.fail_over,
+            log_dir=tmp_path,
             **PAUSES,
-        )  # fmt: skip
+        )
     check(figures, explained_duplicates=figures.duplicates_in_flight_at_pause)
     assert figures.restarts == 1 and figures.pauses > 0
 
@@ -129,10 +135,22 @@ def test_failover_to_an_asynchronous_standby_loses_calls_that_the_audit_adopts(
                 http.send
             )
             for n in range(2):
-                workers.append(subprocess.Popen(
-                    [sys.executable, str(WORKER), pair.url, provider_url, "--lease", "2",
-                     "--concurrency", "8", "--log", str(tmp_path / f"worker-{n}.log")]
-                ))  # fmt: skip
+                workers.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            str(WORKER),
+                            pair.url,
+                            provider_url,
+                            "--lease",
+                            "2",
+                            "--concurrency",
+                            "8",
+                            "--log",
+                            str(tmp_path / f"worker-{n}.log"),
+                        ]
+                    )
+                )
 
             def enqueue(first: int, last: int) -> None:
                 rows = [(f"order:{n}", {"order": n, "total": 1000 + n}) for n in range(first, last)]
@@ -152,8 +170,10 @@ def test_failover_to_an_asynchronous_standby_loses_calls_that_the_audit_adopts(
             accepted = client.accepted()
             lost = _unknown(ledger, {e["idempotency_key"] for e in accepted})
             doubled = len(accepted) - len({e["idempotency_key"] for e in accepted})
-            print(f"\nasynchronous failover: provider accepted {len(accepted)} calls, "
-                  f"the promoted ledger lost {len(lost)}, {doubled} doubled")  # fmt: skip
+            print(
+                f"\nasynchronous failover: provider accepted {len(accepted)} calls, "
+                f"the promoted ledger lost {len(lost)}, {doubled} doubled"
+            )
             assert lost, "the standby was 5 s behind while calls were made"
 
             report = ledger.audit(CHANNEL, adopt=True)

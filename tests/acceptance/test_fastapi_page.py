@@ -31,10 +31,13 @@ def _run(folder: Path, database: str | None) -> dict[str, list[str]]:
     [export] = [c for c in commands(page["postgresql"]) if c.startswith("export ")]
     # the app's MAIL_URL default is the page's port 8025; here the provider's is another
     return run_app_session(
-        folder, commands(page["session"]) + commands(page["worker"]),
-        ports={"8000": app, "8025": mail}, database=database, export=export,
+        folder,
+        commands(page["session"]) + commands(page["worker"]),
+        ports={"8000": app, "8025": mail},
+        database=database,
+        export=export,
         env={"MAIL_URL": f"http://127.0.0.1:{mail}/send", "DATABASE_URL": None},
-    )  # fmt: skip
+    )
 
 
 def _json(text: str) -> dict[str, object]:

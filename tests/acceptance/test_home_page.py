@@ -15,8 +15,9 @@ from doc_pages import named
 
 def test_the_home_page_example_writes_the_order_and_its_slip_together(tmp_path: Path) -> None:
     (tmp_path / "shop.py").write_text(named("index.md", "home")["example"])
-    done = subprocess.run([sys.executable, "shop.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "shop.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(tmp_path / "shop.db") as db:
         assert db.execute("SELECT id FROM orders").fetchall() == [("42",)]

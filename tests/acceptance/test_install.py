@@ -35,16 +35,18 @@ def _bash(code: str, cwd: Path, path: list[Path]) -> str:
     """Run a page's block in bash, `path` first on PATH; what it printed."""
     env = {**os.environ, "PATH": os.pathsep.join([*map(str, path), os.environ["PATH"]])}
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(["bash", "-euc", code], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-euc", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, (code, done.stdout[-3000:], done.stderr[-3000:])
     return done.stdout + done.stderr
 
 
 def _works(env: Path) -> None:
     """The command line answers, and the HTTP channel imports (aiohttp came with it)."""
-    version = subprocess.run([env / "bin" / "denpyo", "--version"], capture_output=True,
-                             text=True, check=True)  # fmt: skip
+    version = subprocess.run(
+        [env / "bin" / "denpyo", "--version"], capture_output=True, text=True, check=True
+    )
     assert version.stdout.startswith("denpyo, version "), version.stdout
     subprocess.run([env / "bin" / "python", "-c", "import denpyo.channels.http"], check=True)
 

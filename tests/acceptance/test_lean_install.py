@@ -14,8 +14,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS_ONLY = ("psycopg", "pymysql", "aiohttp", "starlette", "jinja2", "uvicorn",
-               "prometheus-client", "argon2-cffi", "aio-pika", "nats-py", "django")  # fmt: skip
+EXTRAS_ONLY = (
+    "psycopg",
+    "pymysql",
+    "aiohttp",
+    "starlette",
+    "jinja2",
+    "uvicorn",
+    "prometheus-client",
+    "argon2-cffi",
+    "aio-pika",
+    "nats-py",
+    "django",
+)
 # Under `pytest -n 2`, these tests stay on one worker (`--dist loadgroup`), which
 # builds the wheel once for all of them.
 pytestmark = pytest.mark.xdist_group("lean-install")
@@ -26,10 +37,20 @@ def core_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("lean")
     wheels = where / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
-         str(_sources(where / "tree"))],
-        check=True, cwd=where,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(wheels),
+            str(_sources(where / "tree")),
+        ],
+        check=True,
+        cwd=where,
+    )
     env = where / "venv"
     venv.create(env)  # without pip of its own (seconds saved): this pip installs into it
     [wheel] = wheels.glob("denpyo-*.whl")
@@ -58,8 +79,10 @@ def _pip(env: Path) -> list[str | Path]:
 def test_the_core_installs_nothing_of_the_extras(core_install: Path) -> None:
     listed = subprocess.run(
         [*_pip(core_install), "list", "--format", "json"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     installed = {package["name"].lower() for package in json.loads(listed.stdout)}
     assert "denpyo" in installed and "click" in installed
     assert not installed & set(EXTRAS_ONLY), installed & set(EXTRAS_ONLY)
@@ -75,24 +98,31 @@ with denpyo.Ledger("sqlite:///core.db") as ledger:
     print(sub.status.value, sub.remote_id)
 """
     done = subprocess.run(
-        [core_install / "bin" / "python", "-c", script], cwd=tmp_path, capture_output=True,
+        [core_install / "bin" / "python", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
         text=True,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["synced", "msg-order:1"]
     status = subprocess.run(
         [core_install / "bin" / "denpyo", "--db", "sqlite:///core.db", "status", "--json"],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["totals"]["synced"] == 1
 
 
 def test_the_demo_runs_from_the_core(core_install: Path, tmp_path: Path) -> None:
     done = subprocess.run(
-        [core_install / "bin" / "denpyo", "demo", "--json"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=240,
-    )  # fmt: skip
+        [core_install / "bin" / "denpyo", "demo", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     story = json.loads(done.stdout)
     assert story["denpyo_synced"] == story["provider_denpyo"] == story["orders"]
@@ -101,20 +131,32 @@ def test_the_demo_runs_from_the_core(core_install: Path, tmp_path: Path) -> None
 
 def test_a_part_without_its_extra_names_it(core_install: Path) -> None:
     done = subprocess.run(
-        [core_install / "bin" / "python", "-c",
-         "import denpyo\n"
-         "try:\n    denpyo.Ledger('postgresql://u@127.0.0.1/db')\n"
-         "except denpyo.ConfigurationError as exc:\n    print(exc)"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            core_install / "bin" / "python",
+            "-c",
+            "import denpyo\n"
+            "try:\n    denpyo.Ledger('postgresql://u@127.0.0.1/db')\n"
+            "except denpyo.ConfigurationError as exc:\n    print(exc)",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert "pip install 'denpyo[postgresql]'" in done.stdout, done.stderr
 
 
 def test_the_webhooks_without_their_extra_name_it(core_install: Path, tmp_path: Path) -> None:
     done = subprocess.run(
-        [core_install / "bin" / "denpyo", "--db", f"sqlite:///{tmp_path}/lean.db", "webhooks",
-         "--stripe-secret", "whsec_x"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            core_install / "bin" / "denpyo",
+            "--db",
+            f"sqlite:///{tmp_path}/lean.db",
+            "webhooks",
+            "--stripe-secret",
+            "whsec_x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "pip install 'denpyo[webhooks]'" in done.stderr, done.stderr

@@ -40,10 +40,18 @@ def test_the_forgets_erase_the_payloads_they_name(tmp_path: Path) -> None:
     assert "#2 (invoice-email:order:43)" in said[1]
     assert said[2].startswith("forgot the payloads of 1 live row(s)"), said[2]
     with denpyo.Ledger(url) as ledger:
-        forgotten = {key: ledger.get(channel, key) for channel, key in
-                     [("invoice-email", "order:42"), ("invoice-email", "order:43"),
-                      ("billing", "inv:1")]}  # fmt: skip
-    assert {key: sub is not None and sub.forgotten_at is not None
-            for key, sub in forgotten.items()} == {
-        "order:42": True, "order:43": False, "inv:1": True,
-    }  # fmt: skip
+        forgotten = {
+            key: ledger.get(channel, key)
+            for channel, key in [
+                ("invoice-email", "order:42"),
+                ("invoice-email", "order:43"),
+                ("billing", "inv:1"),
+            ]
+        }
+    assert {
+        key: sub is not None and sub.forgotten_at is not None for key, sub in forgotten.items()
+    } == {
+        "order:42": True,
+        "order:43": False,
+        "inv:1": True,
+    }

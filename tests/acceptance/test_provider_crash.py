@@ -59,8 +59,12 @@ def kill_after_acceptance(tmp_path: Path, db_url: str, provider: FakeProvider, k
         [sys.executable, str(script), kind, db_url, provider.url, str(marker), str(LEASE)]
     )
     try:
-        wait_until(marker.exists, "the provider accepting the call",
-                   alive=lambda: child.poll() is None, every=0.02)  # fmt: skip
+        wait_until(
+            marker.exists,
+            "the provider accepting the call",
+            alive=lambda: child.poll() is None,
+            every=0.02,
+        )
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=30)

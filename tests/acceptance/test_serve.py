@@ -100,8 +100,10 @@ def test_dashboard_takes_its_token_from_the_environment(
     db: str, stopped: list[subprocess.Popen[str]]
 ) -> None:
     port = free_port()
-    proc = start(["--db", db, "dashboard", "--port", str(port), "--read-only"],
-                 {"DENPYO_DASHBOARD_TOKEN": "from-the-env-123"})  # fmt: skip
+    proc = start(
+        ["--db", db, "dashboard", "--port", str(port), "--read-only"],
+        {"DENPYO_DASHBOARD_TOKEN": "from-the-env-123"},
+    )
     stopped.append(proc)
     base = f"http://127.0.0.1:{port}"
     wait_for(f"{base}/login")
@@ -120,10 +122,22 @@ def test_dashboard_on_a_port_in_use_says_so_in_one_line(db: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         proc = subprocess.run(
-            [sys.executable, "-m", "denpyo.cli", "--db", db, "dashboard", "--port", str(port),
-             "--token", "a-long-enough-token"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "denpyo.cli",
+                "--db",
+                db,
+                "dashboard",
+                "--port",
+                str(port),
+                "--token",
+                "a-long-enough-token",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"error: cannot serve the dashboard on 127.0.0.1:{port}: ")
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -141,11 +155,23 @@ def test_dashboard_signs_people_in_from_the_users_file_and_the_proxy(
     key.write_text("a-session-key-of-32-bytes-or-so\n")
     port = free_port()
     proc = start(
-        ["--db", db, "dashboard", "--port", str(port), "--users", str(users),
-         "--trusted-header", "X-Forwarded-User", "--trusted-proxy", "127.0.0.1",
-         "--session-key-file", str(key)],
+        [
+            "--db",
+            db,
+            "dashboard",
+            "--port",
+            str(port),
+            "--users",
+            str(users),
+            "--trusted-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--session-key-file",
+            str(key),
+        ],
         {"DENPYO_DASHBOARD_TOKEN": ""},
-    )  # fmt: skip
+    )
     stopped.append(proc)
     base = f"http://127.0.0.1:{port}"
     assert wait_for(f"{base}/metrics").status_code == 401
@@ -177,10 +203,22 @@ def test_dashboard_refuses_a_weak_or_half_configuration_in_one_line(
     db: str, tmp_path: Path, args: list[str], message: str
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "denpyo.cli", "--db", db, "dashboard", "--port", str(free_port()),
-         *args],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "denpyo.cli",
+            "--db",
+            db,
+            "dashboard",
+            "--port",
+            str(free_port()),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -199,8 +237,18 @@ def test_a_worker_serves_its_metrics(
         "DENPYO_DATABASE_URL": db,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
     }
-    proc = start(["--app", "serve_test_app:ledger", "worker", "--poll-interval", "0.05",
-                  "--metrics-port", str(port)], env)  # fmt: skip
+    proc = start(
+        [
+            "--app",
+            "serve_test_app:ledger",
+            "worker",
+            "--poll-interval",
+            "0.05",
+            "--metrics-port",
+            str(port),
+        ],
+        env,
+    )
     stopped.append(proc)
     url = f"http://127.0.0.1:{port}/metrics"
     expected = [
@@ -269,8 +317,9 @@ def test_silent_connections_are_bounded_and_closed(
         "DENPYO_DASHBOARD_TOKEN": "crowd-token-12345678",
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
     }
-    worker = start(["--app", "serve_test_app:ledger", "worker", "--metrics-port",
-                    str(metrics_port)], env)  # fmt: skip
+    worker = start(
+        ["--app", "serve_test_app:ledger", "worker", "--metrics-port", str(metrics_port)], env
+    )
     dashboard = start(["--db", db, "dashboard", "--port", str(dashboard_port)], env)
     stopped.extend([worker, dashboard])
     metrics = f"http://127.0.0.1:{metrics_port}/metrics"

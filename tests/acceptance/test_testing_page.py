@@ -22,7 +22,10 @@ def test_the_testing_page_s_tests_pass_as_written(tmp_path: Path) -> None:
     tests = len(re.findall(r"^def test_", files["tests"], re.M))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "."],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert f"{tests} passed" in done.stdout, done.stdout[-2000:]

@@ -39,9 +39,12 @@ def _run(folder: Path, name: str, database: str | None) -> tuple[str, FakeProvid
     (folder / file.group(1)).write_text(code)
     try:
         done = subprocess.run(
-            [sys.executable, file.group(1)], cwd=folder, capture_output=True, text=True,
+            [sys.executable, file.group(1)],
+            cwd=folder,
+            capture_output=True,
+            text=True,
             timeout=120,
-        )  # fmt: skip
+        )
     finally:
         provider.stop()
     assert done.returncode == 0, done.stdout + done.stderr

@@ -98,10 +98,25 @@ def test_a_stop_cuts_the_calls_on_the_wire_and_says_so(
             "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
         }
         worker = subprocess.Popen(
-            [sys.executable, "-m", "denpyo.cli", "--app", "stop_test_app:ledger", "worker",
-             "--grace", "1", "--concurrency", "16", "--poll-interval", "0.1"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "denpyo.cli",
+                "--app",
+                "stop_test_app:ledger",
+                "worker",
+                "--grace",
+                "1",
+                "--concurrency",
+                "16",
+                "--poll-interval",
+                "0.1",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             wait_until(
                 lambda: (
@@ -141,8 +156,9 @@ def test_a_stop_cuts_the_calls_on_the_wire_and_says_so(
 
             def all_synced() -> bool:
                 ledger.reconcile()
-                return all(status == "synced" for (status,) in sql(
-                    "SELECT status FROM denpyo_submissions"))  # fmt: skip
+                return all(
+                    status == "synced" for (status,) in sql("SELECT status FROM denpyo_submissions")
+                )
 
             wait_until(all_synced, "every cut call verified")
         assert provider.stats().requests == SLOW_ROWS

@@ -13,9 +13,13 @@ T = TypeVar("T")
 
 def sub(key: str = "idem-1", payload: Any = None) -> Submission:
     return Submission(
-        id=1, channel="events", key="order:1", idempotency_key=key,
-        payload={"order": 1} if payload is None else payload, status=Status.REQUESTING,
-    )  # fmt: skip
+        id=1,
+        channel="events",
+        key="order:1",
+        idempotency_key=key,
+        payload={"order": 1} if payload is None else payload,
+        status=Status.REQUESTING,
+    )
 
 
 def run(body: Callable[[], Awaitable[T]]) -> T:

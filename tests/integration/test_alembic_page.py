@@ -30,8 +30,11 @@ LATEST = len(queries.load_migrations("postgresql"))
 def alembic(project: Path, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "alembic", *args],
-        cwd=project, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -59,9 +62,12 @@ def print_schema(project: Path) -> None:
     command = named(PAGE, "example")["print"]
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     subprocess.run(
-        ["bash", "-ec", command], cwd=project, env={**os.environ, "PATH": path},
-        check=True, timeout=60,
-    )  # fmt: skip
+        ["bash", "-ec", command],
+        cwd=project,
+        env={**os.environ, "PATH": path},
+        check=True,
+        timeout=60,
+    )
 
 
 def add_revision(project: Path) -> None:

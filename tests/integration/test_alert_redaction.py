@@ -54,8 +54,9 @@ def test_an_alert_handler_gets_the_row_redacted_and_its_text_scrubbed(
         told.append(alert)
         sub = alert.submission
         assert sub is not None
-        webhook.append(json.dumps({"text": str(alert), "payload": sub.payload,
-                                   "last_error": sub.last_error}))  # fmt: skip
+        webhook.append(
+            json.dumps({"text": str(alert), "payload": sub.payload, "last_error": sub.last_error})
+        )
 
     with caplog.at_level(logging.DEBUG, logger="denpyo"):
         for outcome in ("rejected", "transient", "ambiguous"):

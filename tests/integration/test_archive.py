@@ -58,7 +58,7 @@ STORY: list[Story] = [
     (9, BILLING, "inv:3", SYNCED, FEB, None, None, None, None),
     (10, BILLING, "inv:4", SYNCED, FEB, None, "marked synced: on the portal", "mark_synced", None),
     (11, "sms", "sms:1", SYNCED, FEB, None, None, None, None),
-]  # fmt: skip
+]
 
 
 def story() -> tuple[list[Submission], list[Event]]:
@@ -85,25 +85,39 @@ def story() -> tuple[list[Submission], list[Event]]:
         remote = f"r-{n}" if status is Status.SYNCED and action is None else None
         rows.append(
             Submission(
-                id=n, channel=channel, key=key, idempotency_key=str(uuid.UUID(int=n)),
+                id=n,
+                channel=channel,
+                key=key,
+                idempotency_key=str(uuid.UUID(int=n)),
                 payload={"n": n, "to": f"customer-{n}@example.com", "note": "café ✓"},
-                status=status, attempts=1, remote_id=remote,
+                status=status,
+                attempts=1,
+                remote_id=remote,
                 last_error=None if error is None else f"{error} failure",
                 error_kind=None if error is None else denpyo.ErrorKind(error),
                 ordering_key="customer-1" if n in (1, 2) else None,
-                created_at=at, updated_at=settled + timedelta(days=1 if action else 0),
+                created_at=at,
+                updated_at=settled + timedelta(days=1 if action else 0),
                 synced_at=settled if status is Status.SYNCED else None,
-                resolution=resolution, supersedes=supersedes,
+                resolution=resolution,
+                supersedes=supersedes,
             )
-        )  # fmt: skip
+        )
         req = Status.REQUESTING
         event(n, at, "created", (None, req), 0, "app:web:1")
         event(n, at + timedelta(seconds=1), "attempt", (req, req), 1, "worker:h:1:a/1")
         settle_to = Status.FAILED if action == "mark_synced" else status
         event(n, settled, "settle", (req, settle_to), 1, "worker:h:1:a/1", remote or error, 840)
         if action:
-            event(n, settled + timedelta(days=1), action, (settle_to, status), 1,
-                  "operator:alice", resolution)  # fmt: skip
+            event(
+                n,
+                settled + timedelta(days=1),
+                action,
+                (settle_to, status),
+                1,
+                "operator:alice",
+                resolution,
+            )
     return rows, events
 
 
@@ -130,10 +144,16 @@ def test_write_and_verify_to_a_folder_in_hive_layout(tmp_path: Path) -> None:
     written = archive.write(rows, events, batch="2026-03-01T000000-1")
     archive.verify(written)
 
-    parts = [f"channel={c}/month={m}" for c, m in (
-        ("billing%3Aeu.v2", "2026-01"), ("billing%3Aeu.v2", "2026-02"),
-        ("invoice-email", "2026-01"), ("invoice-email", "2026-02"), ("sms", "2026-02"),
-    )]  # fmt: skip
+    parts = [
+        f"channel={c}/month={m}"
+        for c, m in (
+            ("billing%3Aeu.v2", "2026-01"),
+            ("billing%3Aeu.v2", "2026-02"),
+            ("invoice-email", "2026-01"),
+            ("invoice-email", "2026-02"),
+            ("sms", "2026-02"),
+        )
+    ]
     expected = sorted(
         f"{table}/{part}/2026-03-01T000000-1.parquet"
         for table in ("submissions", "events")
@@ -157,14 +177,26 @@ def test_columns_have_the_tables_types_and_values(tmp_path: Path) -> None:
     table = pq.ParquetFile(part).read()
     utc = pa.timestamp("us", tz="UTC")
     assert [(f.name, f.type) for f in table.schema] == [
-        ("id", pa.int64()), ("channel", pa.string()), ("key", pa.string()),
-        ("idempotency_key", pa.string()), ("payload", pa.string()), ("status", pa.string()),
-        ("attempts", pa.int32()), ("next_attempt_at", utc), ("locked_by", pa.string()),
-        ("locked_until", utc), ("remote_id", pa.string()), ("last_error", pa.string()),
-        ("error_kind", pa.string()), ("ordering_key", pa.string()), ("created_at", utc),
-        ("updated_at", utc), ("synced_at", utc), ("resolution", pa.string()),
+        ("id", pa.int64()),
+        ("channel", pa.string()),
+        ("key", pa.string()),
+        ("idempotency_key", pa.string()),
+        ("payload", pa.string()),
+        ("status", pa.string()),
+        ("attempts", pa.int32()),
+        ("next_attempt_at", utc),
+        ("locked_by", pa.string()),
+        ("locked_until", utc),
+        ("remote_id", pa.string()),
+        ("last_error", pa.string()),
+        ("error_kind", pa.string()),
+        ("ordering_key", pa.string()),
+        ("created_at", utc),
+        ("updated_at", utc),
+        ("synced_at", utc),
+        ("resolution", pa.string()),
         ("supersedes", pa.int64()),
-    ]  # fmt: skip
+    ]
     got = table.to_pylist()
     assert [r["id"] for r in got] == [1, 2, 3, 4]
     third = got[2]
@@ -179,10 +211,17 @@ def test_columns_have_the_tables_types_and_values(tmp_path: Path) -> None:
     events_file = tmp_path / "archive/events/channel=invoice-email/month=2026-01/b1.parquet"
     ev = pq.ParquetFile(events_file).read()
     assert [(f.name, f.type) for f in ev.schema] == [
-        ("id", pa.int64()), ("submission_id", pa.int64()), ("at", utc), ("kind", pa.string()),
-        ("from_status", pa.string()), ("to_status", pa.string()), ("attempt", pa.int32()),
-        ("actor", pa.string()), ("detail", pa.string()), ("duration_ms", pa.int32()),
-    ]  # fmt: skip
+        ("id", pa.int64()),
+        ("submission_id", pa.int64()),
+        ("at", utc),
+        ("kind", pa.string()),
+        ("from_status", pa.string()),
+        ("to_status", pa.string()),
+        ("attempt", pa.int32()),
+        ("actor", pa.string()),
+        ("detail", pa.string()),
+        ("duration_ms", pa.int32()),
+    ]
     assert sorted(set(ev.column("submission_id").to_pylist())) == [1, 2, 3, 4]
     assert ev.column("from_status").to_pylist()[0] is None
 
@@ -190,10 +229,15 @@ def test_columns_have_the_tables_types_and_values(tmp_path: Path) -> None:
 def test_the_month_is_the_rows_month_in_utc_and_its_events_follow_it(tmp_path: Path) -> None:
     tokyo = timezone(timedelta(hours=9))
     row = Submission(
-        1, "c", "k", "i", {}, Status.SYNCED,
+        1,
+        "c",
+        "k",
+        "i",
+        {},
+        Status.SYNCED,
         created_at=datetime(2026, 2, 1, 8, 30, tzinfo=tokyo),  # 2026-01-31 23:30 UTC
         updated_at=datetime(2026, 2, 1, tzinfo=UTC),
-    )  # fmt: skip
+    )
     naive = replace(row, id=2, key="k2", idempotency_key="i2", created_at=datetime(2026, 3, 1))
     later = Event(1, 1, datetime(2026, 4, 2, tzinfo=UTC), "settle", None, Status.SYNCED, 1, "w")
     written = Archive(tmp_path).write([row, naive], [later], batch="b")
@@ -298,21 +342,32 @@ def test_duckdb_counts_a_months_calls_by_status_per_channel(
             expected[channel, status.value] = expected.get((channel, status.value), 0) + 1
     assert duck.sql(MONTH_BY_STATUS).fetchall() == [(*k, n) for k, n in sorted(expected.items())]
     assert expected == {
-        (BILLING, "rejected"): 1, (BILLING, "synced"): 1,
-        ("invoice-email", "failed"): 1, ("invoice-email", "rejected"): 1,
+        (BILLING, "rejected"): 1,
+        (BILLING, "synced"): 1,
+        ("invoice-email", "failed"): 1,
+        ("invoice-email", "rejected"): 1,
         ("invoice-email", "synced"): 2,
-    }  # fmt: skip
+    }
 
 
 def test_duckdb_tells_one_keys_history_in_order(duck: duckdb.DuckDBPyConnection) -> None:
     rows, events = story()
     row = next(r for r in rows if r.key == "order:3")
     expected = [
-        (row.id, row.status.value, row.remote_id, e.at, e.kind,
-         e.from_status and e.from_status.value, e.to_status and e.to_status.value,
-         e.actor, e.detail)
-        for e in events if e.submission_id == row.id
-    ]  # fmt: skip
+        (
+            row.id,
+            row.status.value,
+            row.remote_id,
+            e.at,
+            e.kind,
+            e.from_status and e.from_status.value,
+            e.to_status and e.to_status.value,
+            e.actor,
+            e.detail,
+        )
+        for e in events
+        if e.submission_id == row.id
+    ]
     got = duck.sql(ONE_KEY_HISTORY).fetchall()
     assert got == expected
     assert [g[4] for g in got] == ["created", "attempt", "settle", "resend"]
@@ -526,8 +581,13 @@ def test_the_page_s_python_runs_a_query_file_over_the_archive(
     that holds the archive: what a reader without DuckDB's command runs."""
     (tmp_path / "query.py").write_text(QUERIES["run"])
     (tmp_path / "month.sql").write_text(MONTH_BY_STATUS)
-    done = subprocess.run([sys.executable, "query.py", "month.sql"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "query.py", "month.sql"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     for channel, status, calls in duck.sql(MONTH_BY_STATUS).fetchall():
         assert re.search(rf"│ {re.escape(channel)} +│ {status} +│ +{calls} │", done.stdout), (

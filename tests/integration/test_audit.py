@@ -131,8 +131,11 @@ def test_each_kind_of_discrepancy_is_reported_with_its_row(
     by_kind = {d.kind: d for d in report.discrepancies if d.submission is None}
     assert by_kind[DiscrepancyKind.NOT_SYNCED].remote_id == stranger
     assert report.counts() == {
-        "not_synced": 2, "missing_at_provider": 1, "remote_id_differs": 1, "accepted_twice": 1,
-    }  # fmt: skip
+        "not_synced": 2,
+        "missing_at_provider": 1,
+        "remote_id_differs": 1,
+        "accepted_twice": 1,
+    }
     assert not report.clean
 
 

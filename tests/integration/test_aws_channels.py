@@ -135,15 +135,19 @@ def test_a_stopped_server_is_transient(ledger: denpyo.Ledger) -> None:
     ledger.add_channel("order-created", **queue.options)
     sent = submitted(ledger, "order-created", "order:1", {"order": 1})
     assert (sent.status, sent.error_kind, sent.in_doubt) == (
-        Status.FAILED, ErrorKind.TRANSIENT, False,
-    )  # fmt: skip
+        Status.FAILED,
+        ErrorKind.TRANSIENT,
+        False,
+    )
 
 
 def test_the_options_say_idempotent_within_the_fifo_window() -> None:
     queue = SqsFifoChannel(object(), "https://sqs.example/1/q.fifo")
     assert queue.options == {
-        "send": queue.send, "idempotent": True, "idempotency_window": 270.0,
-    }  # fmt: skip
+        "send": queue.send,
+        "idempotent": True,
+        "idempotency_window": 270.0,
+    }
     assert FIFO_WINDOW < 300
     by_channel = SqsFifoChannel(object(), queue.queue_url, group=lambda sub: sub.channel)
     row = denpyo.Submission(1, "invoices", "k", "idem", {}, Status.REQUESTING)
@@ -167,9 +171,11 @@ def fifo_topic_with_queue(moto: Moto) -> tuple[str, str]:
         QueueUrl=queue_url, AttributeNames=["QueueArn"]
     )["Attributes"]["QueueArn"]
     sns.subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn,
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=queue_arn,
         Attributes={"RawMessageDelivery": "true"},
-    )  # fmt: skip
+    )
     return topic, queue_url
 
 

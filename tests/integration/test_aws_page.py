@@ -50,9 +50,11 @@ def test_the_sns_block(moto: Moto, ledger: denpyo.Ledger) -> None:
     topic = sns.create_topic(Name="orders.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
     sns.subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=arn["Attributes"]["QueueArn"],
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=arn["Attributes"]["QueueArn"],
         Attributes={"RawMessageDelivery": "true"},
-    )  # fmt: skip
+    )
     exec(named(PAGE, "aws")["sns"], {"ledger": ledger})
     sub = ledger.get("order-published", "order:42")
     assert sub is not None and sub.status is Status.SYNCED and sub.remote_id

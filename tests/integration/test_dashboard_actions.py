@@ -121,9 +121,12 @@ def test_two_people_for_a_mark_synced(
     app = app_of(ledger, tmp_path, approval=Approval())
     otto, csrf = sign_in(app, "otto", tokens["otto"])
     answer = post(
-        otto, csrf, f"/submissions/{ids['doubt']}/mark-synced", note="in the console",
+        otto,
+        csrf,
+        f"/submissions/{ids['doubt']}/mark-synced",
+        note="in the console",
         remote_id="msg-9",
-    )  # fmt: skip
+    )
     number = action_id(answer)
     assert ledger.store.get(ids["doubt"]).status is denpyo.Status.FAILED  # type: ignore[union-attr]
     assert "Sent for approval" in otto.get(answer.headers["location"]).text

@@ -344,9 +344,10 @@ def test_a_proxy_named_person_in_other_capitals_is_not_a_second_person(
     big_bob, csrf = person("BOB")
     assert "/approve" not in big_bob.get(f"/actions/{number}").text
     refused = big_bob.post(
-        f"/actions/{number}/approve", data={"note": "ok", "csrf_token": csrf},
+        f"/actions/{number}/approve",
+        data={"note": "ok", "csrf_token": csrf},
         headers={"origin": ORIGIN},
-    )  # fmt: skip
+    )
     assert refused.status_code == 400 and "second person" in refused.text
     assert ledger.store.action(int(number)).state.value == "awaiting_approval"  # type: ignore[union-attr]
 
@@ -489,8 +490,9 @@ def test_the_shared_token_does_not_take_a_listed_persons_name(
         assert "denpyo_session" not in browser.cookies
     script = client(app)
     by_april = {"authorization": f"Bearer {TOKEN}", "x-denpyo-by": "april"}
-    done = script.post(f"/submissions/{ids['rejected']}/abandon", data={"note": "n"},
-                       headers=by_april)  # fmt: skip
+    done = script.post(
+        f"/submissions/{ids['rejected']}/abandon", data={"note": "n"}, headers=by_april
+    )
     assert done.status_code == 403 and "send their own token" in done.text
     assert not any("april" in line for line in history(ledger, ids["rejected"]))
     stranger, _ = sign_in(app, "zed", TOKEN)  # a name nobody has: the history says zed

@@ -20,9 +20,14 @@ from denpyo.web import Access, create_app
 TOKEN = "correct-horse-battery"
 ORIGIN = "http://127.0.0.1:8470"
 PAGES = [
-    "/", "/partials/overview", "/submissions", "/submissions/1", "/attention", "/metrics",
+    "/",
+    "/partials/overview",
+    "/submissions",
+    "/submissions/1",
+    "/attention",
+    "/metrics",
     "/channels/sms",
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -378,8 +383,13 @@ def test_a_host_it_is_not_served_as_is_refused_and_cannot_carry_a_matching_origi
         )
         assert answer.status_code == 400 and "not served as" in answer.text
     assert ledger.store.channel_history("sms") == before
-    for base in ("http://ops.example.com:8470", "http://OPS.example.com", ORIGIN,
-                 "http://[::1]:8470", "http://localhost:8470"):  # fmt: skip
+    for base in (
+        "http://ops.example.com:8470",
+        "http://OPS.example.com",
+        ORIGIN,
+        "http://[::1]:8470",
+        "http://localhost:8470",
+    ):
         assert TestClient(app, base_url=base).get("/login").status_code == 200, base
     # Without allowed_hosts (mounted in an app that checks the Host), any Host.
     anywhere = TestClient(create_app(ledger, token=TOKEN), base_url="http://evil.example")

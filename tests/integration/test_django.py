@@ -550,10 +550,12 @@ def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigte
     once between them, and all stop cleanly on the supervisor's SIGTERM."""
     path = tmp_path / "shop.db"
     env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "shop_site.settings",
-        "DATABASE_URL": f"sqlite:///{path}", "MAIL_URL": provider.url,
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "shop_site.settings",
+        "DATABASE_URL": f"sqlite:///{path}",
+        "MAIL_URL": provider.url,
         "PYTHONPATH": os.pathsep.join([str(SHOP), os.environ.get("PYTHONPATH", "")]),
-    }  # fmt: skip
+    }
     django_command = [sys.executable, "-m", "django"]
     subprocess.run([*django_command, "migrate", "-v", "0"], env=env, cwd=tmp_path, check=True)
     with denpyo.Ledger(f"sqlite:///{path}") as ledger:
@@ -561,8 +563,11 @@ def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigte
         ledger.enqueue_many("invoice-email", [(f"order:{n}", {"n": n}) for n in range(40)])
     worker = subprocess.Popen(
         [*django_command, "denpyo_worker", "--processes", "2", "--poll-interval", "0.05"],
-        env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert worker.stderr is not None
     said: list[str] = []  # the supervisor's and the children's lines, as they come
     lines = worker.stderr
@@ -573,8 +578,10 @@ def test_manage_py_denpyo_worker_processes_send_every_row_once_and_stop_on_sigte
         while time.monotonic() < deadline:  # both children up (a child still starting
             # when SIGTERM comes exits at once, rightly, with nothing to drain), all sent
             started = sum("worker started on channels" in line for line in list(said))
-            rows = query(f"sqlite:///{path}", "SELECT COUNT(*) FROM denpyo_submissions"
-                         " WHERE status = 'synced'")  # fmt: skip
+            rows = query(
+                f"sqlite:///{path}",
+                "SELECT COUNT(*) FROM denpyo_submissions WHERE status = 'synced'",
+            )
             if started == 2 and rows[0][0] == 40:
                 break
             time.sleep(0.1)

@@ -176,9 +176,11 @@ def test_a_flow_ending_never_drops_the_fresh_hold_of_its_row(ledger: denpyo.Ledg
         return "r"
 
     ledger.channel(
-        "c", concurrency=1, verify=lambda sub: denpyo.NotDelivered(),
+        "c",
+        concurrency=1,
+        verify=lambda sub: denpyo.NotDelivered(),
         backoff=denpyo.Backoff(initial=0.001, maximum=0.001),
-    )(send)  # fmt: skip
+    )(send)
     sub = ledger.enqueue("c", "k", {})
     seen: dict[str, Any] = {}
 
@@ -403,9 +405,15 @@ def denpyo_move_to(row_id: int, holder: str) -> Any:
     from denpyo.domain.moves import Move
 
     return Move(
-        row_id, Status.REQUESTING, Status.REQUESTING, holder, holder="w/0",
-        new_holder=holder, lease=60, keep_error=True,
-    )  # fmt: skip
+        row_id,
+        Status.REQUESTING,
+        Status.REQUESTING,
+        holder,
+        holder="w/0",
+        new_holder=holder,
+        lease=60,
+        keep_error=True,
+    )
 
 
 def test_a_worker_whose_renewals_fail_leaves_rows_in_doubt_to_others(

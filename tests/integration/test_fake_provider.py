@@ -315,9 +315,11 @@ def test_the_key_may_come_in_a_header_of_another_name(transport: Transport) -> N
         status, _, body = call(p.send_url, {"a": 1}, key="k")  # sent as Idempotency-Key
         assert status == 400 and "PayPal-Request-Id" in body["error"]
         request = urllib.request.Request(
-            p.send_url, data=b'{"a": 1}', method="POST",
+            p.send_url,
+            data=b'{"a": 1}',
+            method="POST",
             headers={"Content-Type": "application/json", "PayPal-Request-Id": "k"},
-        )  # fmt: skip
+        )
         for _ in range(2):
             with urllib.request.urlopen(request, timeout=5) as response:
                 assert response.status == 200

@@ -360,9 +360,12 @@ def start_workers(
     (tmp_path / "fleetapp.py").write_text(APP)
     log = tmp_path / "calls.log"
     environ = {
-        **os.environ, "DENPYO_DATABASE_URL": db_url, "TEST_CALLS": str(log),
-        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env,
-    }  # fmt: skip
+        **os.environ,
+        "DENPYO_DATABASE_URL": db_url,
+        "TEST_CALLS": str(log),
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        **env,
+    }
     procs = [
         subprocess.Popen(
             [
@@ -461,9 +464,13 @@ def test_a_killed_workers_share_of_the_fleet_concurrency_comes_back_within_a_lea
         ledger.enqueue("sms", f"k{i}", {})
     lease = 3.0
     procs, log = start_workers(
-        tmp_path, db_url, 2, TEST_FLEET_CONCURRENCY="2", TEST_CALL_SECONDS="0.5",
+        tmp_path,
+        db_url,
+        2,
+        TEST_FLEET_CONCURRENCY="2",
+        TEST_CALL_SECONDS="0.5",
         TEST_LEASE=str(lease),
-    )  # fmt: skip
+    )
     try:
         wait_for(lambda: any(c[0] == "start" for c in read_calls(log)), log)
         victim_pid = next(c[2] for c in read_calls(log) if c[0] == "start")
@@ -494,16 +501,22 @@ def test_a_killed_workers_share_of_the_fleet_concurrency_comes_back_within_a_lea
         most = max(most, running)
     assert most <= 2
     killed = {key for what, _, pid, key in calls if what == "start" and pid == victim_pid}
-    assert killed and all(getattr(ledger.get("sms", key), "status", None) is Status.SYNCED
-                          for key in killed)  # fmt: skip
+    assert killed and all(
+        getattr(ledger.get("sms", key), "status", None) is Status.SYNCED for key in killed
+    )
 
 
 def test_limits_must_be_positive(ledger: denpyo.Ledger) -> None:
     for bad in (
-        {"fleet_rate_limit": 0}, {"fleet_rate_limit": -1}, {"fleet_rate_limit": float("nan")},
-        {"fleet_concurrency": 0}, {"fleet_concurrency": 1.5}, {"down_after": 0},
-        {"rate_limit": 0}, {"fleet_rate_limit": True},
-    ):  # fmt: skip
+        {"fleet_rate_limit": 0},
+        {"fleet_rate_limit": -1},
+        {"fleet_rate_limit": float("nan")},
+        {"fleet_concurrency": 0},
+        {"fleet_concurrency": 1.5},
+        {"down_after": 0},
+        {"rate_limit": 0},
+        {"fleet_rate_limit": True},
+    ):
         with pytest.raises(ConfigurationError):
             ledger.channel("c", **bad)(lambda sub: "r")
     assert "c" not in ledger.channels
@@ -560,9 +573,16 @@ def test_a_down_channel_whose_rows_all_wait_in_doubt_is_probed_by_a_verify(
     for key in ("a", "b"):
         sub, _ = ledger.store.record(NewSubmission("c", key, f"i-{key}", "{}"), actor="w", lease=60)
         expire = Move(
-            sub.id, S.REQUESTING, S.REQUESTING, "w", holder="w", new_holder="w",
-            lease=0, retry_in=0, keep_error=True,
-        )  # fmt: skip
+            sub.id,
+            S.REQUESTING,
+            S.REQUESTING,
+            "w",
+            holder="w",
+            new_holder="w",
+            lease=0,
+            retry_in=0,
+            keep_error=True,
+        )
         ledger.store.move([expire])
     assert ledger.store.channel_down("c", actor="w", note="10 calls failed", probe_in=0)
     ledger.work(until_idle=True, poll_interval=0.05)

@@ -64,10 +64,19 @@ def slip(ledger: denpyo.Ledger, sid: int) -> tuple[Any, ...]:
     """What forgetting keeps of a row."""
     sub = row(ledger, sid)
     return (
-        sub.channel, sub.key, sub.idempotency_key, sub.status, sub.attempts, sub.remote_id,
-        sub.error_kind, sub.resolution is None, sub.created_at, sub.synced_at, sub.supersedes,
+        sub.channel,
+        sub.key,
+        sub.idempotency_key,
+        sub.status,
+        sub.attempts,
+        sub.remote_id,
+        sub.error_kind,
+        sub.resolution is None,
+        sub.created_at,
+        sub.synced_at,
+        sub.supersedes,
         [(e.kind, e.from_status, e.to_status, e.actor) for e in ledger.events(sid)],
-    )  # fmt: skip
+    )
 
 
 def counts(ledger: denpyo.Ledger) -> tuple[Any, ...]:

@@ -474,8 +474,9 @@ def test_the_key_goes_in_a_body_field() -> None:
         with_channel(channel, lambda ch: ch.send(row))
         [effect] = p.accepted()
         assert effect["payload"] == {
-            "amount": 500, "metadata": {"order": "42", "denpyo_key": "idem-1"},
-        }  # fmt: skip
+            "amount": 500,
+            "metadata": {"order": "42", "denpyo_key": "idem-1"},
+        }
         assert row.payload == {"amount": 500, "metadata": {"order": "42"}}  # as recorded
 
 

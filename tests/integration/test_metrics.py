@@ -63,8 +63,13 @@ def test_calls_alerts_and_counts_are_exported(ledger: denpyo.Ledger) -> None:
     # Labels stay few: never a key, an id or a payload.
     for _name, labels in found:
         assert {label for label, _ in labels} <= {
-            "channel", "status", "outcome", "reason", "state", "le",
-        }  # fmt: skip
+            "channel",
+            "status",
+            "outcome",
+            "reason",
+            "state",
+            "le",
+        }
 
 
 def test_each_channels_state_is_one_gauge_per_mode(ledger: denpyo.Ledger) -> None:

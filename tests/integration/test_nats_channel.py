@@ -48,9 +48,13 @@ async def admin(action: Callable[[Any], Awaitable[T]]) -> T:
 def make_stream(**config: Any) -> Stream:
     tag = uuid.uuid4().hex[:12]
     made = Stream(f"DENPYO_TEST_{tag}", f"denpyo.test.{tag}")
-    run(lambda: admin(lambda js: js.add_stream(
-        StreamConfig(name=made.name, subjects=[made.subject], **config)
-    )))  # fmt: skip
+    run(
+        lambda: admin(
+            lambda js: js.add_stream(
+                StreamConfig(name=made.name, subjects=[made.subject], **config)
+            )
+        )
+    )
     return made
 
 

@@ -174,9 +174,14 @@ class Scenario:
 
 
 def run_everything(
-    backend: str, db_url: str, sql: SQL, tmp_path: Path, provider: FakeProvider, seen: Seen,
+    backend: str,
+    db_url: str,
+    sql: SQL,
+    tmp_path: Path,
+    provider: FakeProvider,
+    seen: Seen,
     caplog: Any,
-) -> Scenario:  # fmt: skip
+) -> Scenario:
     """Every operation that carries a payload or may quote one, on a ledger opened with
     the keys of the environment (none: payloads in clear)."""
     caplog.set_level(logging.DEBUG)
@@ -201,9 +206,12 @@ def run_everything(
     # The provider's webhook tells of a bounce quoting the address (an alert, a history
     # line, and the event kept in denpyo_provider_events).
     bounced = ledger.receive_provider_event(
-        "sendgrid", "sg-bounce-1", "bounce", remote_id=mailed.remote_id,
+        "sendgrid",
+        "sg-bounce-1",
+        "bounce",
+        remote_id=mailed.remote_id,
         detail=f"550 5.1.1 <{mailed.payload['to']}>: mailbox unknown ({mailed.payload['phone']})",
-    )  # fmt: skip
+    )
     assert bounced.submission is not None and bounced.submission.id == mailed.id
     payloads.append(person(2))
     calls.append("mail:order:2")
@@ -224,24 +232,41 @@ def run_everything(
     payloads.append(fixed)
     old = rejected.payload["to"]
     op.resolve_resend(
-        ledger, rejected.id, payload=fixed, by="alice",
+        ledger,
+        rejected.id,
+        payload=fixed,
+        by="alice",
         note=f"wrong address {old.upper()}, now {fixed['to']} ({quote(fixed['to'])})",
-    )  # fmt: skip
+    )
     fixed_cli = person(10)
     payloads.append(fixed_cli)
     note = f"typo in {rejected_cli.payload['to']}: now {fixed_cli['to'].upper()}"
     ran = CliRunner().invoke(
         main,
-        ["--db", db_url, "resolve", str(rejected_cli.id), "--resend", "--by", "bob",
-         "--payload", json.dumps(fixed_cli), "--note", note],
-    )  # fmt: skip
+        [
+            "--db",
+            db_url,
+            "resolve",
+            str(rejected_cli.id),
+            "--resend",
+            "--by",
+            "bob",
+            "--payload",
+            json.dumps(fixed_cli),
+            "--note",
+            note,
+        ],
+    )
     assert ran.exit_code == 0, ran.output
     # A bulk resend of the failed rows; an abandon whose note quotes the row.
     plan = op.plan_bulk(
-        ledger, ActionKind.RESEND, Filter(channel="sms", statuses=(denpyo.Status.FAILED,),
-                                          in_doubt=False, resolved=False),
-        note="provider outage INC-7 over", by="carol", target="failed sms",
-    )  # fmt: skip
+        ledger,
+        ActionKind.RESEND,
+        Filter(channel="sms", statuses=(denpyo.Status.FAILED,), in_doubt=False, resolved=False),
+        note="provider outage INC-7 over",
+        by="carol",
+        target="failed sms",
+    )
     assert plan.acting == 3
     started = op.confirm_bulk(ledger, plan.action.id, by="carol")
     assert isinstance(started, ActionRecord)
@@ -250,14 +275,21 @@ def run_everything(
     fixed_doubt = person(11)
     payloads.append(fixed_doubt)
     asked = op.resolve_resend(
-        ledger, doubt.id, payload=fixed_doubt, force_in_doubt=True, by="alice", approval=Approval(),
+        ledger,
+        doubt.id,
+        payload=fixed_doubt,
+        force_in_doubt=True,
+        by="alice",
+        approval=Approval(),
         note=f"{doubt.payload['phone']} never got it; send to {fixed_doubt['phone']}",
-    )  # fmt: skip
+    )
     assert asked.requested is not None
     op.approve(
-        ledger, asked.requested.action.id, by="dave",
+        ledger,
+        asked.requested.action.id,
+        by="dave",
         note=f"checked with {doubt.payload['to']}: {fixed_doubt['to']} is right",
-    )  # fmt: skip
+    )
     ledger.work(until_idle=True)
     for sub, payload in ((rejected, fixed), (rejected_cli, fixed_cli), (doubt, fixed_doubt)):
         resent = op.find(ledger, f"sms:{sub.key}~resend1")  # sent as corrected
@@ -289,9 +321,14 @@ def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("keys")
 def test_with_keys_no_value_is_anywhere_in_clear(
-    backend: str, db_url: str, sql: SQL, tmp_path: Path, provider: FakeProvider,
-    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    backend: str,
+    db_url: str,
+    sql: SQL,
+    tmp_path: Path,
+    provider: FakeProvider,
+    exporter: InMemorySpanExporter,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     seen = Seen()
     done = run_everything(backend, db_url, sql, tmp_path, provider, seen, caplog)
     with done.ledger:
@@ -312,9 +349,15 @@ def test_with_keys_no_value_is_anywhere_in_clear(
 
 @pytest.mark.parametrize("with_keys", [True, False], ids=["keys", "no keys"])
 def test_after_forget_no_value_is_stored_anywhere(
-    backend: str, db_url: str, sql: SQL, tmp_path: Path, provider: FakeProvider,
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, with_keys: bool,
-) -> None:  # fmt: skip
+    backend: str,
+    db_url: str,
+    sql: SQL,
+    tmp_path: Path,
+    provider: FakeProvider,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    with_keys: bool,
+) -> None:
     if with_keys:
         monkeypatch.setenv(KEYS_VARIABLE, KEY)
     else:
@@ -371,9 +414,12 @@ def test_a_resend_of_an_archived_row_keeps_no_value_in_clear(
             ledger.submit("sms", "text:1", first)
         ledger.archive(str(tmp_path / "archive"), older_than=0)
         done = op.resolve_resend(
-            ledger, "sms:text:1", payload=fixed, by="alice",
+            ledger,
+            "sms:text:1",
+            payload=fixed,
+            by="alice",
             note=f"{first['to'].upper()} was archived; now {fixed['to']}",
-        )  # fmt: skip
+        )
         assert done.created is not None and done.created.payload == fixed
         values = set(values_of(first)) | set(values_of(fixed))
         assert found(values, dump(backend, sql)) == []

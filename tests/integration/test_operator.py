@@ -56,9 +56,16 @@ def in_doubt_requesting(ledger: denpyo.Ledger, key: str, channel_name: str = "em
     sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     S = denpyo.Status
     expire = Move(
-        sub.id, S.REQUESTING, S.REQUESTING, "w/1", holder="w/1", new_holder="w/1",
-        lease=0, retry_in=0, keep_error=True,
-    )  # fmt: skip
+        sub.id,
+        S.REQUESTING,
+        S.REQUESTING,
+        "w/1",
+        holder="w/1",
+        new_holder="w/1",
+        lease=0,
+        retry_in=0,
+        keep_error=True,
+    )
     [moved] = ledger.store.move([expire])
     assert moved is not None and moved.in_doubt
     return sub.id
@@ -200,9 +207,12 @@ def test_retry_refusals_write_nothing(ledger: denpyo.Ledger, mixed: dict[str, in
 def test_forced_retry_of_in_doubt_rows(ledger: denpyo.Ledger, mixed: dict[str, int]) -> None:
     note = "checked the provider: not there"
     result = op.retry(
-        ledger, refs=[str(mixed["k-ambiguous"]), str(mixed["k-doubt"])],
-        force_in_doubt=True, note=note, by="bob",
-    )  # fmt: skip
+        ledger,
+        refs=[str(mixed["k-ambiguous"]), str(mixed["k-doubt"])],
+        force_in_doubt=True,
+        note=note,
+        by="bob",
+    )
     failed, released = result.retried
     assert failed.error_kind is denpyo.ErrorKind.TRANSIENT and not failed.in_doubt
     assert released.status is denpyo.Status.REQUESTING
@@ -302,9 +312,12 @@ def test_a_key_given_without_its_channel_is_found_for_the_person(
 
 def test_resend_creates_a_linked_submission(ledger: denpyo.Ledger, mixed: dict[str, int]) -> None:
     result = op.resolve_resend(
-        ledger, "email:k-rejected", note="address fixed", payload={"to": "fixed@example.com"},
+        ledger,
+        "email:k-rejected",
+        note="address fixed",
+        payload={"to": "fixed@example.com"},
         by="dan",
-    )  # fmt: skip
+    )
     old, new = result.submission, result.created
     assert new is not None
     assert (new.key, new.supersedes, new.payload) == (

@@ -226,9 +226,12 @@ def test_a_plain_ledger_moves_to_the_partitioned_layout_as_the_page_says(
     env["ARCHIVE"] = str(tmp_path / "archive")
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-        capture_output=True, text=True,
-    )  # fmt: skip
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     with denpyo.Ledger(postgres_empty_url) as new:
         assert new.store.partitions()

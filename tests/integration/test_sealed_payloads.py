@@ -180,8 +180,10 @@ def test_rows_in_clear_stay_readable_and_rotation_encrypts_them(
     with opened(db_url, KEY_C, provider) as other:
         lost = other.enqueue("email", "lost", {"n": "c"})
     assert forgotten is not None
-    sql("UPDATE denpyo_submissions SET payload = 'null', forgotten_at = updated_at "
-        f"WHERE id = {forgotten.id}")  # fmt: skip
+    sql(
+        "UPDATE denpyo_submissions SET payload = 'null', forgotten_at = updated_at "
+        f"WHERE id = {forgotten.id}"
+    )
     with opened(db_url, KEY_A, provider) as ledger:
         assert ledger.get("email", "old0").payload == {"n": 0}  # type: ignore[union-attr]
         ledger.enqueue("email", "new", {"n": "a"})

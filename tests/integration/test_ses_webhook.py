@@ -81,8 +81,11 @@ def test_an_email_in_doubt_is_synced_by_the_ses_event_that_names_its_tag(
     assert not after.in_doubt and after.locked_by is None
     last = ledger.events(sub.id)[-1]
     assert (last.kind, last.from_status, last.to_status, last.actor) == (
-        "verify", Status.FAILED, Status.SYNCED, "webhook:ses",
-    )  # fmt: skip
+        "verify",
+        Status.FAILED,
+        Status.SYNCED,
+        "webhook:ses",
+    )
     assert last.detail is not None and last.detail.startswith(
         "confirmed by the provider's webhook (ses event sns-delivery-1: Delivery)"
     )

@@ -137,9 +137,13 @@ def test_a_key_reused_with_other_parameters_is_a_clear_rejection(
 ) -> None:
     sub = submit(charges, "order:9")
     changed = denpyo.Submission(
-        id=sub.id, channel="charge", key=sub.key, idempotency_key=sub.idempotency_key,
-        payload={**CARD, "amount": 1}, status=denpyo.Status.REQUESTING,
-    )  # fmt: skip
+        id=sub.id,
+        channel="charge",
+        key=sub.key,
+        idempotency_key=sub.idempotency_key,
+        payload={**CARD, "amount": 1},
+        status=denpyo.Status.REQUESTING,
+    )
     with pytest.raises(denpyo.Rejected, match="first used with other parameters"):
         payments.send(changed)
     assert provider.accepted_keys() == {sub.idempotency_key: 1}
@@ -187,9 +191,11 @@ def test_a_hang_past_the_clients_timeout_is_in_doubt_and_found(
 ) -> None:
     provider.configure(slow_seconds=5)
     client = stripe.StripeClient(
-        "sk_test_denpyo", base_addresses={"api": provider.url}, max_network_retries=0,
+        "sk_test_denpyo",
+        base_addresses={"api": provider.url},
+        max_network_retries=0,
         http_client=stripe.RequestsClient(timeout=0.5),
-    )  # fmt: skip
+    )
     ledger.add_channel("charge", **StripeChannel(client).options, backoff=denpyo.Backoff(0.05))
     provider.fail_next("slow")
     sub = submit(ledger, "order:12")

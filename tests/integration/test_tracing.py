@@ -293,9 +293,16 @@ def in_doubt(ledger: denpyo.Ledger, key: str) -> int:
     new = NewSubmission("email", key, f"idem-{key}", json.dumps({}), None, None, parent, state)
     sub, _ = ledger.store.record(new, actor="w/1", lease=60)
     expire = Move(
-        sub.id, Status.REQUESTING, Status.REQUESTING, "w/1", holder="w/1", new_holder="w/1",
-        lease=0, retry_in=0, keep_error=True,
-    )  # fmt: skip
+        sub.id,
+        Status.REQUESTING,
+        Status.REQUESTING,
+        "w/1",
+        holder="w/1",
+        new_holder="w/1",
+        lease=0,
+        retry_in=0,
+        keep_error=True,
+    )
     [moved] = ledger.store.move([expire])
     assert moved is not None and moved.in_doubt
     return sub.id

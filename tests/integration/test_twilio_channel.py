@@ -43,8 +43,10 @@ def test_a_message_is_synced_with_its_sid(sms: denpyo.Ledger, provider: FakeProv
     assert sub.remote_id == effect["id"] and sub.remote_id.startswith("SM")
     message = effect["payload"]
     assert (message["to"], message["from"], message["body"]) == (
-        "+15005550006", "+15005550001", "Your code is 4242",
-    )  # fmt: skip
+        "+15005550006",
+        "+15005550001",
+        "Your code is 4242",
+    )
     assert message["status_callback"] == "https://shop.example/twilio"
 
 

@@ -34,9 +34,15 @@ from webhook_signing import (
 
 SQL = Callable[[str], list[tuple[Any, ...]]]
 TABLES = (
-    "denpyo_submissions", "denpyo_events", "denpyo_provider_events", "denpyo_keys",
-    "denpyo_channels", "denpyo_channel_events", "denpyo_actions", "denpyo_action_rows",
-)  # fmt: skip
+    "denpyo_submissions",
+    "denpyo_events",
+    "denpyo_provider_events",
+    "denpyo_keys",
+    "denpyo_channels",
+    "denpyo_channel_events",
+    "denpyo_actions",
+    "denpyo_action_rows",
+)
 
 
 class Hooks:
@@ -69,9 +75,20 @@ class Hooks:
         self.ledger.enqueue("c", key, {"email": "ann@example.com"})
         [held] = self.ledger.store.claim("c", holder="crashed", limit=1, lease=60)
         [moved] = self.ledger.store.move(
-            [Move(held.id, Status.REQUESTING, Status.REQUESTING, "dead", holder="crashed",
-                  new_holder="crashed", lease=0, retry_in=0, keep_error=True)]
-        )  # fmt: skip
+            [
+                Move(
+                    held.id,
+                    Status.REQUESTING,
+                    Status.REQUESTING,
+                    "dead",
+                    holder="crashed",
+                    new_holder="crashed",
+                    lease=0,
+                    retry_in=0,
+                    keep_error=True,
+                )
+            ]
+        )
         assert moved is not None and moved.in_doubt
         return moved
 
@@ -94,8 +111,10 @@ def _confirmed(hooks: Hooks, sub: Submission, remote_id: str, said: str) -> None
     assert after.status is Status.SYNCED and after.remote_id == remote_id
     last = hooks.ledger.events(sub.id)[-1]
     assert (last.kind, last.from_status, last.to_status) == (
-        "verify", Status.REQUESTING, Status.SYNCED,
-    )  # fmt: skip
+        "verify",
+        Status.REQUESTING,
+        Status.SYNCED,
+    )
     assert last.detail is not None
     assert last.detail.startswith(f"confirmed by the provider's webhook ({said}")
 
@@ -105,8 +124,11 @@ def _confirmed(hooks: Hooks, sub: Submission, remote_id: str, said: str) -> None
 
 def test_stripe_settles_a_row_in_doubt_by_its_key(hooks: Hooks) -> None:
     sub = hooks.in_doubt("order:1")
-    obj = {"id": "pi_1", "object": "payment_intent",
-           "metadata": {"denpyo_key": sub.idempotency_key}}  # fmt: skip
+    obj = {
+        "id": "pi_1",
+        "object": "payment_intent",
+        "metadata": {"denpyo_key": sub.idempotency_key},
+    }
     assert hooks.post("/stripe", stripe_request("evt_1", "payment_intent.succeeded", obj)) == 200
     _confirmed(hooks, sub, "pi_1", "stripe event evt_1")
 
@@ -114,9 +136,12 @@ def test_stripe_settles_a_row_in_doubt_by_its_key(hooks: Hooks) -> None:
 def test_sendgrid_settles_a_row_in_doubt_by_its_key(hooks: Hooks) -> None:
     sub = hooks.in_doubt("mail:1")
     event = {
-        "sg_event_id": "sg-1", "event": "delivered", "denpyo_key": sub.idempotency_key,
-        "sg_message_id": "msg14.filter0001.16648.5515E0B88.0", "email": "ann@example.com",
-    }  # fmt: skip
+        "sg_event_id": "sg-1",
+        "event": "delivered",
+        "denpyo_key": sub.idempotency_key,
+        "sg_message_id": "msg14.filter0001.16648.5515E0B88.0",
+        "email": "ann@example.com",
+    }
     assert hooks.post("/sendgrid", hooks.sendgrid.request([event])) == 200
     _confirmed(hooks, sub, "msg14", "sendgrid event sg-1")
 
@@ -141,9 +166,12 @@ def test_twilio_settles_a_failed_row_by_its_sid(hooks: Hooks) -> None:
 def test_ses_by_sns_settles_a_row_in_doubt_by_its_tag(hooks: Hooks, version: str) -> None:
     sub = hooks.in_doubt("ses:1")
     request = hooks.sns.ses_request(
-        "sns-1", "Delivery", ses_id="ses-msg-1", tag=ses_tag_value(sub.idempotency_key),
+        "sns-1",
+        "Delivery",
+        ses_id="ses-msg-1",
+        tag=ses_tag_value(sub.idempotency_key),
         version=version,
-    )  # fmt: skip
+    )
     assert hooks.post("/sns", request) == 200
     _confirmed(hooks, sub, "ses-msg-1", "ses event sns-1")
 
@@ -178,8 +206,7 @@ def test_a_bounce_on_a_synced_row_is_in_its_history_and_alerts(hooks: Hooks) -> 
 def test_a_dispute_on_a_synced_charge_alerts(hooks: Hooks) -> None:
     hooks.ledger.channel("charge")(lambda sub: "pi_9")
     sub = hooks.ledger.submit("charge", "order:9", {"amount": 100})
-    dispute = {"id": "dp_1", "object": "dispute", "payment_intent": "pi_9",
-               "reason": "fraudulent"}  # fmt: skip
+    dispute = {"id": "dp_1", "object": "dispute", "payment_intent": "pi_9", "reason": "fraudulent"}
     assert hooks.post("/stripe", stripe_request("evt_9", "charge.dispute.created", dispute)) == 200
     after = hooks.ledger.get("charge", "order:9")
     assert after is not None and after.status is Status.SYNCED
@@ -206,14 +233,19 @@ def test_an_event_naming_no_row_is_listed_by_the_audit(hooks: Hooks) -> None:
     report = hooks.ledger.audit("c", since=now - timedelta(hours=1), until=now)
     [unknown] = report.unknown_events
     assert (unknown.provider, unknown.event_id, unknown.remote_id) == (
-        "stripe", "evt_404", "re_404",
-    )  # fmt: skip
+        "stripe",
+        "evt_404",
+        "re_404",
+    )
 
 
 def test_the_same_event_delivered_twice_is_recorded_once(hooks: Hooks, sql: SQL) -> None:
     sub = hooks.in_doubt("order:2")
-    obj = {"id": "pi_2", "object": "payment_intent",
-           "metadata": {"denpyo_key": sub.idempotency_key}}  # fmt: skip
+    obj = {
+        "id": "pi_2",
+        "object": "payment_intent",
+        "metadata": {"denpyo_key": sub.idempotency_key},
+    }
     for _ in range(2):  # signed anew each time, as Stripe does
         request = stripe_request("evt_2", "payment_intent.succeeded", obj)
         assert hooks.post("/stripe", request) == 200
@@ -279,8 +311,9 @@ def test_anything_not_signed_by_the_provider_is_refused_and_changes_nothing(
 def test_an_sns_subscription_is_confirmed_only_when_asked(ledger: denpyo.Ledger) -> None:
     signer = SnsSigner()
     for confirm in (False, True):
-        app = create_app(ledger, sns_topics=[SNS_TOPIC], sns_fetcher=signer.fetch,
-                         sns_confirm=confirm)  # fmt: skip
+        app = create_app(
+            ledger, sns_topics=[SNS_TOPIC], sns_fetcher=signer.fetch, sns_confirm=confirm
+        )
         signer.fetched.clear()
         message = signer.message("sub-1", "confirm me", kind="SubscriptionConfirmation")
         with TestClient(app) as client:

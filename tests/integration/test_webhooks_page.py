@@ -35,9 +35,20 @@ def _in_doubt(ledger: denpyo.Ledger, key: str) -> Submission:
     ledger.enqueue("c", key, {})
     [held] = ledger.store.claim("c", holder="crashed", limit=1, lease=60)
     [moved] = ledger.store.move(
-        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "dead", holder="crashed",
-              new_holder="crashed", lease=0, retry_in=0, keep_error=True)]
-    )  # fmt: skip
+        [
+            Move(
+                held.id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "dead",
+                holder="crashed",
+                new_holder="crashed",
+                lease=0,
+                retry_in=0,
+                keep_error=True,
+            )
+        ]
+    )
     assert moved is not None
     return moved
 
@@ -66,8 +77,11 @@ def test_mounted_in_fastapi(env: pytest.MonkeyPatch) -> None:
     env.setenv("STRIPE_WEBHOOK_SECRET", STRIPE_SECRET)
     page = _run(BLOCKS["fastapi"])
     sub = _in_doubt(page["ledger"], "order:1")
-    obj = {"id": "pi_1", "object": "payment_intent",
-           "metadata": {"denpyo_key": sub.idempotency_key}}  # fmt: skip
+    obj = {
+        "id": "pi_1",
+        "object": "payment_intent",
+        "metadata": {"denpyo_key": sub.idempotency_key},
+    }
     body, headers = stripe_request("evt_1", "payment_intent.succeeded", obj)
     with TestClient(page["app"]) as client:
         assert client.post("/webhooks/stripe", content=body, headers=headers).status_code == 200
@@ -80,8 +94,12 @@ def test_mounted_in_starlette(env: pytest.MonkeyPatch) -> None:
     env.setenv("TWILIO_AUTH_TOKEN", TWILIO_TOKEN)
     page = _run(BLOCKS["starlette"])
     sub = _in_doubt(page["ledger"], "mail:1")
-    event = {"sg_event_id": "sg-1", "event": "processed", "denpyo_key": sub.idempotency_key,
-             "sg_message_id": "abc.filter1"}  # fmt: skip
+    event = {
+        "sg_event_id": "sg-1",
+        "event": "processed",
+        "denpyo_key": sub.idempotency_key,
+        "sg_message_id": "abc.filter1",
+    }
     with TestClient(page["app"]) as client:
         body, headers = key.request([event])
         assert client.post("/webhooks/sendgrid", content=body, headers=headers).status_code == 200

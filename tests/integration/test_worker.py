@@ -421,9 +421,20 @@ def test_stop_gives_rows_being_verified_back_to_doubt_never_to_sending(
     from denpyo.domain.moves import Move
 
     ledger.store.move(
-        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "crashed", holder="crashed",
-              new_holder="crashed", lease=0, retry_in=0, keep_error=True)]
-    )  # fmt: skip
+        [
+            Move(
+                held.id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "crashed",
+                holder="crashed",
+                new_holder="crashed",
+                lease=0,
+                retry_in=0,
+                keep_error=True,
+            )
+        ]
+    )
 
     try:
         report = run_until(

@@ -8,8 +8,14 @@ import pytest
 from denpyo import Alert, Status, Submission
 from denpyo.engine.alerts import Alerts
 
-ROW = Submission(id=42, channel="invoice-email", key="order:7", idempotency_key="i",
-                 payload={}, status=Status.REJECTED)  # fmt: skip
+ROW = Submission(
+    id=42,
+    channel="invoice-email",
+    key="order:7",
+    idempotency_key="i",
+    payload={},
+    status=Status.REJECTED,
+)
 
 
 def test_an_alert_names_its_row_when_it_has_one() -> None:

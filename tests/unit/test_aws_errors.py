@@ -39,9 +39,13 @@ def test_throttling_is_transient_and_says_so(code: str) -> None:
 
 @pytest.mark.parametrize(
     ("code", "status"),
-    [("ServiceUnavailable", 503), ("Whatever", 503), ("RequestTimeout", 400),
-     ("ExpiredToken", 403)],
-)  # fmt: skip
+    [
+        ("ServiceUnavailable", 503),
+        ("Whatever", 503),
+        ("RequestTimeout", 400),
+        ("ExpiredToken", 403),
+    ],
+)
 def test_a_service_that_did_not_act_is_transient(code: str, status: int) -> None:
     with pytest.raises(Transient) as caught:
         call("SQS q", raising(answered(code, status)))
@@ -50,9 +54,14 @@ def test_a_service_that_did_not_act_is_transient(code: str, status: int) -> None
 
 @pytest.mark.parametrize(
     ("code", "status"),
-    [("AWS.SimpleQueueService.NonExistentQueue", 400), ("InvalidParameterValue", 400),
-     ("MessageRejected", 400), ("AccessDenied", 403), ("NotFound", 404)],
-)  # fmt: skip
+    [
+        ("AWS.SimpleQueueService.NonExistentQueue", 400),
+        ("InvalidParameterValue", 400),
+        ("MessageRejected", 400),
+        ("AccessDenied", 403),
+        ("NotFound", 404),
+    ],
+)
 def test_any_other_answer_is_rejected(code: str, status: int) -> None:
     with pytest.raises(Rejected, match=code):
         call("SQS q", raising(answered(code, status)))
@@ -60,10 +69,12 @@ def test_any_other_answer_is_rejected(code: str, status: int) -> None:
 
 @pytest.mark.parametrize(
     "exc",
-    [botocore.exceptions.EndpointConnectionError(endpoint_url="http://x"),
-     botocore.exceptions.ConnectTimeoutError(endpoint_url="http://x"),
-     botocore.exceptions.NoCredentialsError()],
-)  # fmt: skip
+    [
+        botocore.exceptions.EndpointConnectionError(endpoint_url="http://x"),
+        botocore.exceptions.ConnectTimeoutError(endpoint_url="http://x"),
+        botocore.exceptions.NoCredentialsError(),
+    ],
+)
 def test_nothing_sent_is_transient(exc: Exception) -> None:
     with pytest.raises(Transient):
         call("SQS q", raising(exc))
@@ -96,8 +107,9 @@ def test_no_answer_after_the_request_left_is_ambiguous() -> None:
 
 def test_an_answer_is_returned() -> None:
     assert call("SQS q", lambda **params: {"MessageId": "m-1", **params}, A=1) == {
-        "MessageId": "m-1", "A": 1,
-    }  # fmt: skip
+        "MessageId": "m-1",
+        "A": 1,
+    }
 
 
 def test_without_the_extra_the_channels_say_which_to_install() -> None:

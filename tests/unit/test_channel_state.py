@@ -25,8 +25,14 @@ REJECTED = Outcome(OutcomeKind.REJECTED, error="HTTP 422")
 
 def test_a_pause_outranks_the_provider_and_a_hold_ends_by_itself() -> None:
     later = NOW + timedelta(seconds=30)
-    paused = ChannelState("sms", NOW, paused_at=NOW, paused_by="operator:ann",
-                          paused_note="wrong template", down_since=NOW)  # fmt: skip
+    paused = ChannelState(
+        "sms",
+        NOW,
+        paused_at=NOW,
+        paused_by="operator:ann",
+        paused_note="wrong template",
+        down_since=NOW,
+    )
     assert paused.mode is Mode.PAUSED
     assert paused.describe() == (
         "paused by operator:ann at 2026-12-03 12:00:00 UTC: wrong template"

@@ -14,8 +14,9 @@ def row(status: Status = REQ, attempts: int = 0) -> Submission:
     return Submission(1, "c", "k", "i", {}, status, attempts)
 
 
-def event(kind: str, ago: float, moves: tuple[Status | None, Status] = (REQ, REQ),
-          attempt: int = 0) -> Event:  # fmt: skip
+def event(
+    kind: str, ago: float, moves: tuple[Status | None, Status] = (REQ, REQ), attempt: int = 0
+) -> Event:
     return Event(0, 1, NOW - timedelta(seconds=ago), kind, moves[0], moves[1], attempt, "w/1")
 
 

@@ -10,10 +10,25 @@ import textwrap
 import pytest
 
 BLOCKED = (
-    "psycopg", "psycopg_pool", "pymysql", "aiohttp", "yarl", "aio_pika", "aiormq", "nats",
-    "starlette", "jinja2", "prometheus_client", "argon2", "pyarrow", "duckdb", "stripe",
-    "sendgrid", "python_http_client", "twilio",
-)  # fmt: skip
+    "psycopg",
+    "psycopg_pool",
+    "pymysql",
+    "aiohttp",
+    "yarl",
+    "aio_pika",
+    "aiormq",
+    "nats",
+    "starlette",
+    "jinja2",
+    "prometheus_client",
+    "argon2",
+    "pyarrow",
+    "duckdb",
+    "stripe",
+    "sendgrid",
+    "python_http_client",
+    "twilio",
+)
 
 
 def _without_extras(code: str) -> subprocess.CompletedProcess[str]:

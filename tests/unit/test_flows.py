@@ -114,8 +114,14 @@ NEW = NewSubmission("c", "k", "idem-k", '{"n": 1}')
 
 def row(**fields: Any) -> Submission:
     """Row 1, `c:k`, as the store would return it."""
-    base: dict[str, Any] = dict(id=1, channel="c", key="k", idempotency_key="idem-k",
-                                payload={"n": 1}, status=Status.REQUESTING)  # fmt: skip
+    base: dict[str, Any] = dict(
+        id=1,
+        channel="c",
+        key="k",
+        idempotency_key="idem-k",
+        payload={"n": 1},
+        status=Status.REQUESTING,
+    )
     return Submission(**{**base, **fields})
 
 
@@ -373,8 +379,9 @@ def test_submit_of_a_failed_transient_key_starts_its_next_attempt(
 def test_submit_of_a_failed_key_behind_an_open_row_of_its_ordering_key_is_left_to_the_worker(
     flows: Flows, store: Mock
 ) -> None:
-    waiting = row(status=Status.FAILED, attempts=1, error_kind=ErrorKind.TRANSIENT,
-                  ordering_key="customer:a")  # fmt: skip
+    waiting = row(
+        status=Status.FAILED, attempts=1, error_kind=ErrorKind.TRANSIENT, ordering_key="customer:a"
+    )
     value, _ = drive(
         flows.submit(PLAIN, NEW),
         (store.record, (waiting, False)),

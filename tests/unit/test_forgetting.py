@@ -100,9 +100,13 @@ def test_forget_replaces_a_text_whole_whatever_it_says() -> None:
 
 def row(**fields: object) -> Submission:
     base: dict[str, object] = {
-        "id": 1, "channel": "mail", "key": "k", "idempotency_key": "i", "payload": None,
+        "id": 1,
+        "channel": "mail",
+        "key": "k",
+        "idempotency_key": "i",
+        "payload": None,
         "status": Status.SYNCED,
-    }  # fmt: skip
+    }
     return Submission(**{**base, **fields})  # type: ignore[arg-type]
 
 

@@ -28,8 +28,12 @@ def test_the_leases_left_are_read_by_the_database_clock() -> None:
 
 
 def test_only_a_process_of_this_host_that_no_longer_runs_is_gone() -> None:
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)  # fmt: skip
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead = int(ended.stdout)
     assert holder_gone(f"worker:{HOST}:{dead}:abc123/1")
     assert not holder_gone(f"worker:{HOST}:{os.getpid()}:abc123/1")  # this one runs
@@ -44,8 +48,14 @@ def test_the_claims_of_one_worker_are_told_as_one_holding() -> None:
         ends = (now + timedelta(seconds=first), now + timedelta(seconds=last))
         return Holding(channel, holder, rows, *ends, now)
 
-    merged = by_actor([held("w:h:1:a/1", 3, 5, 9), held("w:h:1:a/2", 2, 2, 12),
-                       held("w:h:2:b/1", 1, 4, 4), held("w:h:1:a/3", 1, 1, 1, "d")])  # fmt: skip
+    merged = by_actor(
+        [
+            held("w:h:1:a/1", 3, 5, 9),
+            held("w:h:1:a/2", 2, 2, 12),
+            held("w:h:2:b/1", 1, 4, 4),
+            held("w:h:1:a/3", 1, 1, 1, "d"),
+        ]
+    )
     assert [(m.channel, m.holder, m.rows, m.ends_in) for m in merged] == [
         ("c", "w:h:1:a", 5, (2.0, 12.0)),
         ("c", "w:h:2:b", 1, (4.0, 4.0)),

@@ -26,8 +26,9 @@ def _fake_make(tmp_path: Path, failing: set[str]) -> Path:
 def test_every_step_runs_after_a_failure_and_the_summary_names_it(tmp_path: Path) -> None:
     make = _fake_make(tmp_path, {"test-main"})
     steps = ["test-main", "test-chaos", "test-partitioned"]
-    done = subprocess.run([ROOT / "scripts" / "steps.sh", make, *steps],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [ROOT / "scripts" / "steps.sh", make, *steps], capture_output=True, text=True
+    )
     assert done.returncode != 0
     assert (tmp_path / "ran").read_text().split() == steps
     assert re.search(r"FAILED: test-main \(\d+m\d+s\)", done.stdout), done.stdout
@@ -36,16 +37,20 @@ def test_every_step_runs_after_a_failure_and_the_summary_names_it(tmp_path: Path
 
 
 def test_all_steps_passing_exit_zero(tmp_path: Path) -> None:
-    done = subprocess.run([ROOT / "scripts" / "steps.sh", _fake_make(tmp_path, set()), "a", "b"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [ROOT / "scripts" / "steps.sh", _fake_make(tmp_path, set()), "a", "b"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout
     assert "FAILED" not in done.stdout
 
 
 def test_steps_joined_by_a_plus_run_together_each_judged_on_its_own(tmp_path: Path) -> None:
     make = _fake_make(tmp_path, {"b"})
-    done = subprocess.run([ROOT / "scripts" / "steps.sh", make, "a+b", "c"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [ROOT / "scripts" / "steps.sh", make, "a+b", "c"], capture_output=True, text=True
+    )
     assert done.returncode != 0
     ran = (tmp_path / "ran").read_text().split()
     assert sorted(ran[:2]) == ["a", "b"] and ran[2:] == ["c"]  # c after both
@@ -64,8 +69,9 @@ def test_make_test_runs_its_steps_through_the_script() -> None:
 
 
 def test_busy_stops_its_burners_and_keeps_the_command_s_status(tmp_path: Path) -> None:
-    done = subprocess.run([ROOT / "scripts" / "busy.sh", "sh", "-c", "exit 3"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [ROOT / "scripts" / "busy.sh", "sh", "-c", "exit 3"], capture_output=True, text=True
+    )
     assert done.returncode == 3
     pids = re.search(r"pids (\d+) (\d+)", done.stdout)
     assert pids is not None, done.stdout

@@ -49,8 +49,10 @@ def test_list_remove_role_and_reset(path: Path) -> None:
     assert none is None and proxied.token_hash is None
     listed = [p.listed() for p in people.read_people(path)]
     assert [(p["name"], p["role"], p["token"]) for p in listed] == [
-        ("alice", "operator", True), ("bob", "viewer", True), ("carol", "approver", False),
-    ]  # fmt: skip
+        ("alice", "operator", True),
+        ("bob", "viewer", True),
+        ("carol", "approver", False),
+    ]
     assert all("token_hash" not in p and p["added"].endswith("Z") for p in listed)
     person, was = people.set_role(path, "ALICE", "admin")
     assert (person.role, was) == (Role.ADMIN, Role.OPERATOR)
@@ -170,8 +172,11 @@ def test_a_remembered_token_is_checked_again_after_a_while(path: Path) -> None:
 
 def test_roles_and_access() -> None:
     assert [r.value for r in sorted(Role, key=lambda r: r.rank)] == [
-        "viewer", "operator", "approver", "admin",
-    ]  # fmt: skip
+        "viewer",
+        "operator",
+        "approver",
+        "admin",
+    ]
     assert parse_role(" Admin ") is Role.ADMIN
     with pytest.raises(InvalidInput, match="choose viewer, operator, approver, admin"):
         parse_role("root")
@@ -183,8 +188,11 @@ def test_roles_and_access() -> None:
     }
     for access, (role, act, approve, manage) in table.items():
         assert (access.role, access.can_act, access.can_approve, access.can_manage) == (
-            role, act, approve, manage,
-        )  # fmt: skip
+            role,
+            act,
+            approve,
+            manage,
+        )
         lowered = access.at_most(Role.VIEWER)
         assert lowered.role is Role.VIEWER and lowered.name == access.name
         assert not lowered.can_act

@@ -81,12 +81,18 @@ def test_a_row_kept_in_doubt_again_gets_no_second_alert_and_waits_longer() -> No
     assert first.alert is not None and first.alert.reason == "in_doubt"
     later = decide_in_doubt(1, Unknown("503"), policy(backoff=NO_JITTER), in_doubt_for=14.0)
     assert (later.next, later.retry_in, later.again, later.alert) == (
-        Next.RECHECK, 16.0, True, None
-    )  # fmt: skip
+        Next.RECHECK,
+        16.0,
+        True,
+        None,
+    )
     person = decide_in_doubt(1, None, policy(), in_doubt_for=600.0)
     assert (person.next, person.retry_in, person.again, person.alert) == (
-        Next.ASK_PERSON, None, True, None
-    )  # fmt: skip
+        Next.ASK_PERSON,
+        None,
+        True,
+        None,
+    )
 
 
 def test_past_the_idempotency_window_an_in_doubt_row_is_never_resent_blind() -> None:

@@ -34,8 +34,11 @@ def test_only_a_row_in_doubt_or_failed_and_unresolved_is_confirmed(
     assert (move is not None) is moves
     if move is not None:  # a verify's Delivered, guarded by the holder read
         assert (move.to_status, move.event, move.holder, move.remote_id) == (
-            Status.SYNCED, "verify", row.locked_by, "pi_1",
-        )  # fmt: skip
+            Status.SYNCED,
+            "verify",
+            row.locked_by,
+            "pi_1",
+        )
         assert move.attempt_delta == (1 if row.status is Status.REQUESTING else 0)
         assert move.detail == (
             "confirmed by the provider's webhook (stripe event evt_1: "
@@ -46,12 +49,19 @@ def test_only_a_row_in_doubt_or_failed_and_unresolved_is_confirmed(
 @pytest.mark.parametrize(
     ("kind", "alarming"),
     [
-        ("Bounce", True), ("Complaint", True), ("charge.dispute.created", True),
-        ("undelivered", True), ("failed", True), ("dropped", True),
-        ("payment_intent.payment_failed", True), ("Delivery", False), ("open", False),
-        ("charge.refunded", False), ("delivered", False),
+        ("Bounce", True),
+        ("Complaint", True),
+        ("charge.dispute.created", True),
+        ("undelivered", True),
+        ("failed", True),
+        ("dropped", True),
+        ("payment_intent.payment_failed", True),
+        ("Delivery", False),
+        ("open", False),
+        ("charge.refunded", False),
+        ("delivered", False),
     ],
-)  # fmt: skip
+)
 def test_trouble_raises_an_alert(kind: str, alarming: bool) -> None:
     event = ProviderEvent("ses", "e", kind)
     assert event.alarming is alarming

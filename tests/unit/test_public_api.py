@@ -8,20 +8,64 @@ import denpyo
 import denpyo.errors
 
 EXPECTED = {
-    "Ledger", "Submission", "Status", "ErrorKind", "Event", "Backoff", "Transient", "Rejected",
-    "Delivered", "NotDelivered", "Unknown", "Verdict", "Outcome", "OutcomeKind", "Alert",
-    "WorkReport", "MAX_KEY_LENGTH", "MAX_PAYLOAD_BYTES", "KeyReused", "run_again_on_conflict",
-    "DenpyoError", "ConfigurationError", "InvalidDatabaseURL", "UnknownChannel", "SchemaError",
-    "InvalidInput", "PayloadNotJSON", "PayloadTooLarge", "InvalidKey", "TransitionNotAllowed",
-    "LeaseLost", "StoreError", "StoreUnavailable", "StoreConflict", "SubmissionError",
-    "SubmissionRejected", "SubmissionFailed",
-    "RemoteRecord", "AuditReport", "Discrepancy", "DiscrepancyKind",
-    "SubmissionInDoubt", "SubmissionResolved", "LeaseExpired", "ArchiveError",
-    "ArchiveReport", "ReportRow", "SubmissionNotFound", "ChannelSignal", "Approval",
+    "Ledger",
+    "Submission",
+    "Status",
+    "ErrorKind",
+    "Event",
+    "Backoff",
+    "Transient",
+    "Rejected",
+    "Delivered",
+    "NotDelivered",
+    "Unknown",
+    "Verdict",
+    "Outcome",
+    "OutcomeKind",
+    "Alert",
+    "WorkReport",
+    "MAX_KEY_LENGTH",
+    "MAX_PAYLOAD_BYTES",
+    "KeyReused",
+    "run_again_on_conflict",
+    "DenpyoError",
+    "ConfigurationError",
+    "InvalidDatabaseURL",
+    "UnknownChannel",
+    "SchemaError",
+    "InvalidInput",
+    "PayloadNotJSON",
+    "PayloadTooLarge",
+    "InvalidKey",
+    "TransitionNotAllowed",
+    "LeaseLost",
+    "StoreError",
+    "StoreUnavailable",
+    "StoreConflict",
+    "SubmissionError",
+    "SubmissionRejected",
+    "SubmissionFailed",
+    "RemoteRecord",
+    "AuditReport",
+    "Discrepancy",
+    "DiscrepancyKind",
+    "SubmissionInDoubt",
+    "SubmissionResolved",
+    "LeaseExpired",
+    "ArchiveError",
+    "ArchiveReport",
+    "ReportRow",
+    "SubmissionNotFound",
+    "ChannelSignal",
+    "Approval",
     "Redaction",
-    "new_payload_key", "SealedPayload", "KeyRotation", "PayloadCodec",
-    "ProviderEvent", "Received",
-}  # fmt: skip
+    "new_payload_key",
+    "SealedPayload",
+    "KeyRotation",
+    "PayloadCodec",
+    "ProviderEvent",
+    "Received",
+}
 
 
 def test_all_is_exactly_the_public_api() -> None:
@@ -74,9 +118,12 @@ def test_settings_out_of_range_are_configuration_errors(tmp_path: Path) -> None:
     ledger = denpyo.Ledger(f"sqlite:///{tmp_path}/never-written.db")
     try:
         bad: list[dict[str, object]] = [
-            {"lease": 0}, {"concurrency": 0}, {"rate_limit": -1}, {"max_attempts": 0},
+            {"lease": 0},
+            {"concurrency": 0},
+            {"rate_limit": -1},
+            {"max_attempts": 0},
             {"verify": "not callable"},
-        ]  # fmt: skip
+        ]
         for options in bad:
             with pytest.raises(denpyo.ConfigurationError):
                 ledger.channel("c", **options)(lambda sub: "r")  # type: ignore[arg-type]

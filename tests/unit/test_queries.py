@@ -66,10 +66,16 @@ def test_the_partitioned_layout_replaces_queries_and_adds_only_its_own() -> None
     plain = set(load_queries("postgresql"))
     assert own - plain == PostgresStore.LAYOUT_QUERIES
     assert own & plain == {
-        "record_submission", "record_submissions_many", "get_submission_existing",
-        "get_submission_by_key", "get_submissions_recorded_before", "get_keys_recorded_before",
-        "remove_submissions", "expire_keys", "list_events_many",
-    }  # fmt: skip
+        "record_submission",
+        "record_submissions_many",
+        "get_submission_existing",
+        "get_submission_by_key",
+        "get_submissions_recorded_before",
+        "get_keys_recorded_before",
+        "remove_submissions",
+        "expire_keys",
+        "list_events_many",
+    }
     merged = load_queries("postgresql-partitioned")
     assert set(merged) == plain | own
     assert "{{" not in "".join(merged.values()) and "$." not in "".join(merged.values())
@@ -132,8 +138,12 @@ def test_migrations_carry_the_same_numbers() -> None:
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_ddl_has_every_table_and_the_status_check(dialect: str) -> None:
     text = ddl(dialect)
-    for needle in ("denpyo_submissions", "denpyo_events", "denpyo_schema_version",
-                   "'requesting', 'synced', 'failed', 'rejected'"):  # fmt: skip
+    for needle in (
+        "denpyo_submissions",
+        "denpyo_events",
+        "denpyo_schema_version",
+        "'requesting', 'synced', 'failed', 'rejected'",
+    ):
         assert needle in text
 
 

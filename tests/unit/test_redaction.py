@@ -28,8 +28,18 @@ def test_a_name_matches_whatever_its_case_and_separators(name: str) -> None:
 
 
 def test_the_defaults_hide_credentials_and_payment_details_and_nothing_else() -> None:
-    for name in ("password", "secret", "token", "api_key", "authorization", "Authorization",
-                 "cvv", "iban", "access_token", "client_secret"):  # fmt: skip
+    for name in (
+        "password",
+        "secret",
+        "token",
+        "api_key",
+        "authorization",
+        "Authorization",
+        "cvv",
+        "iban",
+        "access_token",
+        "client_secret",
+    ):
         assert RULE.hides(name), name
     for name in ("amount", "to", "email", "name", "card", "number", "tokens_used"):
         assert not RULE.hides(name), name
@@ -109,9 +119,15 @@ def test_authorization_headers_are_hidden_and_scrubbed() -> None:
 
 def test_a_row_an_event_and_an_alert_as_people_see_them() -> None:
     row = Submission(
-        id=7, channel="pay", key="order:7", idempotency_key="i", payload={"card_number": CARD},
-        status=Status.REJECTED, last_error=f"card {CARD} declined", resolution=f"re {CARD}",
-    )  # fmt: skip
+        id=7,
+        channel="pay",
+        key="order:7",
+        idempotency_key="i",
+        payload={"card_number": CARD},
+        status=Status.REJECTED,
+        last_error=f"card {CARD} declined",
+        resolution=f"re {CARD}",
+    )
     shown = RULE.submission(row)
     assert shown.payload == {"card_number": REDACTED}
     assert shown.last_error == f"card {REDACTED} declined"
@@ -123,8 +139,9 @@ def test_a_row_an_event_and_an_alert_as_people_see_them() -> None:
     assert alert.message == f"rejected: card {REDACTED} declined"
     assert alert.submission is not None and alert.submission.payload == {"card_number": REDACTED}
     assert CARD not in str(alert)
-    plain = Submission(id=8, channel="pay", key="k", idempotency_key="i", payload={"a": 1},
-                       status=Status.SYNCED)  # fmt: skip
+    plain = Submission(
+        id=8, channel="pay", key="k", idempotency_key="i", payload={"a": 1}, status=Status.SYNCED
+    )
     assert RULE.submission(plain) is plain  # nothing to hide: the row itself
 
 
@@ -132,8 +149,10 @@ def test_a_resend_edited_from_the_redacted_view_keeps_the_hidden_values() -> Non
     original = {"card_number": CARD, "amount": 100, "lines": [{"cvv": "999", "n": 1}]}
     edited = {"card_number": REDACTED, "amount": 101, "lines": [{"cvv": REDACTED, "n": 2}]}
     assert RULE.restore(edited, original) == {
-        "card_number": CARD, "amount": 101, "lines": [{"cvv": "999", "n": 2}],
-    }  # fmt: skip
+        "card_number": CARD,
+        "amount": 101,
+        "lines": [{"cvv": "999", "n": 2}],
+    }
     assert RULE.restore({"note": REDACTED}, original) == {"note": REDACTED}  # not a hidden field
 
 
@@ -180,8 +199,15 @@ def test_a_row_whose_payload_is_no_dict_is_shown_without_failing(payload: Any) -
     from denpyo.engine.operator import submission_json
     from denpyo.web.present import pretty
 
-    row = Submission(id=1, channel="c", key="k", idempotency_key="i", payload=payload,
-                     status=Status.FAILED, last_error="refused t0k3n")  # fmt: skip
+    row = Submission(
+        id=1,
+        channel="c",
+        key="k",
+        idempotency_key="i",
+        payload=payload,
+        status=Status.FAILED,
+        last_error="refused t0k3n",
+    )
     shown = RULE.submission(row)
     hidden = isinstance(payload, list)  # only there is t0k3n a hidden field's value
     for full in (True, False):

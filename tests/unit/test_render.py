@@ -16,10 +16,16 @@ NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
 def row(n: int, key: str, status: Status = Status.SYNCED, **fields: object) -> Submission:
     base: dict[str, object] = dict(
-        id=n, channel="invoice-email", key=key, idempotency_key=f"i{n}", payload={},
-        status=status, attempts=1, created_at=NOW - timedelta(minutes=3),
+        id=n,
+        channel="invoice-email",
+        key=key,
+        idempotency_key=f"i{n}",
+        payload={},
+        status=status,
+        attempts=1,
+        created_at=NOW - timedelta(minutes=3),
         updated_at=NOW - timedelta(seconds=42),
-    )  # fmt: skip
+    )
     return Submission(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -33,13 +39,31 @@ def printed(monkeypatch: pytest.MonkeyPatch, width: int, subs: list[Submission])
 
 ROWS = [
     row(1, "order:100001"),
-    row(2, "customer:4711/order:100002", Status.FAILED, error_kind=ErrorKind.TRANSIENT,
-        last_error="HTTP 503 Service Unavailable from the provider, try again later"),
-    row(3, "order:100003", Status.REQUESTING, attempts=0, in_doubt=True, locked_by="w/1",
-        locked_until=NOW - timedelta(seconds=5)),
-    row(4, "order:100004", Status.REQUESTING, attempts=0, locked_by="worker:named:abc/7",
-        locked_until=NOW + timedelta(seconds=45)),
-]  # fmt: skip
+    row(
+        2,
+        "customer:4711/order:100002",
+        Status.FAILED,
+        error_kind=ErrorKind.TRANSIENT,
+        last_error="HTTP 503 Service Unavailable from the provider, try again later",
+    ),
+    row(
+        3,
+        "order:100003",
+        Status.REQUESTING,
+        attempts=0,
+        in_doubt=True,
+        locked_by="w/1",
+        locked_until=NOW - timedelta(seconds=5),
+    ),
+    row(
+        4,
+        "order:100004",
+        Status.REQUESTING,
+        attempts=0,
+        locked_by="worker:named:abc/7",
+        locked_until=NOW + timedelta(seconds=45),
+    ),
+]
 
 
 @pytest.mark.parametrize("width", [80, 100, 160])

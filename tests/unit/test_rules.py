@@ -43,8 +43,17 @@ AMBIGUOUS, TRANSIENT = ErrorKind.AMBIGUOUS, ErrorKind.TRANSIENT
 
 
 def row(status: Status = R, **fields: Any) -> Submission:
-    return Submission(**{"id": 7, "channel": "c", "key": "k", "idempotency_key": "i",
-                         "payload": {}, "status": status, **fields})  # fmt: skip
+    return Submission(
+        **{
+            "id": 7,
+            "channel": "c",
+            "key": "k",
+            "idempotency_key": "i",
+            "payload": {},
+            "status": status,
+            **fields,
+        }
+    )
 
 
 ROWS = {

@@ -72,5 +72,6 @@ def test_options_carry_send_and_leave_out_what_the_channel_has_not() -> None:
     def send(sub: object) -> None: ...
 
     assert channel_options(send, None, None, idempotent=False, idempotency_window=None) == {
-        "send": send, "idempotent": False,
-    }  # fmt: skip
+        "send": send,
+        "idempotent": False,
+    }

@@ -161,9 +161,18 @@ def test_without_a_key_the_environment_says_and_else_payloads_stay_in_clear(
         (42, "not int"),
         ([KEY_A, 42], "key 2 of 2 is a int"),
     ],
-    ids=["short", "not-base64", "16-bytes", "short-bytes", "text-as-bytes", "second", "none",
-         "int", "second-int"],
-)  # fmt: skip
+    ids=[
+        "short",
+        "not-base64",
+        "16-bytes",
+        "short-bytes",
+        "text-as-bytes",
+        "second",
+        "none",
+        "int",
+        "second-int",
+    ],
+)
 def test_a_malformed_key_says_which_and_why_and_never_shows_it(given: Any, said: str) -> None:
     with pytest.raises(ConfigurationError) as refused:
         payload_codec(given)

@@ -15,8 +15,17 @@ LATER = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def row(status: Status = Status.REQUESTING, **fields: Any) -> Submission:
-    return Submission(**{"id": 1, "channel": "c", "key": "k", "idempotency_key": "i",
-                         "payload": {}, "status": status, **fields})  # fmt: skip
+    return Submission(
+        **{
+            "id": 1,
+            "channel": "c",
+            "key": "k",
+            "idempotency_key": "i",
+            "payload": {},
+            "status": status,
+            **fields,
+        }
+    )
 
 
 def test_a_held_row_is_the_same_row_with_the_lease() -> None:

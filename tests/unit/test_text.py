@@ -24,9 +24,16 @@ def test_control_characters_are_escaped_as_python_writes_them(stored: str, shown
 
 @pytest.mark.parametrize(
     ("seconds", "said"),
-    [(None, "-"), (42, "42 s"), (600, "10 min"), (4800, "1 h"), (9600, "3 h"), (86_400, "24 h"),
-     (3 * 86_400, "3 days")],
-)  # fmt: skip
+    [
+        (None, "-"),
+        (42, "42 s"),
+        (600, "10 min"),
+        (4800, "1 h"),
+        (9600, "3 h"),
+        (86_400, "24 h"),
+        (3 * 86_400, "3 days"),
+    ],
+)
 def test_a_duration_as_the_command_line_and_the_log_say_it(
     seconds: float | None, said: str
 ) -> None:

@@ -20,8 +20,12 @@ def checkout(request: HttpRequest) -> JsonResponse:
     try:
         with transaction.atomic():
             order = Order.objects.create(email=request.POST["email"], total=total)
-            get_ledger().enqueue("invoice-email", f"order:{order.pk}",
-                                 {"to": order.email, "total": total}, conn=connection)  # fmt: skip
+            get_ledger().enqueue(
+                "invoice-email",
+                f"order:{order.pk}",
+                {"to": order.email, "total": total},
+                conn=connection,
+            )
             if total <= 0:
                 raise Declined("the total must be positive")
     except Declined as exc:

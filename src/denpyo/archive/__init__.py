@@ -77,24 +77,40 @@ from denpyo.extras import missing
 from denpyo.store.sealing import CLEAR, Sealing
 
 SUBMISSION_COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("id", "int64", False), ("channel", "string", False), ("key", "string", False),
-    ("idempotency_key", "string", False), ("payload", "string", False),
-    ("status", "string", False), ("attempts", "int32", False),
-    ("next_attempt_at", "timestamp", True), ("locked_by", "string", True),
-    ("locked_until", "timestamp", True), ("remote_id", "string", True),
-    ("last_error", "string", True), ("error_kind", "string", True),
-    ("ordering_key", "string", True), ("created_at", "timestamp", False),
-    ("updated_at", "timestamp", False), ("synced_at", "timestamp", True),
-    ("resolution", "string", True), ("supersedes", "int64", True),
-)  # fmt: skip
+    ("id", "int64", False),
+    ("channel", "string", False),
+    ("key", "string", False),
+    ("idempotency_key", "string", False),
+    ("payload", "string", False),
+    ("status", "string", False),
+    ("attempts", "int32", False),
+    ("next_attempt_at", "timestamp", True),
+    ("locked_by", "string", True),
+    ("locked_until", "timestamp", True),
+    ("remote_id", "string", True),
+    ("last_error", "string", True),
+    ("error_kind", "string", True),
+    ("ordering_key", "string", True),
+    ("created_at", "timestamp", False),
+    ("updated_at", "timestamp", False),
+    ("synced_at", "timestamp", True),
+    ("resolution", "string", True),
+    ("supersedes", "int64", True),
+)
 """`denpyo_submissions`' columns in order: name, Arrow type, whether it may be null."""
 
 EVENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("id", "int64", False), ("submission_id", "int64", False), ("at", "timestamp", False),
-    ("kind", "string", False), ("from_status", "string", True), ("to_status", "string", True),
-    ("attempt", "int32", False), ("actor", "string", False), ("detail", "string", True),
+    ("id", "int64", False),
+    ("submission_id", "int64", False),
+    ("at", "timestamp", False),
+    ("kind", "string", False),
+    ("from_status", "string", True),
+    ("to_status", "string", True),
+    ("attempt", "int32", False),
+    ("actor", "string", False),
+    ("detail", "string", True),
     ("duration_ms", "int32", True),
-)  # fmt: skip
+)
 """`denpyo_events`' columns, as `SUBMISSION_COLUMNS`."""
 
 _BATCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -185,9 +201,11 @@ class Archive:
             query = urlsplit(target).query
             self.where = redact(f"s3://{self._root}" + (f"?{query}" if query else ""))
         kinds = {
-            "int64": pa.int64(), "int32": pa.int32(), "string": pa.string(),
+            "int64": pa.int64(),
+            "int32": pa.int32(),
+            "string": pa.string(),
             "timestamp": pa.timestamp("us", tz="UTC"),
-        }  # fmt: skip
+        }
         self._schemas: dict[str, Any] = {
             table: pa.schema([pa.field(n, kinds[k], nullable=null) for n, k, null in columns])
             for table, columns in (("submissions", SUBMISSION_COLUMNS), ("events", EVENT_COLUMNS))
@@ -373,9 +391,10 @@ class Archive:
         except (OSError, self._pa.ArrowException) as exc:
             raise ArchiveError(f"cannot list {self.where}/{folder}: {reason(exc)}") from None
         found = [
-            info.path for info in infos
+            info.path
+            for info in infos
             if info.type == self._pafs.FileType.File and info.path.endswith(".parquet")
-        ]  # fmt: skip
+        ]
         return sorted(path[len(self._root) + 1 :] for path in found)
 
     def _read(self, path: str, columns: Sequence[str] | None = None) -> Any:
@@ -392,8 +411,9 @@ class Archive:
         `containing`), their payloads decoded."""
         channel = unquote(path.split("/")[1].removeprefix("channel="))
         data = self._read(path, columns=["id", "key", "payload"])
-        rows = zip(*(data.column(name).to_pylist() for name in ("id", "key", "payload")),
-                   strict=True)  # fmt: skip
+        rows = zip(
+            *(data.column(name).to_pylist() for name in ("id", "key", "payload")), strict=True
+        )
         for row_id, key, text in rows:
             if (ids is None or row_id in ids) and (containing in text or SEALED in text):
                 yield ArchivedRow(row_id, channel, key, json.loads(text), path)

@@ -66,19 +66,32 @@ DEFAULT_GROUP = "denpyo"
 
 _THROTTLED = frozenset(
     {
-        "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
-        "RequestThrottledException", "TooManyRequestsException", "RequestLimitExceeded",
-        "LimitExceededException", "SlowDown", "BandwidthLimitExceeded",
-        "ProvisionedThroughputExceededException", "KMSThrottlingException",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+        "SlowDown",
+        "BandwidthLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "KMSThrottlingException",
     }
-)  # fmt: skip
+)
 _TRANSIENT = frozenset(
     {
-        "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
-        "TransactionInProgressException", "ServiceUnavailable", "ExpiredToken",
-        "ExpiredTokenException", "RequestExpired",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "TransactionInProgressException",
+        "ServiceUnavailable",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
     }
-)  # fmt: skip
+)
 
 Group = str | Callable[[Submission], str]
 
@@ -200,8 +213,12 @@ class SqsFifoChannel(_FifoChannel):
     """Send each row as one message to the FIFO queue `queue_url` (``send_message``)."""
 
     _SERVICE, _KIND, _OPERATION, _TARGET, _BODY = (
-        "SQS", "queue", "send_message", "QueueUrl", "MessageBody",
-    )  # fmt: skip
+        "SQS",
+        "queue",
+        "send_message",
+        "QueueUrl",
+        "MessageBody",
+    )
 
     def __init__(
         self,
@@ -220,8 +237,12 @@ class SnsFifoChannel(_FifoChannel):
     with the same body, attribute and ids as `SqsFifoChannel`."""
 
     _SERVICE, _KIND, _OPERATION, _TARGET, _BODY = (
-        "SNS", "topic", "publish", "TopicArn", "Message",
-    )  # fmt: skip
+        "SNS",
+        "topic",
+        "publish",
+        "TopicArn",
+        "Message",
+    )
 
     def __init__(
         self,

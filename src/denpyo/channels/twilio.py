@@ -122,11 +122,12 @@ class TwilioChannel:
             return Unknown(f"Twilio's message list could not be read: {exc!r}")
         service = payload.get("messaging_service_sid")
         found = [
-            m for m in listed
+            m
+            for m in listed
             if m.body == payload["body"]
             and (service is None or m.messaging_service_sid == service)
             and (m.date_created is None or m.date_created >= since)
-        ]  # fmt: skip
+        ]
         if len(found) == 1:
             return Delivered(str(found[0].sid))
         if not found:

@@ -323,9 +323,15 @@ def _bulk_command(kind: ActionKind) -> None:
         ledger = env.ledger
         flt = rows.to_filter(ledger)
         plan = op.plan_bulk(
-            ledger, kind, flt, note=note or "", by=by, force_in_doubt=force_in_doubt,
-            target=flt.describe(), batch=batch,
-        )  # fmt: skip
+            ledger,
+            kind,
+            flt,
+            note=note or "",
+            by=by,
+            force_in_doubt=force_in_doubt,
+            target=flt.describe(),
+            batch=batch,
+        )
         if dry_run or not plan.acting:
             op.cancel_action(ledger, plan.action.id)
             _show_plan(plan, as_json, dry_run=True)

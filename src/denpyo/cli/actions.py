@@ -402,17 +402,24 @@ def _supervise(
     from denpyo.engine.processes import Supervisor, worker_command
 
     if metrics_port is not None and metrics_port + processes - 1 > 65535:
-        fail(f"--metrics-port {metrics_port} with --processes {processes}: process i serves "
-             "on the port plus i, past 65535")  # fmt: skip
+        fail(
+            f"--metrics-port {metrics_port} with --processes {processes}: process i serves "
+            "on the port plus i, past 65535"
+        )
     if not env.app:  # said once here, rather than by each child
         op.require_channels(env.ledger, "the worker")
     options = [
-        "--concurrency", str(settings.concurrency),
-        "--poll-interval", repr(settings.poll_interval),
-        "--grace", repr(settings.grace),
-        "--metrics-host", metrics_host,
-        "--log-level", logging.getLevelName(log_level),
-    ]  # fmt: skip
+        "--concurrency",
+        str(settings.concurrency),
+        "--poll-interval",
+        repr(settings.poll_interval),
+        "--grace",
+        repr(settings.grace),
+        "--metrics-host",
+        metrics_host,
+        "--log-level",
+        logging.getLevelName(log_level),
+    ]
     commands = [
         worker_command(
             db=env.db,

@@ -177,8 +177,12 @@ def _show_unknown_events(events: Sequence[ProviderEvent]) -> None:
     table.add_column("detail", overflow="fold")
     for event in events:
         table.add_row(
-            render.stamp(event.received_at), event.provider, render.plain(event.event_id),
-            render.plain(event.kind), render.plain(event.idempotency_key or "-"),
-            render.plain(event.remote_id or "-"), render.plain(event.detail or "-"),
-        )  # fmt: skip
+            render.stamp(event.received_at),
+            event.provider,
+            render.plain(event.event_id),
+            render.plain(event.kind),
+            render.plain(event.idempotency_key or "-"),
+            render.plain(event.remote_id or "-"),
+            render.plain(event.detail or "-"),
+        )
     render.out.print(table)

@@ -69,9 +69,12 @@ def listen_options(port: int) -> Callable[[F], F]:
 
     def decorate(fn: F) -> F:
         fn = click.option(
-            "--port", type=click.IntRange(min=1, max=65535), default=port, show_default=True,
+            "--port",
+            type=click.IntRange(min=1, max=65535),
+            default=port,
+            show_default=True,
             help="Port.",
-        )(fn)  # fmt: skip
+        )(fn)
         return click.option(
             "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
         )(fn)

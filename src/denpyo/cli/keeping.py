@@ -93,9 +93,12 @@ def prune(
     removed = record.done
     if as_json:
         render.emit_json(
-            {"deleted": removed, "action": record.id,
-             **{f"{k}_seconds": v for k, v in ages.items()}}
-        )  # fmt: skip
+            {
+                "deleted": removed,
+                "action": record.id,
+                **{f"{k}_seconds": v for k, v in ages.items()},
+            }
+        )
     else:
         render.out.print(
             f"removed {removed} settled row(s) ({told}); their keys and counts stay "
@@ -183,10 +186,13 @@ def _show_dry_run(env: Env, ages: dict[str, float], told: str, what: str, as_jso
     total = sum(n for _, _, n in counts)
     if as_json:
         render.emit_json(
-            {"dry_run": True, "rows": total,
-             "counts": [{"channel": c, "status": s, "rows": n} for c, s, n in counts],
-             **{f"{k}_seconds": v for k, v in ages.items()}}
-        )  # fmt: skip
+            {
+                "dry_run": True,
+                "rows": total,
+                "counts": [{"channel": c, "status": s, "rows": n} for c, s, n in counts],
+                **{f"{k}_seconds": v for k, v in ages.items()},
+            }
+        )
         return
     render.out.print(f"dry run: would {what} {total} settled row(s) ({told})", markup=False)
     for channel, status, n in counts:

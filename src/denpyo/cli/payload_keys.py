@@ -55,10 +55,11 @@ def rotate_key(
     """
     if new_key:
         given = [
-            f"--{name}" for name in ("batch", "channel", "json")
+            f"--{name}"
+            for name in ("batch", "channel", "json")
             if ctx.get_parameter_source("as_json" if name == "json" else name)
             is not ParameterSource.DEFAULT
-        ]  # fmt: skip
+        ]
         if given:
             fail(f"--new-key goes alone, not with {', '.join(given)}")
         click.echo(new_payload_key())
@@ -68,8 +69,9 @@ def rotate_key(
         progress = None if as_json else _line_per_batch
         done = ledger.rotate_payload_key(batch_size=batch, channel=channel, progress=progress)
     else:
-        done = _with_bar(lambda bar: ledger.rotate_payload_key(
-            batch_size=batch, channel=channel, progress=bar))  # fmt: skip
+        done = _with_bar(
+            lambda bar: ledger.rotate_payload_key(batch_size=batch, channel=channel, progress=bar)
+        )
     if as_json:
         render.emit_json(done.to_json())
     else:
@@ -95,15 +97,15 @@ def _with_bar(run: Callable[[Progress], KeyRotation]) -> KeyRotation:
     """`run(progress)` under a spinner that shows the counts so far (a terminal)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=render.err,
-                   transient=True)  # fmt: skip
+    bar = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), console=render.err, transient=True
+    )
     task = bar.add_task("re-encrypting", total=None)
 
     def progress(report: KeyRotation) -> None:  # started at the first batch: a refusal is one line
         if not bar.live.is_started:
             bar.start()
-        bar.update(task, description=f"re-encrypting: up to id {report.last_id}: "
-                   f"{_counts(report)}")  # fmt: skip
+        bar.update(task, description=f"re-encrypting: up to id {report.last_id}: {_counts(report)}")
 
     try:
         return run(progress)

@@ -87,10 +87,16 @@ def check_filter_channel(
     with_rows = visible(", ".join(known)) or "none"
     if ledger.channels:
         registered = ", ".join(sorted(ledger.channels))
-        fail(f"no channel named {channel!r}: the application registers {registered}; "
-             f"channels with rows: {with_rows}")  # fmt: skip
-    render.err.print(f"note: channel {channel!r} has no rows (channels with rows: {with_rows})",
-                     markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        fail(
+            f"no channel named {channel!r}: the application registers {registered}; "
+            f"channels with rows: {with_rows}"
+        )
+    render.err.print(
+        f"note: channel {channel!r} has no rows (channels with rows: {with_rows})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 _NAMES = tuple(f.name for f in fields(RowFilters))
@@ -204,8 +210,7 @@ LIST_COLUMNS = (
 )
 
 
-LIST_CUT = (("last error / resolution / hold", 12), ("channel", 8), ("updated", 8),
-            ("created", 8))  # fmt: skip
+LIST_CUT = (("last error / resolution / hold", 12), ("channel", 8), ("updated", 8), ("created", 8))
 
 
 LIST_CUT_FURTHER = (("last error / resolution / hold", 0), ("channel", 4))
@@ -257,8 +262,13 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
     shown = [n for n, (name, _) in enumerate(LIST_COLUMNS) if widths[name]]
     for n in shown:
         name, justify = LIST_COLUMNS[n]
-        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
-                         width=widths[name])  # fmt: skip
+        table.add_column(
+            name,
+            justify=justify,
+            no_wrap=True,
+            overflow="ellipsis",  # type: ignore[arg-type]
+            width=widths[name],
+        )
     for row in rows:
         cells = [row[n] for n in shown]
         table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in cells))

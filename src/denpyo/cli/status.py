@@ -124,9 +124,12 @@ def show_stopped(states: Sequence[ChannelState]) -> None:
     their own column in a narrow terminal): paused by whom, when and why; throttled until
     when, and why; down since when, and the next probe."""
     table = Table(
-        title="Channels that start no call now", title_justify="left", box=None,
-        show_header=False, pad_edge=False,
-    )  # fmt: skip
+        title="Channels that start no call now",
+        title_justify="left",
+        box=None,
+        show_header=False,
+        pad_edge=False,
+    )
     table.add_column("channel", style="bold", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("why", overflow="fold")

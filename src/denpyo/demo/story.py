@@ -295,10 +295,22 @@ class Story:
         """Start a sender; SIGKILL it once the provider has accepted `kill_at` calls."""
         log = self.workdir / f"{way}-sender.log"
         command = [
-            sys.executable, "-m", "denpyo.demo", way, *args, "--db", str(self.db.path),
-            "--orders", str(self.orders), "--concurrency", str(self.concurrency),
-            "--prepare", str(self.waits[0]), "--pause", str(self.waits[1]),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "denpyo.demo",
+            way,
+            *args,
+            "--db",
+            str(self.db.path),
+            "--orders",
+            str(self.orders),
+            "--concurrency",
+            str(self.concurrency),
+            "--prepare",
+            str(self.waits[0]),
+            "--pause",
+            str(self.waits[1]),
+        ]
         with (
             self.tell.waiting(f"sending; SIGKILL after the provider's {self.kill_at}th email"),
             log.open("wb") as errors,

@@ -118,23 +118,32 @@ def compare_remote(
     key, remote_id = record.idempotency_key, record.remote_id
     if earlier is not None:
         return Discrepancy(
-            DiscrepancyKind.ACCEPTED_TWICE, key, remote_id, row,
+            DiscrepancyKind.ACCEPTED_TWICE,
+            key,
+            remote_id,
+            row,
             f"the provider accepted this key twice: {earlier.remote_id} and {remote_id}",
-        )  # fmt: skip
+        )
     if row is None:
         return Discrepancy(
-            DiscrepancyKind.NOT_SYNCED, key, remote_id, None,
+            DiscrepancyKind.NOT_SYNCED,
+            key,
+            remote_id,
+            None,
             f"the provider accepted it ({remote_id}); the ledger has no row of {channel!r} "
             "with this idempotency key",
-        )  # fmt: skip
+        )
     if row.status is not Status.SYNCED:
         state = row.status.value + (
             " in doubt" if row.in_doubt else " in flight" if row.in_flight else ""
         )
         return Discrepancy(
-            DiscrepancyKind.NOT_SYNCED, key, remote_id, row,
+            DiscrepancyKind.NOT_SYNCED,
+            key,
+            remote_id,
+            row,
             f"the provider accepted it ({remote_id}); the ledger says {state}",
-        )  # fmt: skip
+        )
     return None  # synced: its id is compared once every record of the key is in
 
 
@@ -144,18 +153,24 @@ def compare_ids(row: Submission, remote_id: str | None) -> Discrepancy | None:
     if remote_id is None or row.remote_id is None or remote_id == row.remote_id:
         return None
     return Discrepancy(
-        DiscrepancyKind.REMOTE_ID_DIFFERS, row.idempotency_key, remote_id, row,
+        DiscrepancyKind.REMOTE_ID_DIFFERS,
+        row.idempotency_key,
+        remote_id,
+        row,
         f"the ledger says {row.remote_id}, the provider {remote_id}",
-    )  # fmt: skip
+    )
 
 
 def missing_at_provider(row: Submission, why: str = "") -> Discrepancy:
     """The ledger says synced and the provider has no record of the key."""
     return Discrepancy(
-        DiscrepancyKind.MISSING_AT_PROVIDER, row.idempotency_key, None, row,
+        DiscrepancyKind.MISSING_AT_PROVIDER,
+        row.idempotency_key,
+        None,
+        row,
         f"the ledger says synced ({row.remote_id or 'no remote id'}); the provider has no "
         f"record of this key{why}",
-    )  # fmt: skip
+    )
 
 
 def discrepancy_json(found: Discrepancy) -> dict[str, Any]:
@@ -193,6 +208,10 @@ def why_not_adopted(record: RemoteRecord, row_of_key: Submission | None) -> str 
 def adopted(found: Discrepancy, row: Submission) -> Discrepancy:
     """The discrepancy once the audit recorded its call as `row`."""
     return Discrepancy(
-        found.kind, found.idempotency_key, found.remote_id, row,
-        f"{found.detail}; adopted as row {row.id} (synced)", adopted=True,
-    )  # fmt: skip
+        found.kind,
+        found.idempotency_key,
+        found.remote_id,
+        row,
+        f"{found.detail}; adopted as row {row.id} (synced)",
+        adopted=True,
+    )

@@ -48,8 +48,9 @@ class DoubtHistory:
             if event.kind != "verify" or not kept or event.attempt != sub.attempts:
                 break
             in_doubt_since = event.at  # the earliest of a run of them (older histories)
-        return cls(max(len(holds) - released, sub.attempts), min(holds, default=None),
-                   in_doubt_since, now)  # fmt: skip
+        return cls(
+            max(len(holds) - released, sub.attempts), min(holds, default=None), in_doubt_since, now
+        )
 
     @property
     def in_doubt_for(self) -> float | None:

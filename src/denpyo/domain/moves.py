@@ -408,21 +408,31 @@ class Settle:
         """The same change as a general `Move`: what the settle statements are
         checked against, in the tests and bench/."""
         return Move(
-            self.submission_id, Status.REQUESTING, self.to_status, self.actor,
-            holder=self.holder, event=self.event, attempt_delta=1, retry_in=self.retry_in,
-            remote_id=self.remote_id, error_kind=self.error_kind,
-            last_error=self.last_error, detail=self.detail, duration_ms=self.duration_ms,
+            self.submission_id,
+            Status.REQUESTING,
+            self.to_status,
+            self.actor,
+            holder=self.holder,
+            event=self.event,
+            attempt_delta=1,
+            retry_in=self.retry_in,
+            remote_id=self.remote_id,
+            error_kind=self.error_kind,
+            last_error=self.last_error,
+            detail=self.detail,
+            duration_ms=self.duration_ms,
             row=self.row,
-        )  # fmt: skip
+        )
 
     def uncounted(self) -> Move:
         """The same settle with its call not counted against the row: it failed while
         the channel's provider was down (domain/channel_state.py). Rare, so written
         as a general move, which says so in its event."""
         return replace(
-            self.as_move(), attempt_delta=0,
+            self.as_move(),
+            attempt_delta=0,
             detail=f"not counted, the provider is down: {self.detail}",
-        )  # fmt: skip
+        )
 
     @property
     def holder(self) -> str | None:

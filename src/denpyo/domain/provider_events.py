@@ -39,9 +39,16 @@ ALERT_REASON = "provider_reported"
 """The alert a bounce, a complaint, a dispute or a failed delivery raises."""
 
 TROUBLE = (
-    "bounce", "bounced", "complaint", "dispute", "dropped", "failed", "undelivered",
-    "spamreport", "reject",
-)  # fmt: skip
+    "bounce",
+    "bounced",
+    "complaint",
+    "dispute",
+    "dropped",
+    "failed",
+    "undelivered",
+    "spamreport",
+    "reject",
+)
 """Words in an event's kind that raise an alert (Stripe's ``charge.dispute.created``,
 SES's ``Bounce``, SendGrid's ``bounce`` and ``dropped``, Twilio's ``undelivered``)."""
 

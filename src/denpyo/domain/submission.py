@@ -61,13 +61,34 @@ class Submission:
         """This row with this process's hold on it. Built field by field in order: on
         the worker's hot path, `dataclasses.replace` (by name) costs twice as much."""
         return Submission(
-            self.id, self.channel, self.key, self.idempotency_key, self.payload, self.status,
-            self.attempts, self.next_attempt_at, self.locked_by, self.locked_until,
-            self.remote_id, self.last_error, self.error_kind, self.ordering_key,
-            self.created_at, self.updated_at, self.synced_at, self.resolution,
-            self.supersedes, self.in_doubt, lease, self.removed_at, self.archived_to,
-            self.superseded_by, self.traceparent, self.tracestate, self.forgotten_at,
-        )  # fmt: skip
+            self.id,
+            self.channel,
+            self.key,
+            self.idempotency_key,
+            self.payload,
+            self.status,
+            self.attempts,
+            self.next_attempt_at,
+            self.locked_by,
+            self.locked_until,
+            self.remote_id,
+            self.last_error,
+            self.error_kind,
+            self.ordering_key,
+            self.created_at,
+            self.updated_at,
+            self.synced_at,
+            self.resolution,
+            self.supersedes,
+            self.in_doubt,
+            lease,
+            self.removed_at,
+            self.archived_to,
+            self.superseded_by,
+            self.traceparent,
+            self.tracestate,
+            self.forgotten_at,
+        )
 
     def lease_left(self) -> float | None:
         """Seconds in which this process may still start the row's call, by its own

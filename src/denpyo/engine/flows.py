@@ -174,8 +174,12 @@ class Flows:
             {"actor": self.new_holder(), "lease": None if why is not None else spec.lease},
         )
         if created and why is not None:
-            log.info("%s:%s recorded for a worker to send: %s",
-                     visible(sub.channel), visible(sub.key), why)  # fmt: skip
+            log.info(
+                "%s:%s recorded for a worker to send: %s",
+                visible(sub.channel),
+                visible(sub.key),
+                why,
+            )
             return sub
         if created:
             held = sub.held(Lease(spec.lease, since))
@@ -252,8 +256,11 @@ class Flows:
                     log.warning(
                         "lease lost on %s:%s (id %s): another process took the row while it "
                         "was being sent; its outcome (%s) is in this log only",
-                        visible(sub.channel), visible(sub.key), sub.id, outcome.kind.value,
-                    )  # fmt: skip
+                        visible(sub.channel),
+                        visible(sub.key),
+                        sub.id,
+                        outcome.kind.value,
+                    )
                 return (yield from self._reread(sub))
             self._alert(decided.alert, after, span)
             return after
@@ -419,8 +426,13 @@ class Flows:
         else:
             log.info(
                 "%s:%s (id %s) not sent, again (look %s): %s; next look in %s",
-                visible(sub.channel), visible(sub.key), sub.id, looks, why, age(wait),
-            )  # fmt: skip
+                visible(sub.channel),
+                visible(sub.key),
+                sub.id,
+                looks,
+                why,
+                age(wait),
+            )
         return after
 
     def _start(

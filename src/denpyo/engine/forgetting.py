@@ -170,8 +170,9 @@ def _opened(ledger: Ledger, copies: Iterable[ArchivedRow]) -> list[ArchivedRow]:
     """Archived copies with their payloads opened with the ledger's keys, where the
     archive keeps them encrypted as the table does."""
     open_value = ledger.store.sealing.open_value
-    return [replace(copy, payload=open_value(copy.payload, copy.channel, copy.key))
-            for copy in copies]  # fmt: skip
+    return [
+        replace(copy, payload=open_value(copy.payload, copy.channel, copy.key)) for copy in copies
+    ]
 
 
 def _chain(ledger: Ledger, sub: Submission) -> list[Submission]:
@@ -278,9 +279,14 @@ def _forget(
     try:
         for part in _batches([sub.id for sub in live], batch):
             done = store.forget_rows(
-                part, scrub=scrub, actor=actor, note=text, action_id=record.id, holder=holder,
+                part,
+                scrub=scrub,
+                actor=actor,
+                note=text,
+                action_id=record.id,
+                holder=holder,
                 lease=lease,
-            )  # fmt: skip
+            )
             skipped += _skips(record, done)
         for url, copies in sorted(found.copies.items()):
             files += _archive(url).forget(copies)

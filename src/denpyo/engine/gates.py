@@ -209,6 +209,8 @@ class Gates:
         with self._lock:
             self.streaks.pop(channel, None)
             self.states[channel] = replace(
-                state, down_since=state.now if down else None, probe_at=probe_at,
+                state,
+                down_since=state.now if down else None,
+                probe_at=probe_at,
                 probe_every=None,
-            )  # fmt: skip
+            )

@@ -195,8 +195,10 @@ class Supervisor:
             child.final = 0
             return
         if code == EXIT_INPUT:
-            self.say(f"{name} exited {EXIT_INPUT} (usage or configuration error, see above): "
-                     "stopping the others")  # fmt: skip
+            self.say(
+                f"{name} exited {EXIT_INPUT} (usage or configuration error, see above): "
+                "stopping the others"
+            )
             child.final = code
             self.failure = EXIT_INPUT
             self._stop()

@@ -33,8 +33,9 @@ def receive(ledger: Ledger, event: ProviderEvent) -> Received:
     elif received.submission is None:
         log.warning(
             "%s (%s) names no row of the ledger: kept for the audit",
-            visible(told.said), visible(told.kind),
-        )  # fmt: skip
+            visible(told.said),
+            visible(told.kind),
+        )
     if received.alert and received.submission is not None:
         sub = received.submission
         message = f"the provider reported {told.kind} ({told.said}) on a {sub.status} call"

@@ -99,9 +99,10 @@ class Renewal:
             self.failing_since = since
             self.alerted = False
             log.error(
-                "lease renewal failed (%s); no call starts past its lease until it works "
-                "again", exc, exc_info=exc,
-            )  # fmt: skip
+                "lease renewal failed (%s); no call starts past its lease until it works again",
+                exc,
+                exc_info=exc,
+            )
         elif not self.alerted and since - self.failing_since > shortest / 3:
             self.alerted = True
             self.ledger.alerts.raise_alert(

@@ -35,9 +35,12 @@ async def tell_holdings(ledger: Ledger, runner: AsyncRunner) -> None:
         log.info(
             "%d rows of %s held by %s%s; their leases end in %.0f s at the latest, "
             "then they are in doubt and verified",
-            held.rows, held.channel, visible(actor_of(held.holder)), gone,
+            held.rows,
+            held.channel,
+            visible(actor_of(held.holder)),
+            gone,
             max(held.ends_in[1], 0.0),
-        )  # fmt: skip
+        )
 
 
 async def due_for_keys(ledger: Ledger, runner: AsyncRunner) -> None:
@@ -58,8 +61,9 @@ async def due_for_keys(ledger: Ledger, runner: AsyncRunner) -> None:
         if woken:
             log.info(
                 "%d rows of %s waited for a payload key this worker has: sent now",
-                woken, spec.name,
-            )  # fmt: skip
+                woken,
+                spec.name,
+            )
 
 
 async def check_durability(ledger: Ledger, runner: AsyncRunner) -> None:

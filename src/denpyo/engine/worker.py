@@ -361,8 +361,11 @@ class Worker:
         if not doubt.taken:
             log.debug("reconcile pass: no row in doubt is due")
             return 0
-        log.info("reconcile pass: %d rows in doubt taken to verify (%s)",
-                 doubt.taken.total(), counts(doubt.taken))  # fmt: skip
+        log.info(
+            "reconcile pass: %d rows in doubt taken to verify (%s)",
+            doubt.taken.total(),
+            counts(doubt.taken),
+        )
         for name, rows in taken.items():
             self.ready[name].extend((sub, doubt) for sub in rows)
         return doubt.taken.total()
@@ -371,8 +374,12 @@ class Worker:
         """A row of `doubt` ended as `how`; the pass is logged once all have."""
         self.report.verified[how] += 1
         if doubt.end(how):
-            log.info("reconcile pass of %d rows in doubt (%s) done: %s",
-                     doubt.taken.total(), counts(doubt.taken), counts(doubt.ended))  # fmt: skip
+            log.info(
+                "reconcile pass of %d rows in doubt (%s) done: %s",
+                doubt.taken.total(),
+                counts(doubt.taken),
+                counts(doubt.ended),
+            )
 
     async def _claim(self, spec: ChannelSpec, limit: int, *, in_doubt: bool) -> list[Submission]:
         holder = self.flows.new_holder()
@@ -380,9 +387,13 @@ class Worker:
         with tracing.claim_span(spec.name, limit=limit, in_doubt=in_doubt) as span:
             if spec.fleet_concurrency is not None and not in_doubt:
                 rows = await self.runner.in_db(
-                    self.ledger.store.claim_within, spec.name, holder=holder, limit=limit,
-                    lease=spec.lease, fleet_concurrency=spec.fleet_concurrency,
-                )  # fmt: skip
+                    self.ledger.store.claim_within,
+                    spec.name,
+                    holder=holder,
+                    limit=limit,
+                    lease=spec.lease,
+                    fleet_concurrency=spec.fleet_concurrency,
+                )
             else:
                 rows = await self.runner.claim(
                     spec.name, holder=holder, limit=limit, lease=spec.lease, in_doubt=in_doubt

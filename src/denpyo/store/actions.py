@@ -80,13 +80,28 @@ class ActionLog(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "add_action", "add_action_row", "freeze_action_rows", "total_action", "get_action",
-            "list_actions", "count_action_rows_pending", "get_action_rows_of_batch",
-            "list_action_rows", "set_action_row_outcome", "progress_action", "take_action",
-            "let_go_action", "move_action", "decide_action", "lapse_actions", "set_action_plan",
-            "analyze_action_rows", "add_action_row_done", "count_action_done",
+            "add_action",
+            "add_action_row",
+            "freeze_action_rows",
+            "total_action",
+            "get_action",
+            "list_actions",
+            "count_action_rows_pending",
+            "get_action_rows_of_batch",
+            "list_action_rows",
+            "set_action_row_outcome",
+            "progress_action",
+            "take_action",
+            "let_go_action",
+            "move_action",
+            "decide_action",
+            "lapse_actions",
+            "set_action_plan",
+            "analyze_action_rows",
+            "add_action_row_done",
+            "count_action_done",
         }
-    )  # fmt: skip
+    )
 
     @abstractmethod
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]: ...
@@ -180,11 +195,10 @@ class ActionLog(ConnectionModes, Rows, Params):
         tx.execute_many(
             "add_action_row_done",
             [
-                {"action_id": action_id, "submission_id": sid, "outcome": o.value,
-                 "reason": reason}
+                {"action_id": action_id, "submission_id": sid, "outcome": o.value, "reason": reason}
                 for sid, o, reason in results
             ],
-        )  # fmt: skip
+        )
         done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
         counts = {"id": action_id, "total": len(results), "done": done}
         tx.execute("count_action_done", {**counts, "skipped": len(results) - done})
@@ -319,11 +333,10 @@ class ActionLog(ConnectionModes, Rows, Params):
         tx.execute_many(
             "set_action_row_outcome",
             [
-                {"action_id": action_id, "submission_id": sid, "outcome": o.value,
-                 "reason": reason}
+                {"action_id": action_id, "submission_id": sid, "outcome": o.value, "reason": reason}
                 for sid, o, reason in results
             ],
-        )  # fmt: skip
+        )
         done = sum(1 for _, o, _ in results if o is RowOutcome.DONE)
         progress = {
             "id": action_id,
@@ -348,8 +361,9 @@ class ActionLog(ConnectionModes, Rows, Params):
             if step is None:
                 results[sid] = (RowOutcome.SKIPPED, reason or NO_ROW)
             elif isinstance(step, Resend):
-                created = self.record_in(tx, step.new, actor=step.actor, lease=None,
-                                         detail=step.detail)  # fmt: skip
+                created = self.record_in(
+                    tx, step.new, actor=step.actor, lease=None, detail=step.detail
+                )
                 if created is None:
                     results[sid] = (RowOutcome.SKIPPED, f"{step.new.key} exists already")
                     continue

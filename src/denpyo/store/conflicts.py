@@ -66,8 +66,12 @@ class Conflicts:
         are spent."""
         waited = isinstance(exc, StoreConflict) and exc.waited
         if self.tries >= (min(WAITED_TRIES, self.limit) if waited else self.limit):
-            log.warning("%s: gave up after %d tries, each lost to a conflict: %s",
-                        self.what, self.tries, exc)  # fmt: skip
+            log.warning(
+                "%s: gave up after %d tries, each lost to a conflict: %s",
+                self.what,
+                self.tries,
+                exc,
+            )
             raise exc
         ceiling = min(CONFLICT_PAUSE * 2 ** (self.tries - 1), CONFLICT_PAUSE_MAX)
         self.tries += 1
@@ -75,8 +79,11 @@ class Conflicts:
 
     def done(self) -> None:
         if self.tries > 1:
-            log.info("%s: succeeded at try %d, after conflicts with concurrent transactions",
-                     self.what, self.tries)  # fmt: skip
+            log.info(
+                "%s: succeeded at try %d, after conflicts with concurrent transactions",
+                self.what,
+                self.tries,
+            )
 
 
 class Replayed(Generic[T]):

@@ -31,12 +31,21 @@ class ChannelControls(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "ensure_channel", "list_channels", "lock_channel", "start_channel_after",
-            "count_channel_held", "pause_channel", "resume_channel", "throttle_channel",
-            "mark_channel_down", "probe_channel", "mark_channel_up", "add_channel_event",
+            "ensure_channel",
+            "list_channels",
+            "lock_channel",
+            "start_channel_after",
+            "count_channel_held",
+            "pause_channel",
+            "resume_channel",
+            "throttle_channel",
+            "mark_channel_down",
+            "probe_channel",
+            "mark_channel_up",
+            "add_channel_event",
             "list_channel_events",
         }
-    )  # fmt: skip
+    )
 
     @abstractmethod
     def add_action_in(
@@ -60,11 +69,15 @@ class ChannelControls(ConnectionModes, Rows, Params):
             rows = tx.fetch_all("list_channel_events", {"channel": channel, "limit": limit})
         return [
             ChannelEvent(
-                int(row["id"]), row["channel"], row["kind"], row["actor"], row["note"],
+                int(row["id"]),
+                row["channel"],
+                row["kind"],
+                row["actor"],
+                row["note"],
                 self._time(row["at"]),
             )
             for row in rows
-        ]  # fmt: skip
+        ]
 
     def pause_channel(
         self, channel: str, *, actor: str, note: str, log: NewAction | None = None

@@ -173,48 +173,87 @@ def variant(parent: Dialect, name: str, title: str, **changes: Any) -> Dialect:
 
 
 SQLITE = Dialect(
-    name="sqlite", title="SQLite", schemes=("sqlite",),
-    store="denpyo.store.sqlite:SqliteStore", extra=None, embedded=True, db_threads=1,
-    executors=(AiosqliteExecutor,), django_engines=("sqlite3", "spatialite"),
-)  # fmt: skip
+    name="sqlite",
+    title="SQLite",
+    schemes=("sqlite",),
+    store="denpyo.store.sqlite:SqliteStore",
+    extra=None,
+    embedded=True,
+    db_threads=1,
+    executors=(AiosqliteExecutor,),
+    django_engines=("sqlite3", "spatialite"),
+)
 POSTGRESQL = Dialect(
-    name="postgresql", title="PostgreSQL",
+    name="postgresql",
+    title="PostgreSQL",
     schemes=("postgresql", "postgres", "postgresql+psycopg"),
-    store="denpyo.store.postgresql:PostgresStore", extra="postgresql", embedded=False,
-    db_threads=4, executors=(PsycopgExecutor, AsyncpgExecutor),
+    store="denpyo.store.postgresql:PostgresStore",
+    extra="postgresql",
+    embedded=False,
+    db_threads=4,
+    executors=(PsycopgExecutor, AsyncpgExecutor),
     django_engines=("postgresql", "postgresql_psycopg2", "postgis"),
-    django_options=("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",
-                    "options", "target_session_attrs", "service", "passfile"),
-    socket_options=("host", "port"), whole_scripts=True,
-    capabilities=Capabilities(
-        notifies=True, partitions=True, copy=True, durability_checks=True,
-        advisory_locks=True, skip_locked=True, several_hosts=True,
+    django_options=(
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "connect_timeout",
+        "options",
+        "target_session_attrs",
+        "service",
+        "passfile",
     ),
-)  # fmt: skip
+    socket_options=("host", "port"),
+    whole_scripts=True,
+    capabilities=Capabilities(
+        notifies=True,
+        partitions=True,
+        copy=True,
+        durability_checks=True,
+        advisory_locks=True,
+        skip_locked=True,
+        several_hosts=True,
+    ),
+)
 POSTGRESQL_PARTITIONED = variant(
-    POSTGRESQL, "postgresql-partitioned", "PostgreSQL (partitioned)", squashed=True,
+    POSTGRESQL,
+    "postgresql-partitioned",
+    "PostgreSQL (partitioned)",
+    squashed=True,
     capabilities=replace(POSTGRESQL.capabilities, copy=False),
-)  # fmt: skip
+)
 """PostgreSQL's partitioned layout: no URL opens it; a PostgreSQL store whose tables
 are partitioned takes it on (its bulk enqueue goes by statements: a COPY cannot
 write denpyo_keys first)."""
 POSTGRESQL_DISTRIBUTED = variant(
-    POSTGRESQL, "postgresql-distributed", "distributed SQL (YugabyteDB, CockroachDB)",
-    schemes=("yugabytedb", "cockroachdb"), profile="distributed",
+    POSTGRESQL,
+    "postgresql-distributed",
+    "distributed SQL (YugabyteDB, CockroachDB)",
+    schemes=("yugabytedb", "cockroachdb"),
+    profile="distributed",
     store="denpyo.store.distributed:DistributedStore",
     capabilities=Capabilities(count_triggers=False, savepoints=False, several_hosts=True),
-)  # fmt: skip
+)
 """The distributed SQL profile: PostgreSQL's store run the way YugabyteDB and
 CockroachDB run it (store/distributed.py says what changes): workers poll, counts
 are read from the rows, no partitions, no COPY, no advisory locks, no SAVEPOINT,
 claims without SKIP LOCKED."""
 MYSQL = Dialect(
-    name="mysql", title="MariaDB", schemes=("mysql", "mariadb", "mysql+pymysql"),
-    store="denpyo.store.mysql:MysqlStore", extra="mysql", embedded=False, db_threads=4,
-    executors=(AiomysqlExecutor,), django_engines=("mysql",),
-    django_options=("connect_timeout", "unix_socket"), socket_options=("unix_socket",),
-    session_lock=True, capabilities=Capabilities(advisory_locks=True, skip_locked=True),
-)  # fmt: skip
+    name="mysql",
+    title="MariaDB",
+    schemes=("mysql", "mariadb", "mysql+pymysql"),
+    store="denpyo.store.mysql:MysqlStore",
+    extra="mysql",
+    embedded=False,
+    db_threads=4,
+    executors=(AiomysqlExecutor,),
+    django_engines=("mysql",),
+    django_options=("connect_timeout", "unix_socket"),
+    socket_options=("unix_socket",),
+    session_lock=True,
+    capabilities=Capabilities(advisory_locks=True, skip_locked=True),
+)
 
 DIALECTS: dict[str, Dialect] = {
     dialect.name: dialect

@@ -111,8 +111,9 @@ class DistributedStore(PostgresStore):
 
     dialect = DISTRIBUTED.name
     QUERIES: ClassVar[frozenset[str]] = PostgresStore.QUERIES | {
-        "list_submissions_held_by", "get_submissions_many"
-    }  # fmt: skip
+        "list_submissions_held_by",
+        "get_submissions_many",
+    }
 
     @classmethod
     def from_url(cls, url: str) -> DistributedStore:
@@ -184,8 +185,12 @@ class DistributedStore(PostgresStore):
             except StoreError as exc:
                 if not unknown_outcome(exc) or tries == CONFLICT_TRIES:
                     raise
-                log.info("enqueue of %s:%s: commit unknown (%s); reading it again",
-                         new.channel, new.key, exc)  # fmt: skip
+                log.info(
+                    "enqueue of %s:%s: commit unknown (%s); reading it again",
+                    new.channel,
+                    new.key,
+                    exc,
+                )
                 found = self.get_by_key(new.channel, new.key)  # raises while out of reach
                 if found is not None:
                     return found, found.idempotency_key == new.idempotency_key

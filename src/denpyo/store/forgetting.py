@@ -50,13 +50,24 @@ class Forgetting(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "match_forget_page", "list_forget_sealed_page", "lock_forget", "forget_payload",
-            "add_forget_event", "list_forget_event_details", "scrub_forget_events",
-            "list_forget_action_texts", "scrub_forget_actions", "list_forget_action_reasons",
-            "scrub_forget_action_reasons", "forget_key", "list_forget_archives",
-            "find_forget_pruned", "find_forget_action_of", "find_forgotten_among",
+            "match_forget_page",
+            "list_forget_sealed_page",
+            "lock_forget",
+            "forget_payload",
+            "add_forget_event",
+            "list_forget_event_details",
+            "scrub_forget_events",
+            "list_forget_action_texts",
+            "scrub_forget_actions",
+            "list_forget_action_reasons",
+            "scrub_forget_action_reasons",
+            "forget_key",
+            "list_forget_archives",
+            "find_forget_pruned",
+            "find_forget_action_of",
+            "find_forgotten_among",
         }
-    )  # fmt: skip
+    )
 
     if TYPE_CHECKING:  # the store's, from store/removal.py and store/actions.py
 
@@ -160,8 +171,11 @@ class Forgetting(ConnectionModes, Rows, Params):
                 self._scrub_action_log(tx, done, scrub, action_id)
                 for sid in done:  # after the details are replaced: the person's note stays
                     sub = found[sid]
-                    event = {"submission_id": sid, "status": sub.status.value,
-                             "attempt": sub.attempts}  # fmt: skip
+                    event = {
+                        "submission_id": sid,
+                        "status": sub.status.value,
+                        "attempt": sub.attempts,
+                    }
                     tx.execute("add_forget_event", {**event, "actor": actor, "detail": note})
                 self._counted(tx, action_id, holder, lease, results)
                 return results

@@ -241,12 +241,19 @@ class MysqlStore(PortableSqlStore):
     driver_errors = ERRORS
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "take_submission_counts", "drop_submission_counts", "add_submission_counts",
-            "count_submission_channels", "unlock_schema", "find_keys_remembered",
-            "lock_submission_remove", "add_removed_counts", "remove_submissions",
-            "mark_transaction", "list_transactions_open",
+            "take_submission_counts",
+            "drop_submission_counts",
+            "add_submission_counts",
+            "count_submission_channels",
+            "unlock_schema",
+            "find_keys_remembered",
+            "lock_submission_remove",
+            "add_removed_counts",
+            "remove_submissions",
+            "mark_transaction",
+            "list_transactions_open",
         }
-    )  # fmt: skip
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -451,8 +458,9 @@ class MysqlStore(PortableSqlStore):
                 "removed nothing from %s: in %.0f s its list of open transactions "
                 "(information_schema.INNODB_TRX) was never refreshed after the keys were "
                 "remembered (something reads it more often than every 0.1 s?)",
-                self.where, waited,
-            )  # fmt: skip
+                self.where,
+                waited,
+            )
             return False
         thread, started = min(waiting, key=lambda trx: trx[1])
         mine = [row["started"] for row in rows if row["own"]]
@@ -461,8 +469,11 @@ class MysqlStore(PortableSqlStore):
             "removed nothing from %s: a transaction that began before the removed rows' "
             "keys were remembered was still open after %.0f s (the oldest: connection "
             "%d, open for %.0f s); the rows stay, and their keys are remembered",
-            self.where, waited, thread, age,
-        )  # fmt: skip
+            self.where,
+            waited,
+            thread,
+            age,
+        )
         return False
 
     def _open_transactions(self, tx: Tx) -> list[Row]:

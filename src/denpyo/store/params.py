@@ -132,10 +132,15 @@ def event_params(change: Change, attempts: int) -> dict[str, Any]:
     a row left with `attempts`."""
     assert change.event is not None
     return event_row(
-        change.submission_id, change.event, change.from_status, change.to_status,
-        event_attempt(change.event, attempts), change.actor, change.detail,
+        change.submission_id,
+        change.event,
+        change.from_status,
+        change.to_status,
+        event_attempt(change.event, attempts),
+        change.actor,
+        change.detail,
         change.duration_ms,
-    )  # fmt: skip
+    )
 
 
 def move_params(move: Move) -> dict[str, Any]:

@@ -36,11 +36,16 @@ class PortableSqlStore(SqlStore):
     MOVE_RETURNS_ROW: ClassVar[bool] = False
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "insert_submission", "insert_event", "insert_events_sent_inline",
-            "find_submissions_ready", "find_submissions_in_doubt", "move_submission",
-            "settle_submission", "get_submissions_many",
+            "insert_submission",
+            "insert_event",
+            "insert_events_sent_inline",
+            "find_submissions_ready",
+            "find_submissions_in_doubt",
+            "move_submission",
+            "settle_submission",
+            "get_submissions_many",
         }
-    )  # fmt: skip
+    )
 
     def record_in(
         self, tx: Tx, new: NewSubmission, *, actor: str, lease: float | None, detail: str | None
@@ -84,13 +89,21 @@ class PortableSqlStore(SqlStore):
     def claim_ready_in(
         self, tx: Tx, channel: str, holder: str, limit: int, lease: float
     ) -> list[Submission]:
-        return self._claim_in(tx, "find_submissions_ready", channel, holder, limit, lease,
-                              verify=False)  # fmt: skip
+        return self._claim_in(
+            tx, "find_submissions_ready", channel, holder, limit, lease, verify=False
+        )
 
     def _claim_in(
-        self, tx: Tx, query: str, channel: str, holder: str, limit: int, lease: float, *,
+        self,
+        tx: Tx,
+        query: str,
+        channel: str,
+        holder: str,
+        limit: int,
+        lease: float,
+        *,
         verify: bool,
-    ) -> list[Submission]:  # fmt: skip
+    ) -> list[Submission]:
         found = tx.fetch_all(query, {"channel": channel, "limit": limit})
         moves = [
             Move.claim(int(row["id"]), Status(row["status"]), holder, lease, verify=verify)

@@ -131,16 +131,29 @@ class PostgresStore(PartitionedLayout):
     driver_errors = ERRORS
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "record_submission", "record_submissions_many", "claim_submissions_ready",
-            "claim_submissions_in_doubt", "move_submission_one", "move_submissions_batch",
-            "settle_submissions_many", "settle_submission_one",
-            "compact_submission_counts", "copy_submissions", "record_submissions_copied",
-            "get_submissions_recorded_before", "get_keys_recorded_before", "find_snapshot_holder",
-            "remove_submissions", "get_layout", "check_partman_available", "make_session_durable",
+            "record_submission",
+            "record_submissions_many",
+            "claim_submissions_ready",
+            "claim_submissions_in_doubt",
+            "move_submission_one",
+            "move_submissions_batch",
+            "settle_submissions_many",
+            "settle_submission_one",
+            "compact_submission_counts",
+            "copy_submissions",
+            "record_submissions_copied",
+            "get_submissions_recorded_before",
+            "get_keys_recorded_before",
+            "find_snapshot_holder",
+            "remove_submissions",
+            "get_layout",
+            "check_partman_available",
+            "make_session_durable",
             "make_session_read_committed",
-            "get_durability", "get_replica_lag",
+            "get_durability",
+            "get_replica_lag",
         }
-    )  # fmt: skip
+    )
 
     def __init__(self, conninfo: str, *, max_connections: int = 8) -> None:
         super().__init__()
@@ -418,10 +431,19 @@ class PostgresStore(PartitionedLayout):
                     for new in news:
                         written.append(new)
                         copy.write_row(
-                            (new.channel, new.key, new.idempotency_key, self.sealing.stored(new),
-                             new.ordering_key, "requesting", 0, "now", new.traceparent,
-                             new.tracestate)
-                        )  # fmt: skip
+                            (
+                                new.channel,
+                                new.key,
+                                new.idempotency_key,
+                                self.sealing.stored(new),
+                                new.ordering_key,
+                                "requesting",
+                                0,
+                                "now",
+                                new.traceparent,
+                                new.tracestate,
+                            )
+                        )
             except pg_errors.UniqueViolation:
                 _forget(cursor)
                 return self._record_pipelined(tx, itertools.chain(written, news), actor)
@@ -536,9 +558,11 @@ class PostgresStore(PartitionedLayout):
                         "table as it was before the removed keys were remembered (its "
                         "snapshot %s transactions old, its transaction open %s s); nothing "
                         "was deleted, the rows stay for a later removal",
-                        REMOVAL_WAIT, holder["pid"], holder["xmin_age"],
+                        REMOVAL_WAIT,
+                        holder["pid"],
+                        holder["xmin_age"],
                         "?" if holder["seconds"] is None else f"{holder['seconds']:.1f}",
-                    )  # fmt: skip
+                    )
                     return False
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.1)
@@ -703,9 +727,12 @@ class _Autocommit:
     def __enter__(self) -> Tx:
         try:
             return PostgresTx(
-                self.store, self.conn.cursor(), self.reconnect, repeatable=self.repeatable,
+                self.store,
+                self.conn.cursor(),
+                self.reconnect,
+                repeatable=self.repeatable,
                 own=True,
-            )  # fmt: skip
+            )
         except psycopg.Error as exc:  # no `with` body ran: __exit__ will not return it
             self.store.pool.putconn(self.conn)
             raise ERRORS.translated(exc) from exc

@@ -166,8 +166,10 @@ def _settle_statement(part: Sequence[tuple[int, Settle]]) -> tuple[str, dict[str
     if len(part) == 1:
         _, settle = part[0]
         return "settle_submission_one", {
-            **settle_params(settle), "actor": settle.actor, "duration_ms": settle.duration_ms
-        }  # fmt: skip
+            **settle_params(settle),
+            "actor": settle.actor,
+            "duration_ms": settle.duration_ms,
+        }
     return "settle_submissions_many", _settle_params([settle for _, settle in part])
 
 
@@ -204,9 +206,13 @@ def _one_params(ordinal: int, move: Move) -> dict[str, Any]:
     whether the mover has the row's payload (then it is not sent back)."""
     values = move_params(move)
     values.update(
-        ord=ordinal, event=move.event, actor=move.actor, detail=move.detail,
-        duration_ms=move.duration_ms, payload_known=move.row is not None,
-    )  # fmt: skip
+        ord=ordinal,
+        event=move.event,
+        actor=move.actor,
+        detail=move.detail,
+        duration_ms=move.duration_ms,
+        payload_known=move.row is not None,
+    )
     return values
 
 

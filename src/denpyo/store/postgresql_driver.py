@@ -20,12 +20,22 @@ UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
 """The server ended the session (shutdown, crash) or takes none now (starting up,
 too many clients); class 08, a connection exception, too."""
 UNREACHABLE_SIGNS = (
-    "Connection refused", "timeout expired", "timed out", "No route to host",
-    "Network is unreachable", "Connection reset", "No such file or directory",
-    "server closed the connection", "could not receive data from server",
-    "could not send data to server", "the connection is lost", "SSL SYSCALL error",
-    "the database system is", "too many clients", "remaining connection slots",
-)  # fmt: skip
+    "Connection refused",
+    "timeout expired",
+    "timed out",
+    "No route to host",
+    "Network is unreachable",
+    "Connection reset",
+    "No such file or directory",
+    "server closed the connection",
+    "could not receive data from server",
+    "could not send data to server",
+    "the connection is lost",
+    "SSL SYSCALL error",
+    "the database system is",
+    "too many clients",
+    "remaining connection slots",
+)
 """How libpq says, without a SQLSTATE, that no server answered or the connection
 broke: refused, timed out, unreachable, no socket file, hung up; and the server's
 own refusals of the moment (starting up, shutting down, full). A server that

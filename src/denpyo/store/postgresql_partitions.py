@@ -48,11 +48,17 @@ class PartitionedLayout(SqlStore):
 
     LAYOUT_QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "get_partition_every", "maintain_partitions", "list_partitions", "check_partitions",
-            "freeze_partition", "remember_partition_keys", "drop_partition", "list_partition_rows",
+            "get_partition_every",
+            "maintain_partitions",
+            "list_partitions",
+            "check_partitions",
+            "freeze_partition",
+            "remember_partition_keys",
+            "drop_partition",
+            "list_partition_rows",
             "find_submission_window_floor",
         }
-    )  # fmt: skip
+    )
     """The queries only the partitioned layout's file defines (sql/postgresql-partitioned.sql)."""
 
     partitioned: bool | None
@@ -179,9 +185,13 @@ class PartitionedLayout(SqlStore):
                     dropped = True
                     log.info(
                         "partition %s dropped: %s rows; before the drop %.2f s, keys %.2f s, "
-                        "drop %.3f s", part.from_at.date(), found["n"], written - started,
-                        kept - written, time.perf_counter() - started_drop,
-                    )  # fmt: skip
+                        "drop %.3f s",
+                        part.from_at.date(),
+                        found["n"],
+                        written - started,
+                        kept - written,
+                        time.perf_counter() - started_drop,
+                    )
                     return int(found["n"])
                 except StoreError as exc:
                     if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):

@@ -30,11 +30,14 @@ class ProviderEvents(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "insert_provider_event", "list_provider_event_history", "find_provider_event_unknown",
-            "list_provider_events", "get_submission_by_remote_id",
+            "insert_provider_event",
+            "list_provider_event_history",
+            "find_provider_event_unknown",
+            "list_provider_events",
+            "get_submission_by_remote_id",
             "forget_provider_events",
         }
-    )  # fmt: skip
+    )
 
     @abstractmethod
     def move_in(self, tx: Tx, changes: Sequence[Change]) -> list[Submission | None]:
@@ -60,11 +63,14 @@ class ProviderEvents(ConnectionModes, Rows, Params):
             sub = self._named_row(tx, event)
             detail = event.detail if sub is None else scrub(event.detail or "", sub) or None
             params: dict[str, Any] = {
-                "provider": event.provider, "event_id": event.event_id, "kind": event.kind,
+                "provider": event.provider,
+                "event_id": event.event_id,
+                "kind": event.kind,
                 "submission_id": None if sub is None else sub.id,
-                "idempotency_key": event.idempotency_key, "remote_id": event.remote_id,
+                "idempotency_key": event.idempotency_key,
+                "remote_id": event.remote_id,
                 "detail": detail,
-            }  # fmt: skip
+            }
             event = replace(event, detail=detail, submission_id=params["submission_id"])
             if not tx.execute("insert_provider_event", params):
                 return Received(event, sub, duplicate=True)
@@ -84,9 +90,14 @@ class ProviderEvents(ConnectionModes, Rows, Params):
             told = event.history_line(detail)
             tx.execute(
                 "list_provider_event_history",
-                {"submission_id": sub.id, "status": sub.status.value,
-                 "attempt": sub.attempts, "actor": actor, "detail": told},
-            )  # fmt: skip
+                {
+                    "submission_id": sub.id,
+                    "status": sub.status.value,
+                    "attempt": sub.attempts,
+                    "actor": actor,
+                    "detail": told,
+                },
+            )
             return Received(event, sub)
 
     def unknown_provider_events(
@@ -94,8 +105,7 @@ class ProviderEvents(ConnectionModes, Rows, Params):
     ) -> list[ProviderEvent]:
         """The events received in [since, until) that named no row the ledger has,
         oldest first (what the audit lists)."""
-        params = {"since": self.time_param(since), "until": self.time_param(until),
-                  "limit": limit}  # fmt: skip
+        params = {"since": self.time_param(since), "until": self.time_param(until), "limit": limit}
         with self.reading() as tx:
             rows = tx.fetch_all("find_provider_event_unknown", params)
         return [self._provider_event(row) for row in rows]
@@ -133,7 +143,12 @@ class ProviderEvents(ConnectionModes, Rows, Params):
     def _provider_event(self, row: Row) -> ProviderEvent:
         sid = row["submission_id"]
         return ProviderEvent(
-            row["provider"], row["event_id"], row["kind"], row["idempotency_key"],
-            row["remote_id"], row["detail"], None if sid is None else int(sid),
+            row["provider"],
+            row["event_id"],
+            row["kind"],
+            row["idempotency_key"],
+            row["remote_id"],
+            row["detail"],
+            None if sid is None else int(sid),
             self.parse_time(row["received_at"]),
-        )  # fmt: skip
+        )

@@ -38,11 +38,19 @@ class Removal(ConnectionModes, Rows, Params):
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "list_submissions_removable", "count_submissions_removable", "remember_keys",
-            "expire_keys", "get_key", "get_key_by_id", "find_key_superseding",
-            "get_keys_by_idempotency_keys", "mark_key_resent", "count_report", "list_events_many",
+            "list_submissions_removable",
+            "count_submissions_removable",
+            "remember_keys",
+            "expire_keys",
+            "get_key",
+            "get_key_by_id",
+            "find_key_superseding",
+            "get_keys_by_idempotency_keys",
+            "mark_key_resent",
+            "count_report",
+            "list_events_many",
         }
-    )  # fmt: skip
+    )
 
     def events_of(self, ids: Sequence[int]) -> list[Event]:
         if not ids:  # MariaDB's driver writes an empty list as `IN ()`, an error
@@ -91,10 +99,15 @@ class Removal(ConnectionModes, Rows, Params):
         with self.reading() as tx:
             rows = tx.fetch_all("count_report", params)
         return [
-            (self.parse_day(row["day"]), str(row["channel"]), str(row["status"]),
-             str(row["error_kind"]), int(row["n"]))
+            (
+                self.parse_day(row["day"]),
+                str(row["channel"]),
+                str(row["status"]),
+                str(row["error_kind"]),
+                int(row["n"]),
+            )
             for row in rows
-        ]  # fmt: skip
+        ]
 
     def day_param(self, day: date) -> Any:
         """A day as `report_counts` compares it (SQLite: its text)."""
@@ -134,14 +147,34 @@ class Removal(ConnectionModes, Rows, Params):
         parse_time = self.parse_time
         kind = row["error_kind"]
         return Submission(
-            int(row["submission_id"]), row["channel"], row["key"], row["idempotency_key"],
-            None, STATUSES[row["status"]], int(row["attempts"]), None, None, None,
-            row["remote_id"], None, ERROR_KINDS[kind] if kind else None, None,
-            parse_time(row["created_at"]), parse_time(row["removed_at"]),
-            parse_time(row["synced_at"]), row["resolution"], row["supersedes"], False,
-            None, parse_time(row["removed_at"]), row["archived_to"],
-            row["superseded_by"], None, None, parse_time(row.get("forgotten_at")),
-        )  # fmt: skip
+            int(row["submission_id"]),
+            row["channel"],
+            row["key"],
+            row["idempotency_key"],
+            None,
+            STATUSES[row["status"]],
+            int(row["attempts"]),
+            None,
+            None,
+            None,
+            row["remote_id"],
+            None,
+            ERROR_KINDS[kind] if kind else None,
+            None,
+            parse_time(row["created_at"]),
+            parse_time(row["removed_at"]),
+            parse_time(row["synced_at"]),
+            row["resolution"],
+            row["supersedes"],
+            False,
+            None,
+            parse_time(row["removed_at"]),
+            row["archived_to"],
+            row["superseded_by"],
+            None,
+            None,
+            parse_time(row.get("forgotten_at")),
+        )
 
 
 def retention_params(retention: Retention) -> dict[str, Any]:

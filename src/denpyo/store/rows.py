@@ -50,56 +50,121 @@ class Rows:
         from there, not sent back nor parsed again."""
         if known is None:
             sub_id, channel, key, idempotency_key = (
-                int(row["id"]), row["channel"], row["key"], row["idempotency_key"]
-            )  # fmt: skip
+                int(row["id"]),
+                row["channel"],
+                row["key"],
+                row["idempotency_key"],
+            )
             payload = self.parse_payload(row["payload"], channel, key)
             ordering_key = row["ordering_key"]
             created_at, supersedes = self.parse_time(row["created_at"]), row["supersedes"]
             traceparent, tracestate = row.get("traceparent"), row.get("tracestate")
         else:
             sub_id, channel, key, idempotency_key = (
-                known.id, known.channel, known.key, known.idempotency_key
-            )  # fmt: skip
+                known.id,
+                known.channel,
+                known.key,
+                known.idempotency_key,
+            )
             payload, ordering_key = known.payload, known.ordering_key
             created_at, supersedes = known.created_at, known.supersedes
             traceparent, tracestate = known.traceparent, known.tracestate
         error_kind, parse_time = row["error_kind"], self.parse_time
         return Submission(
-            sub_id, channel, key, idempotency_key, payload, STATUSES[row["status"]],
-            int(row["attempts"]), parse_time(row["next_attempt_at"]), row["locked_by"],
-            parse_time(row["locked_until"]), row["remote_id"], row["last_error"],
-            ERROR_KINDS[error_kind] if error_kind else None, ordering_key, created_at,
-            parse_time(row["updated_at"]), parse_time(row["synced_at"]), row["resolution"],
-            supersedes, bool(row["in_doubt"]), None, None, None, None, traceparent, tracestate,
+            sub_id,
+            channel,
+            key,
+            idempotency_key,
+            payload,
+            STATUSES[row["status"]],
+            int(row["attempts"]),
+            parse_time(row["next_attempt_at"]),
+            row["locked_by"],
+            parse_time(row["locked_until"]),
+            row["remote_id"],
+            row["last_error"],
+            ERROR_KINDS[error_kind] if error_kind else None,
+            ordering_key,
+            created_at,
+            parse_time(row["updated_at"]),
+            parse_time(row["synced_at"]),
+            row["resolution"],
+            supersedes,
+            bool(row["in_doubt"]),
+            None,
+            None,
+            None,
+            None,
+            traceparent,
+            tracestate,
             parse_time(row.get("forgotten_at")),
-        )  # fmt: skip
+        )
 
     def recorded(self, row: Row, new: NewSubmission, params: Mapping[str, Any]) -> Submission:
         """The row `insert_submission` wrote from `params` (`insert_params`): what the
         statement computed (its id and times) comes back in `row`, the rest was sent."""
         return Submission(
-            int(row["id"]), new.channel, new.key, new.idempotency_key,
-            self.parse_payload(new.payload_json, new.channel, new.key), Status.REQUESTING, 0,
-            self.parse_time(row["next_attempt_at"]), params["locked_by"],
-            self.parse_time(row["locked_until"]), None, None, None, new.ordering_key,
-            self.parse_time(row["created_at"]), self.parse_time(row["updated_at"]), None, None,
-            new.supersedes, False, None, None, None, None, new.traceparent, new.tracestate,
-        )  # fmt: skip
+            int(row["id"]),
+            new.channel,
+            new.key,
+            new.idempotency_key,
+            self.parse_payload(new.payload_json, new.channel, new.key),
+            Status.REQUESTING,
+            0,
+            self.parse_time(row["next_attempt_at"]),
+            params["locked_by"],
+            self.parse_time(row["locked_until"]),
+            None,
+            None,
+            None,
+            new.ordering_key,
+            self.parse_time(row["created_at"]),
+            self.parse_time(row["updated_at"]),
+            None,
+            None,
+            new.supersedes,
+            False,
+            None,
+            None,
+            None,
+            None,
+            new.traceparent,
+            new.tracestate,
+        )
 
     def settled(self, row: Row, settle: Settle) -> Submission:
         """The row a settle moved: what the statement could not know from the settle
         and the row as held comes back in `row`; its call counted (attempts + 1)."""
         known = settle.row
         return Submission(
-            known.id, known.channel, known.key, known.idempotency_key, known.payload,
-            settle.to_status, known.attempts + 1, self.parse_time(row["next_attempt_at"]),
+            known.id,
+            known.channel,
+            known.key,
+            known.idempotency_key,
+            known.payload,
+            settle.to_status,
+            known.attempts + 1,
+            self.parse_time(row["next_attempt_at"]),
             None,
-            None, row["remote_id"], settle.last_error, settle.error_kind, known.ordering_key,
-            known.created_at, self.parse_time(row["updated_at"]),
-            self.parse_time(row["synced_at"]), row["resolution"], known.supersedes,
-            bool(row["in_doubt"]), None, None, None, None, known.traceparent, known.tracestate,
+            None,
+            row["remote_id"],
+            settle.last_error,
+            settle.error_kind,
+            known.ordering_key,
+            known.created_at,
+            self.parse_time(row["updated_at"]),
+            self.parse_time(row["synced_at"]),
+            row["resolution"],
+            known.supersedes,
+            bool(row["in_doubt"]),
+            None,
+            None,
+            None,
+            None,
+            known.traceparent,
+            known.tracestate,
             known.forgotten_at,
-        )  # fmt: skip
+        )
 
     def to_event(self, row: Row) -> Event:
         at = self.parse_time(row["at"])

@@ -269,9 +269,11 @@ PayloadKey = bytes | str
 """One key: 32 bytes, or their URL-safe base64 text (as `new_payload_key` makes)."""
 
 PayloadKeys = (
-    PayloadKey | Sequence[PayloadKey] | Callable[[], PayloadKey | Sequence[PayloadKey]]
+    PayloadKey
+    | Sequence[PayloadKey]
+    | Callable[[], PayloadKey | Sequence[PayloadKey]]
     | PayloadCodec
-)  # fmt: skip
+)
 """What `Ledger(payload_key=...)` takes (see `payload_codec`)."""
 
 

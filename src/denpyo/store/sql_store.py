@@ -43,29 +43,52 @@ log = logging.getLogger("denpyo.store")
 
 
 class SqlStore(
-    CallerConnections, Removal, Forgetting, ActionLog, ChannelControls, PayloadKeys,
+    CallerConnections,
+    Removal,
+    Forgetting,
+    ActionLog,
+    ChannelControls,
+    PayloadKeys,
     ProviderEvents,
-):  # fmt: skip
+):
     """The operations of `Store` over a database's named queries (sql/<dialect>.sql)."""
 
     QUERIES: ClassVar[frozenset[str]] = frozenset(
         {
-            "create_schema_version", "get_schema_version", "add_schema_version",
-            "lock_schema", "read_clock", "get_database_identity", "get_submission",
-            "get_submission_by_key", "get_submission_existing", "find_submission_superseding",
+            "create_schema_version",
+            "get_schema_version",
+            "add_schema_version",
+            "lock_schema",
+            "read_clock",
+            "get_database_identity",
+            "get_submission",
+            "get_submission_by_key",
+            "get_submission_existing",
+            "find_submission_superseding",
             "check_submission_ordering_waits",
             "list_events",
-            "list_submissions", "count_submissions_by_status", "count_submissions_needs_person",
-            "count_submissions_in_doubt_due", "list_submission_holdings", "lock_submission_renew",
+            "list_submissions",
+            "count_submissions_by_status",
+            "count_submissions_needs_person",
+            "count_submissions_in_doubt_due",
+            "list_submission_holdings",
+            "lock_submission_renew",
             "renew_submissions",
             "get_submissions_by_idempotency_keys",
             "list_submissions_synced",
-            "get_submission_last_id", "list_submission_page", "search_submissions",
-            "list_submission_needs_person_page", "lock_outcome_fold", "find_outcome_fold_upto",
-            "add_outcome_fold", "advance_outcome_fold", "trim_outcome_fold",
-            "count_outcomes_per_minute", "find_submission_next_channel",
+            "get_submission_last_id",
+            "list_submission_page",
+            "search_submissions",
+            "list_submission_needs_person_page",
+            "lock_outcome_fold",
+            "find_outcome_fold_upto",
+            "add_outcome_fold",
+            "advance_outcome_fold",
+            "trim_outcome_fold",
+            "count_outcomes_per_minute",
+            "find_submission_next_channel",
         }
-    )  # fmt: skip
+    )
     """The named queries this class runs; each layer below lists its own, and a
     database's query file defines exactly the union (tests/unit/test_queries.py)."""
 

@@ -74,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         provider.start()
     except OSError as exc:  # the port is taken, or the host is not this machine's
-        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # set even where a shell ignores them (`&`)

@@ -432,10 +432,14 @@ class ProviderCore:
                 return Reply(400, {"error": f"no record {after!r} in that window"})
             effects = effects[ids.index(after) + 1 :]
         page = [
-            {"id": e["id"], "idempotency_key": e["idempotency_key"], "created": e["at"],
-             "payload": e["payload"]}
+            {
+                "id": e["id"],
+                "idempotency_key": e["idempotency_key"],
+                "created": e["at"],
+                "payload": e["payload"],
+            }
             for e in effects[:limit]
-        ]  # fmt: skip
+        ]
         return Reply(200, {"data": page, "has_more": len(effects) > limit})
 
     def on_search(self, query: Query, headers: Headers, body: bytes) -> Reply:

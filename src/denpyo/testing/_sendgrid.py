@@ -72,16 +72,18 @@ def _messages(core: ProviderCore, query: Query, headers: Headers, body: bytes) -
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(effect["at"]))
         for n, person in enumerate(mail["personalizations"]):
             for to in person.get("to", []):
-                found.append({
-                    "msg_id": f"{effect['id']}.filter{n:04d}.{int(effect['at'])}.0",
-                    "from_email": (mail.get("from") or {}).get("email"),
-                    "subject": mail.get("subject"),
-                    "to_email": to.get("email"),
-                    "status": "delivered",
-                    "opens_count": 0,
-                    "clicks_count": 0,
-                    "last_event_time": when,
-                })  # fmt: skip
+                found.append(
+                    {
+                        "msg_id": f"{effect['id']}.filter{n:04d}.{int(effect['at'])}.0",
+                        "from_email": (mail.get("from") or {}).get("email"),
+                        "subject": mail.get("subject"),
+                        "to_email": to.get("email"),
+                        "status": "delivered",
+                        "opens_count": 0,
+                        "clicks_count": 0,
+                        "last_event_time": when,
+                    }
+                )
     return Reply(200, {"messages": found[: int(query.get("limit", "10"))]})
 
 

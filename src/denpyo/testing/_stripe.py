@@ -60,9 +60,12 @@ def _fault_reply(fault: str) -> Reply | None:
     """The error a fault answers with before anything is recorded (None: go on)."""
     if fault == "decline":
         return _error(
-            402, "card_error", "Your card was declined.",
-            code="card_declined", decline_code="generic_decline",
-        )  # fmt: skip
+            402,
+            "card_error",
+            "Your card was declined.",
+            code="card_declined",
+            decline_code="generic_decline",
+        )
     if fault == "throttle":
         return _error(429, "invalid_request_error", "Too many requests.", code="rate_limit")
     if fault == "error":
@@ -86,11 +89,12 @@ def _create(kind: str, build: Callable[[ProviderCore, dict[str, Any]], Any]) -> 
                 first = next(e for e in core._effects if e["id"] == core._ids_by_key[key][-1])
                 if first.get("request") != (kind, params):
                     return _error(
-                        400, "idempotency_error",
+                        400,
+                        "idempotency_error",
                         f"Keys for idempotent requests can only be used with the same "
                         f"parameters they were first used with. Try using a key other "
                         f"than '{key}' if you meant to execute a different request.",
-                    )  # fmt: skip
+                    )
                 core._counts["replayed"] += 1
                 return Reply(200, first["payload"], {"Idempotent-Replayed": "true"})
             fault = core.shaped_fault(options)
@@ -121,9 +125,11 @@ def _payment_intent(core: ProviderCore, params: dict[str, Any]) -> Any:
     amount = _amount(params)
     if amount is None or amount < 1 or not params.get("currency"):
         return _error(
-            400, "invalid_request_error", "amount (a positive integer) and currency are required",
+            400,
+            "invalid_request_error",
+            "amount (a positive integer) and currency are required",
             param="amount",
-        )  # fmt: skip
+        )
     confirm = params.get("confirm") == "true"
     if confirm and params.get("payment_method") in DECLINED_CARDS:
         return _fault_reply("decline")
@@ -146,9 +152,12 @@ def _refund(core: ProviderCore, params: dict[str, Any]) -> Any:
     intent = next((e["payload"] for e in core._effects if e["id"] == target and target), None)
     if intent is None:
         return _error(
-            404, "invalid_request_error", f"No such payment_intent: '{target}'",
-            code="resource_missing", param="payment_intent",
-        )  # fmt: skip
+            404,
+            "invalid_request_error",
+            f"No such payment_intent: '{target}'",
+            code="resource_missing",
+            param="payment_intent",
+        )
     amount = _amount(params) or intent["amount"]
     return {
         "id": "re_" + os.urandom(12).hex(),
@@ -166,8 +175,11 @@ def _listed(core: ProviderCore, kind: str, query: Query, url: str) -> Reply:
     """Stripe's list: newest first, ``created[gte|gt|lt|lte]``, ``limit``, ``starting_after``."""
     found = _objects(core, kind)
     bounds = {
-        "gte": operator.ge, "gt": operator.gt, "lt": operator.lt, "lte": operator.le,
-    }  # fmt: skip
+        "gte": operator.ge,
+        "gt": operator.gt,
+        "lt": operator.lt,
+        "lte": operator.le,
+    }
     for op, test in bounds.items():
         value = query.get(f"created[{op}]")
         if value is not None:
@@ -206,18 +218,25 @@ def _search_intents(core: ProviderCore, query: Query, headers: Headers, body: by
     found.sort(key=lambda o: (o["created"], o["id"]), reverse=True)
     return Reply(
         200,
-        {"object": "search_result", "url": "/v1/payment_intents/search", "data": found,
-         "has_more": False, "next_page": None},
-    )  # fmt: skip
+        {
+            "object": "search_result",
+            "url": "/v1/payment_intents/search",
+            "data": found,
+            "has_more": False,
+            "next_page": None,
+        },
+    )
 
 
 def _retrieve_intent(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Reply:
     found = [o for o in _objects(core, "payment_intent") if o["id"] == query["id"]]
     if not found:
         return _error(
-            404, "invalid_request_error", f"No such payment_intent: '{query['id']}'",
+            404,
+            "invalid_request_error",
+            f"No such payment_intent: '{query['id']}'",
             code="resource_missing",
-        )  # fmt: skip
+        )
     return Reply(200, found[0])
 
 

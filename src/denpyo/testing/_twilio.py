@@ -33,9 +33,13 @@ _REFUSALS = {
 def _error(status: int, code: int, message: str) -> Reply:
     return Reply(
         status,
-        {"code": code, "message": message, "status": status,
-         "more_info": f"https://www.twilio.com/docs/errors/{code}"},
-    )  # fmt: skip
+        {
+            "code": code,
+            "message": message,
+            "status": status,
+            "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        },
+    )
 
 
 def _create(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Reply:
@@ -96,10 +100,18 @@ def _list(core: ProviderCore, query: Query, headers: Headers, body: bytes) -> Re
     uri = f"/2010-04-01/Accounts/{query['account']}/Messages.json"
     return Reply(
         200,
-        {"messages": page, "uri": uri, "first_page_uri": uri, "next_page_uri": None,
-         "previous_page_uri": None, "page": 0, "page_size": size, "start": 0,
-         "end": max(len(page) - 1, 0)},
-    )  # fmt: skip
+        {
+            "messages": page,
+            "uri": uri,
+            "first_page_uri": uri,
+            "next_page_uri": None,
+            "previous_page_uri": None,
+            "page": 0,
+            "page_size": size,
+            "start": 0,
+            "end": max(len(page) - 1, 0),
+        },
+    )
 
 
 def _day_or_date(value: str) -> float:

@@ -25,9 +25,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="e.g. http://127.0.0.1:8765")
     p.add_argument("--accepted", type=int, default=None, metavar="N")
     p.add_argument(
-        "--timeout", type=float, default=60.0,
+        "--timeout",
+        type=float,
+        default=60.0,
         help="give up (exit 1) after this many seconds with no progress",
-    )  # fmt: skip
+    )
     return p
 
 
@@ -75,6 +77,7 @@ def main(argv: list[str]) -> int:
     if wait(args.url, calls=args.accepted, timeout=args.timeout):
         return 0
     what = "answer" if args.accepted is None else f"accept {args.accepted} calls"
-    print(f"error: {args.url} did not {what} (nothing moved for {args.timeout:g} s)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"error: {args.url} did not {what} (nothing moved for {args.timeout:g} s)", file=sys.stderr
+    )
     return 1

@@ -161,11 +161,12 @@ class ActionPages(Shell):
             "more": rows[-1].submission_id if len(rows) == PAGE else None,
             "percent": 100 * (record.done + record.skipped) // record.total if record.total else 0,
             "may_confirm": mine and access.can_act and record.state is ActionState.PLANNED,
-            "may_decide": access.can_approve and not mine
+            "may_decide": access.can_approve
+            and not mine
             and record.state is ActionState.AWAITING_APPROVAL,
             "may_steer": access.can_act and (mine or access.can_manage),
             "flash": _flash(q.get("done") or "", record.state),
-        }  # fmt: skip
+        }
 
     async def approvals_page(self, request: Request, access: Access) -> Response:
         waiting = await self.call(
@@ -285,8 +286,11 @@ class ActionPages(Shell):
             raise Refused(409, f"action #{action_id} is {record.state}: it cannot {verb}")
         if verb == "resume":
             self.bulk_threads.start(action_id)
-        return self._to_action(request, action_id, {"pause": "paused", "resume": "in_progress",
-                                                    "cancel": "cancelled"}[verb])  # fmt: skip
+        return self._to_action(
+            request,
+            action_id,
+            {"pause": "paused", "resume": "in_progress", "cancel": "cancelled"}[verb],
+        )
 
     def _to_action(self, request: Request, action_id: int, code: str) -> Response:
         target = request.url_for("action", id=action_id).include_query_params(done=code)

@@ -228,8 +228,13 @@ class Actions(Shell):
                 target = request.url_for("action", id=done.action.id)
                 return RedirectResponse(f"{target.path}?done=requested", status_code=303)
             _, rows = await self.call(op.action_detail, self.ledger, done.id, limit=MAX_BULK)
-            results = [(row.submission_id, row.reason if row.reason and row.outcome is
-                        RowOutcome.SKIPPED else None) for row in rows]  # fmt: skip
+            results = [
+                (
+                    row.submission_id,
+                    row.reason if row.reason and row.outcome is RowOutcome.SKIPPED else None,
+                )
+                for row in rows
+            ]
         return await self.render(
             request,
             access,

@@ -316,9 +316,11 @@ class Dashboard(ActionPages, Actions):
         if full:
             log.info(
                 "dashboard: full payload of #%d (%s:%s) shown to %s",
-                found.submission.id, visible(found.submission.channel),
-                visible(found.submission.key), visible(access.name),
-            )  # fmt: skip
+                found.submission.id,
+                visible(found.submission.channel),
+                visible(found.submission.key),
+                visible(access.name),
+            )
         shown = found if full else found.redacted(self.redaction)
         sub = shown.submission
         chain_back = await self.call(op.replaced, self.ledger, sub)

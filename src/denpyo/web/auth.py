@@ -66,9 +66,23 @@ MIN_TOKEN = 16
 MIN_DISTINCT = 8
 MIN_SURPRISE = 8
 COMMON_WORDS = (
-    "password", "passwort", "passw0rd", "secret", "admin", "letmein", "qwerty", "azerty",
-    "welcome", "changeme", "iloveyou", "dashboard", "denpyo", "token", "monkey", "dragon",
-)  # fmt: skip
+    "password",
+    "passwort",
+    "passw0rd",
+    "secret",
+    "admin",
+    "letmein",
+    "qwerty",
+    "azerty",
+    "welcome",
+    "changeme",
+    "iloveyou",
+    "dashboard",
+    "denpyo",
+    "token",
+    "monkey",
+    "dragon",
+)
 """Words a guesser tries first: each counts as one character in a token."""
 MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -82,8 +82,10 @@ def create_app(
         raise missing("webhooks", "the webhooks", exc) from exc
     readers: dict[str, Reader] = {}
     for given, provider in (
-        (stripe_secret, _stripe), (sendgrid_public_key, _sendgrid), (twilio_auth_token, _twilio),
-    ):  # fmt: skip
+        (stripe_secret, _stripe),
+        (sendgrid_public_key, _sendgrid),
+        (twilio_auth_token, _twilio),
+    ):
         if given:
             provider.sdk()  # a missing extra is said now, not at the first event
     if stripe_secret:

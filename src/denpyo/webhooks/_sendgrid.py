@@ -69,11 +69,13 @@ def _event(item: Any) -> ProviderEvent:
         raise Refused("a SendGrid event has an sg_event_id and an event")
     message = text(_get(item, "sg_message_id"))
     return ProviderEvent(
-        "sendgrid", event_id, kind,
+        "sendgrid",
+        event_id,
+        kind,
         idempotency_key=text(_get(item, FIELD)),
         remote_id=None if message is None else message.split(".", 1)[0],
         detail=text(_get(item, "reason")) or text(_get(item, "response")),
-    )  # fmt: skip
+    )
 
 
 def _get(item: Any, name: str) -> Any:

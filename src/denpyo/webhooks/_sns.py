@@ -47,12 +47,24 @@ HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
 SIGNED = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
     "SubscriptionConfirmation": (
-        "Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type",
+        "Message",
+        "MessageId",
+        "SubscribeURL",
+        "Timestamp",
+        "Token",
+        "TopicArn",
+        "Type",
     ),
     "UnsubscribeConfirmation": (
-        "Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type",
+        "Message",
+        "MessageId",
+        "SubscribeURL",
+        "Timestamp",
+        "Token",
+        "TopicArn",
+        "Type",
     ),
-}  # fmt: skip
+}
 """The fields of each message type in the string SNS signs, in its order."""
 
 
@@ -145,8 +157,10 @@ class Verifier:
         if not self.confirm:
             log.warning(
                 "SNS asks to confirm this endpoint's subscription to %s: open %s "
-                "(or run the webhooks with sns_confirm)", topic, url,
-            )  # fmt: skip
+                "(or run the webhooks with sns_confirm)",
+                topic,
+                url,
+            )
             return
         try:
             self.fetcher(url)
@@ -184,14 +198,21 @@ def _notification(message: dict[str, Any]) -> ProviderEvent:
         except (binascii.Error, ValueError, UnicodeDecodeError):
             key = None
         return ProviderEvent(
-            "ses", message_id, kind, idempotency_key=key,
-            remote_id=text(mail.get("messageId")), detail=_ses_detail(inner),
-        )  # fmt: skip
+            "ses",
+            message_id,
+            kind,
+            idempotency_key=key,
+            remote_id=text(mail.get("messageId")),
+            detail=_ses_detail(inner),
+        )
     attribute = field(message, "MessageAttributes", FIELD, "Value")
     return ProviderEvent(
-        "sns", message_id, "Notification", idempotency_key=text(attribute),
+        "sns",
+        message_id,
+        "Notification",
+        idempotency_key=text(attribute),
         remote_id=message_id,
-    )  # fmt: skip
+    )
 
 
 def _ses_detail(inner: dict[str, Any]) -> str | None:

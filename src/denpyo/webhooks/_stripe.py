@@ -58,11 +58,14 @@ def events(body: bytes, signature: str | None, secret: str) -> list[ProviderEven
         return []
     return [
         ProviderEvent(
-            "stripe", event_id, kind,
+            "stripe",
+            event_id,
+            kind,
             idempotency_key=text(field(obj, "metadata", FIELD)),
-            remote_id=_remote_id(obj), detail=_detail(kind, obj),
+            remote_id=_remote_id(obj),
+            detail=_detail(kind, obj),
         )
-    ]  # fmt: skip
+    ]
 
 
 def _remote_id(obj: dict[str, Any]) -> str | None:

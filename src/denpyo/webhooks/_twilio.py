@@ -47,7 +47,10 @@ def events(body: bytes, signature: str | None, url: str, token: str) -> list[Pro
     code = params.get("ErrorCode")
     return [
         ProviderEvent(
-            "twilio", f"{sid}:{status}", status, remote_id=sid,
+            "twilio",
+            f"{sid}:{status}",
+            status,
+            remote_id=sid,
             detail=f"error {code}" if code else None,
         )
-    ]  # fmt: skip
+    ]

@@ -19,8 +19,10 @@ def test_running_counts_match_the_rows(postgres_url: str) -> None:
         ledger.enqueue_many("c", [(f"k{i}", {"i": i}) for i in range(60)])
         ledger.work(until_idle=True, poll_interval=0.01)
         with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute("UPDATE denpyo_submissions SET created_at = now() - interval '100 days' "
-                         "WHERE key LIKE 'k1%'")  # fmt: skip
+            conn.execute(
+                "UPDATE denpyo_submissions SET created_at = now() - interval '100 days' "
+                "WHERE key LIKE 'k1%'"
+            )
             conn.execute("UPDATE denpyo_submissions SET status = 'rejected' WHERE key = 'k59'")
         ledger.prune(older_than=90 * 86400)
         counted = {(c, s.value): n for c, s, n in ledger.store.count_by_status()}
@@ -102,8 +104,15 @@ def test_attention_counts_match_a_scan_of_the_rows(postgres_url: str) -> None:
         with psycopg.connect(postgres_url, row_factory=dict_row) as conn:
             real = conn.execute(ATTENTION_BY_SCANNING).fetchone()
     assert real is not None
-    for name in ("in_doubt", "exhausted", "rejected_open", "needs_person", "pending",
-                 "resolved", "oldest_pending"):  # fmt: skip
+    for name in (
+        "in_doubt",
+        "exhausted",
+        "rejected_open",
+        "needs_person",
+        "pending",
+        "resolved",
+        "oldest_pending",
+    ):
         assert counts[name] == real[name], name
         assert by_channel[name] == real[name], name
     assert counts["in_doubt"] >= 3 and counts["resolved"] == 4 and counts["exhausted"] > 0

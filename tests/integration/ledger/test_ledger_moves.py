@@ -55,8 +55,15 @@ def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> No
     assert len(claimed) == 5
 
     def settle(sub: Submission, holder: str) -> Move:
-        return Move(sub.id, Status.REQUESTING, Status.SYNCED, holder, holder=holder,
-                    event="settle", remote_id=f"r-{sub.key}")  # fmt: skip
+        return Move(
+            sub.id,
+            Status.REQUESTING,
+            Status.SYNCED,
+            holder,
+            holder=holder,
+            event="settle",
+            remote_id=f"r-{sub.key}",
+        )
 
     holders = ["w", "thief", "w", "thief", "w"]
     results = ledger.store.move([settle(s, h) for s, h in zip(claimed, holders, strict=True)])
@@ -68,8 +75,10 @@ def test_a_batch_of_moves_answers_each_in_its_place(ledger: denpyo.Ledger) -> No
             assert result is not None and result.id == sub.id and result.payload == sub.payload
             assert result.status is Status.SYNCED and result.remote_id == f"r-{sub.key}"
             assert [e.kind for e in ledger.store.events(sub.id)] == [
-                "created", "attempt", "settle",
-            ]  # fmt: skip
+                "created",
+                "attempt",
+                "settle",
+            ]
 
 
 def _move_paths(ledger: denpyo.Ledger) -> list[Callable[[list[Any]], list[Submission | None]]]:
@@ -101,8 +110,15 @@ def test_a_moved_row_takes_its_payload_from_the_mover_when_it_has_it(
     ledger.channel("c")(ok)
 
     def settle(sub: Submission, row: Submission | None) -> Move:
-        return Move(sub.id, Status.REQUESTING, Status.SYNCED, sub.locked_by or "",
-                    holder=sub.locked_by, event="settle", row=row)  # fmt: skip
+        return Move(
+            sub.id,
+            Status.REQUESTING,
+            Status.SYNCED,
+            sub.locked_by or "",
+            holder=sub.locked_by,
+            event="settle",
+            row=row,
+        )
 
     for n, apply in enumerate(_move_paths(ledger)):
         ledger.enqueue_many("c", [(f"p{n}-{i}", {"i": i}) for i in range(3)])
@@ -156,10 +172,21 @@ def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Led
     def shape(sub: Submission | None) -> tuple[Any, ...] | None:
         if sub is None:
             return None
-        return (sub.status, sub.attempts, sub.locked_by, sub.locked_until, sub.remote_id,
-                sub.last_error, sub.error_kind, sub.resolution, sub.in_doubt, sub.payload,
-                sub.next_attempt_at is None, sub.synced_at is None,
-                sub.updated_at is None)  # fmt: skip
+        return (
+            sub.status,
+            sub.attempts,
+            sub.locked_by,
+            sub.locked_until,
+            sub.remote_id,
+            sub.last_error,
+            sub.error_kind,
+            sub.resolution,
+            sub.in_doubt,
+            sub.payload,
+            sub.next_attempt_at is None,
+            sub.synced_at is None,
+            sub.updated_at is None,
+        )
 
     seen: list[Any] = []
     for n, apply in enumerate(_move_paths(ledger)):
@@ -176,10 +203,20 @@ def test_ended_attempts_are_recorded_alike_by_every_statement(ledger: denpyo.Led
             returned = apply(changes)
             stored = [ledger.get("c", sub.key) for sub in held]
             events = [
-                [(e.kind, e.from_status, e.to_status, e.attempt, e.actor, e.detail, e.duration_ms)
-                 for e in ledger.events(sub.id)]
+                [
+                    (
+                        e.kind,
+                        e.from_status,
+                        e.to_status,
+                        e.attempt,
+                        e.actor,
+                        e.detail,
+                        e.duration_ms,
+                    )
+                    for e in ledger.events(sub.id)
+                ]
                 for sub in held
-            ]  # fmt: skip
+            ]
             assert returned[lost] is None and stored[lost] is not None
             assert stored[lost].status is Status.REQUESTING and stored[lost].locked_by == "claimer"
             returned, stored = returned[:lost], stored[:lost]
@@ -201,12 +238,29 @@ def test_a_batch_naming_a_row_twice_applies_its_moves_in_order(ledger: denpyo.Le
 
     def moves(row_id: int) -> list[Move]:
         return [
-            Move(row_id, Status.REQUESTING, Status.FAILED, "w1", holder="w1",
-                 event="settle", attempt_delta=1, retry_in=0,
-                 error_kind=denpyo.ErrorKind.TRANSIENT, last_error="HTTP 503"),
-            Move(row_id, Status.FAILED, Status.REQUESTING, "w2", event="attempt",
-                 new_holder="w2", lease=60, keep_error=True),
-        ]  # fmt: skip
+            Move(
+                row_id,
+                Status.REQUESTING,
+                Status.FAILED,
+                "w1",
+                holder="w1",
+                event="settle",
+                attempt_delta=1,
+                retry_in=0,
+                error_kind=denpyo.ErrorKind.TRANSIENT,
+                last_error="HTTP 503",
+            ),
+            Move(
+                row_id,
+                Status.FAILED,
+                Status.REQUESTING,
+                "w2",
+                event="attempt",
+                new_holder="w2",
+                lease=60,
+                keep_error=True,
+            ),
+        ]
 
     for n, apply in enumerate(_move_paths(ledger)):
         ledger.enqueue("c", f"k{n}", {})

@@ -26,9 +26,18 @@ def test_ordering_key_sends_one_at_a_time_in_order(ledger: denpyo.Ledger) -> Non
     claimed = ledger.store.claim("c", holder="w", limit=10, lease=60)
     assert [s.key for s in claimed] == ["a0"]  # followers wait for their head
     ledger.store.move(
-        [denpyo.domain.moves.Move(claimed[0].id, Status.REQUESTING, Status.REQUESTING, "w",
-                                  holder="w", attempt_delta=-1, retry_in=0)]
-    )  # fmt: skip
+        [
+            denpyo.domain.moves.Move(
+                claimed[0].id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "w",
+                holder="w",
+                attempt_delta=-1,
+                retry_in=0,
+            )
+        ]
+    )
     ledger.work(until_idle=True, poll_interval=0.01)
     assert order == [f"a{i}" for i in range(6)]
 

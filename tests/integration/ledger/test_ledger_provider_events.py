@@ -22,9 +22,20 @@ def _in_doubt(ledger: denpyo.Ledger, key: str = "k") -> Submission:
     ledger.enqueue("c", key, {"email": "ann@example.com"})
     [held] = ledger.store.claim("c", holder="crashed-worker", limit=1, lease=60)
     [moved] = ledger.store.move(
-        [Move(held.id, Status.REQUESTING, Status.REQUESTING, "dead", holder=held.locked_by,
-              new_holder=held.locked_by, lease=0, retry_in=0, keep_error=True)]
-    )  # fmt: skip
+        [
+            Move(
+                held.id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "dead",
+                holder=held.locked_by,
+                new_holder=held.locked_by,
+                lease=0,
+                retry_in=0,
+                keep_error=True,
+            )
+        ]
+    )
     assert moved is not None and moved.in_doubt
     return moved
 
@@ -39,17 +50,22 @@ def test_a_row_in_doubt_is_confirmed_synced_with_the_providers_id(
     ledger.channel("c")(ok)
     sub = _in_doubt(ledger)
     got = ledger.receive_provider_event(
-        "stripe", "evt_1", "payment_intent.succeeded",
-        idempotency_key=sub.idempotency_key, remote_id="pi_1",
-    )  # fmt: skip
+        "stripe",
+        "evt_1",
+        "payment_intent.succeeded",
+        idempotency_key=sub.idempotency_key,
+        remote_id="pi_1",
+    )
     assert got.confirmed and not got.duplicate
     after = ledger.get("c", "k")
     assert after is not None and after.status is Status.SYNCED and after.remote_id == "pi_1"
     assert after.attempts == 1 and after.locked_by is None
     last = _history(ledger, sub)[-1]
     assert (last.kind, last.from_status, last.to_status) == (
-        "verify", Status.REQUESTING, Status.SYNCED,
-    )  # fmt: skip
+        "verify",
+        Status.REQUESTING,
+        Status.SYNCED,
+    )
     assert last.actor == "webhook:stripe"
     assert last.detail == (
         "confirmed by the provider's webhook (stripe event evt_1: "
@@ -88,9 +104,12 @@ def test_a_synced_row_gets_the_event_in_its_history_and_a_bounce_alerts(
     lines = [(e.kind, e.to_status, e.detail) for e in _history(ledger, sub)[-2:]]
     assert lines == [
         ("provider", Status.SYNCED, "Delivery, told by the provider's webhook (ses event n-1)"),
-        ("provider", Status.SYNCED,
-         "Bounce, told by the provider's webhook (ses event n-2): Permanent: General"),
-    ]  # fmt: skip
+        (
+            "provider",
+            Status.SYNCED,
+            "Bounce, told by the provider's webhook (ses event n-2): Permanent: General",
+        ),
+    ]
     assert [a.reason for a in alerts] == ["provider_reported"]
     assert alerts[0].submission is not None and alerts[0].submission.id == sub.id
     assert "Bounce" in alerts[0].message
@@ -103,9 +122,11 @@ def test_a_rejected_row_keeps_its_status(ledger: denpyo.Ledger) -> None:
     [rejected] = ledger.store.move([Settle(held, "w", Status.REJECTED, last_error="400")])
     assert rejected is not None
     got = ledger.receive_provider_event(
-        "stripe", "evt_r", "payment_intent.payment_failed",
+        "stripe",
+        "evt_r",
+        "payment_intent.payment_failed",
         idempotency_key=held.idempotency_key,
-    )  # fmt: skip
+    )
     assert not got.confirmed and got.submission is not None
     after = ledger.get("c", "k")
     assert after is not None and after.status is Status.REJECTED
@@ -132,8 +153,11 @@ def test_an_event_naming_no_row_is_listed_by_the_audit(ledger: denpyo.Ledger) ->
     report = ledger.audit("c", since=now - timedelta(hours=1), until=now + timedelta(minutes=1))
     [unknown] = report.unknown_events
     assert (unknown.provider, unknown.event_id, unknown.kind, unknown.remote_id) == (
-        "stripe", "evt_x", "charge.refunded", "pi_x",
-    )  # fmt: skip
+        "stripe",
+        "evt_x",
+        "charge.refunded",
+        "pi_x",
+    )
     assert not report.clean
 
 
@@ -152,9 +176,12 @@ def test_a_webhook_and_the_workers_settle_at_once_make_one_synced_move(
 
     def webhook() -> None:
         results["webhook"] = ledger.receive_provider_event(
-            "stripe", "evt_1", "payment_intent.succeeded",
-            idempotency_key=held.idempotency_key, remote_id="pi_1",
-        )  # fmt: skip
+            "stripe",
+            "evt_1",
+            "payment_intent.succeeded",
+            idempotency_key=held.idempotency_key,
+            remote_id="pi_1",
+        )
 
     def worker() -> None:
         results["worker"] = ledger.store.move([settle])[0]
@@ -167,8 +194,11 @@ def test_a_webhook_and_the_workers_settle_at_once_make_one_synced_move(
         thread.join()
     after = ledger.get("c", "k")
     assert after is not None and after.status is Status.SYNCED and after.attempts == 1
-    moves = [e for e in ledger.events(held.id) if e.to_status is Status.SYNCED
-             and e.from_status is not Status.SYNCED]  # fmt: skip
+    moves = [
+        e
+        for e in ledger.events(held.id)
+        if e.to_status is Status.SYNCED and e.from_status is not Status.SYNCED
+    ]
     assert len(moves) == 1
     settled = results["worker"] is not None
     got = results["webhook"]

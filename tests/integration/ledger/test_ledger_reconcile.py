@@ -15,9 +15,20 @@ def _expire_lease(ledger: denpyo.Ledger, sub: Submission) -> None:
     from denpyo.domain.moves import Move
 
     [moved] = ledger.store.move(
-        [Move(sub.id, Status.REQUESTING, Status.REQUESTING, "dead", holder=sub.locked_by,
-              new_holder=sub.locked_by, lease=0, retry_in=0, keep_error=True)]
-    )  # fmt: skip
+        [
+            Move(
+                sub.id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "dead",
+                holder=sub.locked_by,
+                new_holder=sub.locked_by,
+                lease=0,
+                retry_in=0,
+                keep_error=True,
+            )
+        ]
+    )
     assert moved is not None and moved.in_doubt
 
 

@@ -93,9 +93,11 @@ def test_the_report_is_the_same_before_and_after_a_prune(ledger: denpyo.Ledger) 
     before = {by: ledger.report(by=by) for by in ("day", "month")}
     today = ledger.get("email", "e0").created_at.date()  # type: ignore[union-attr]
     assert {(r.channel, r.status, r.count) for r in before["day"]} == {
-        ("email", "synced", 3), ("email", "requesting", 1), ("sms", "failed", 2),
+        ("email", "synced", 3),
+        ("email", "requesting", 1),
+        ("sms", "failed", 2),
         ("push", "rejected", 2),
-    }  # fmt: skip
+    }
     assert {r.period for r in before["month"]} == {f"{today:%Y-%m}"}
 
     assert ledger.prune(older_than=0) == 5  # 3 synced, the abandoned failed and rejected
@@ -143,9 +145,14 @@ def test_retention_by_state_takes_only_what_it_is_told(ledger: denpyo.Ledger) ->
     assert doubtful.error_kind is ErrorKind.AMBIGUOUS
 
     rows = [
-        ("email", "synced"), ("sms", "abandoned"), ("sms", "exhausted"), ("push", "rejected"),
-        ("push", "unresolved"), ("pay", "in-doubt"), ("email", "open"),
-    ]  # fmt: skip
+        ("email", "synced"),
+        ("sms", "abandoned"),
+        ("sms", "exhausted"),
+        ("push", "rejected"),
+        ("push", "unresolved"),
+        ("pay", "in-doubt"),
+        ("email", "open"),
+    ]
 
     def removed() -> set[str]:
         return {
@@ -156,8 +163,10 @@ def test_retention_by_state_takes_only_what_it_is_told(ledger: denpyo.Ledger) ->
 
     # A dry run counts exactly what the prune then takes, per channel and status.
     assert op.removable_counts(ledger, older_than=0) == [
-        ("email", "synced", 1), ("push", "rejected", 1), ("sms", "failed", 1),
-    ]  # fmt: skip
+        ("email", "synced", 1),
+        ("push", "rejected", 1),
+        ("sms", "failed", 1),
+    ]
     assert op.removable_counts(ledger, synced=0) == [("email", "synced", 1)]
     assert op.removable_counts(ledger, synced=3600, rejected=3600, abandoned=3600) == []
     assert removed() == set()  # counting removed nothing
@@ -234,8 +243,11 @@ def test_a_person_resends_a_pruned_row_with_its_payload_given(ledger: denpyo.Led
     assert done.submission.resolution.startswith(f"resent as #{done.created.id}")
     [logged, _] = op.action_log(ledger)  # the resend, then the abandon
     assert (logged.kind.value, logged.state.value, logged.done, logged.total) == (
-        "resend", "done", 1, 1,
-    )  # fmt: skip
+        "resend",
+        "done",
+        1,
+        1,
+    )
     with pytest.raises(InvalidInput, match="already resent"):
         op.resolve_resend(ledger, "sms:k", note="again", payload={"to": "+300"})
     for action in (

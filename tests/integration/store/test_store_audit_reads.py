@@ -21,10 +21,17 @@ def _synced(store: Store, keys: list[str], channel: str = "c") -> list[Any]:
     they share one synced_at, which the audit's paging must step through)."""
     held = [store.record(new(k, channel), actor="h", lease=60)[0] for k in keys]
     moves = [
-        Move(sub.id, Status.REQUESTING, Status.SYNCED, "h", holder="h",
-             event="settle", remote_id=f"r-{sub.key}")
+        Move(
+            sub.id,
+            Status.REQUESTING,
+            Status.SYNCED,
+            "h",
+            holder="h",
+            event="settle",
+            remote_id=f"r-{sub.key}",
+        )
         for sub in held
-    ]  # fmt: skip
+    ]
     return [row for row in store.move(moves) if row is not None]
 
 
@@ -86,13 +93,22 @@ def test_the_first_attempt_is_read_from_the_history(store: Store) -> None:
 
 
 AUDIT_INDEXES = {
-    "sqlite": ("denpyo_submissions_synced", "sqlite_autoindex_denpyo_submissions_2",
-               "denpyo_events_submission"),
-    "postgresql": ("denpyo_submissions_synced", "denpyo_submissions_idempotency_key",
-                   "denpyo_events_submission"),
-    "mysql": ("denpyo_submissions_synced", "denpyo_submissions_idempotency_key",
-              "denpyo_events_submission"),
-}  # fmt: skip
+    "sqlite": (
+        "denpyo_submissions_synced",
+        "sqlite_autoindex_denpyo_submissions_2",
+        "denpyo_events_submission",
+    ),
+    "postgresql": (
+        "denpyo_submissions_synced",
+        "denpyo_submissions_idempotency_key",
+        "denpyo_events_submission",
+    ),
+    "mysql": (
+        "denpyo_submissions_synced",
+        "denpyo_submissions_idempotency_key",
+        "denpyo_events_submission",
+    ),
+}
 
 
 def test_the_audits_reads_are_planned_on_indexes(store: Store, backend: str, db_url: str) -> None:

@@ -82,15 +82,21 @@ def test_an_expired_lease_counts_as_nobody_and_in_doubt(store: Store) -> None:
 
 
 CLAIM_INDEXES = {
-    "sqlite": {"find_submissions_ready": "denpyo_submissions_ready",
-               "find_submissions_in_doubt": "denpyo_submissions_in_doubt",
-               "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt"},
-    "postgresql": {"claim_submissions_ready": "denpyo_submissions_ready",
-                   "claim_submissions_in_doubt": "denpyo_submissions_in_doubt",
-                   "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt"},
-    "mysql": {"find_submissions_ready": "denpyo_submissions_due",
-              "find_submissions_in_doubt": "denpyo_submissions_due"},
-}  # fmt: skip
+    "sqlite": {
+        "find_submissions_ready": "denpyo_submissions_ready",
+        "find_submissions_in_doubt": "denpyo_submissions_in_doubt",
+        "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt",
+    },
+    "postgresql": {
+        "claim_submissions_ready": "denpyo_submissions_ready",
+        "claim_submissions_in_doubt": "denpyo_submissions_in_doubt",
+        "count_submissions_in_doubt_due": "denpyo_submissions_in_doubt",
+    },
+    "mysql": {
+        "find_submissions_ready": "denpyo_submissions_due",
+        "find_submissions_in_doubt": "denpyo_submissions_due",
+    },
+}
 
 
 def test_claims_are_planned_on_their_indexes(store: Store, backend: str, db_url: str) -> None:

@@ -34,8 +34,10 @@ def test_counts_follow_the_moves(store: Store) -> None:
     store.move([Move.mark_synced(doubt, "op", "r-1", "found", "seen there")])
 
     assert sorted(store.count_by_status()) == [
-        ("c", Status.REQUESTING, 2), ("c", Status.SYNCED, 1), ("d", Status.REQUESTING, 1),
-    ]  # fmt: skip
+        ("c", Status.REQUESTING, 2),
+        ("c", Status.SYNCED, 1),
+        ("d", Status.REQUESTING, 1),
+    ]
     counts = store.count_attention("c")
     assert (counts["in_doubt"], counts["needs_person"], counts["pending"]) == (1, 1, 2)
     assert counts["oldest_pending"] is not None and counts["now"] >= counts["oldest_pending"]
@@ -77,33 +79,37 @@ def assert_counts_match_the_table(store: Store, sql: SQL) -> None:
         expired = [s for s in mine if s.status is Status.REQUESTING and s.in_doubt]
         failed = [s for s in mine if s.status is Status.FAILED]
         open_failed = [
-            s for s in failed
+            s
+            for s in failed
             if s.resolution is None
             and (s.error_kind is ErrorKind.AMBIGUOUS or s.next_attempt_at is None)
-        ]  # fmt: skip
+        ]
         pending = [
-            s for s in mine
+            s
+            for s in mine
             if s.status is Status.REQUESTING
             or (s.status is Status.FAILED and s.next_attempt_at is not None)
-        ]  # fmt: skip
+        ]
         rejected_open = [s for s in mine if s.status is Status.REJECTED and s.resolution is None]
         counts = store.count_attention(channel)
         assert counts.pop("now") is not None
         assert counts == {
             "in_doubt": sum(s.in_doubt for s in mine),
             "exhausted": sum(
-                s.next_attempt_at is None and s.resolution is None
+                s.next_attempt_at is None
+                and s.resolution is None
                 and s.error_kind is not ErrorKind.AMBIGUOUS
                 for s in failed
             ),
             "rejected_open": len(rejected_open),
-            "needs_person": len(open_failed) + len(rejected_open)
+            "needs_person": len(open_failed)
+            + len(rejected_open)
             + sum(s.resolution is None for s in expired),
             "pending": len(pending),
             "oldest_pending": min((s.created_at for s in pending), default=None),
             # a row a person marked synced is resolved by a person too
             "resolved": sum(s.resolution is not None for s in mine),
-        }, channel  # fmt: skip
+        }, channel
 
 
 def test_running_counts_follow_every_write(store: Store, backend: str, sql: SQL) -> None:
@@ -113,10 +119,13 @@ def test_running_counts_follow_every_write(store: Store, backend: str, sql: SQL)
     `count_attention` agree with counting the table, before the counts are folded
     and after."""
     settle = {
-        "synced": SYNCED, "rejected": REJECTED, "exhausted": EXHAUSTED,
-        "retrying": RETRYING, "ambiguous": AMBIGUOUS,
+        "synced": SYNCED,
+        "rejected": REJECTED,
+        "exhausted": EXHAUSTED,
+        "retrying": RETRYING,
+        "ambiguous": AMBIGUOUS,
         "held": AttemptDecision(Status.FAILED, ErrorKind.AMBIGUOUS, "timeout", retry_in=None),
-    }  # fmt: skip
+    }
     rows = {
         f"{name}{i}": settled(store, f"{name}{i}", outcome, "c" if i % 2 else "d")
         for name, outcome in settle.items()
@@ -130,9 +139,10 @@ def test_running_counts_follow_every_write(store: Store, backend: str, sql: SQL)
     [held] = store.move([Move.still_in_doubt(held, "h", None, "ask a person")])
     assert doubtful is not None and held is not None and held.next_attempt_at is None
     store.record_many(
-        [new(f"bulk{i}", "d") for i in range(5)] + [new("waiting")], actor="t",
+        [new(f"bulk{i}", "d") for i in range(5)] + [new("waiting")],
+        actor="t",
         check=lambda new, existing: None,
-    )  # fmt: skip
+    )
     assert_counts_match_the_table(store, sql)
 
     # A person's moves, several in one batch, one losing its compare-and-set.
@@ -199,8 +209,9 @@ def test_an_upgrade_counts_the_rows_already_there(
         for name, outcome in {"s": SYNCED, "r": REJECTED, "x": EXHAUSTED, "a": AMBIGUOUS}.items():
             for i in range(2):
                 settled(store, f"{name}{i}", outcome, "c" if i else "d")
-        [resolved] = store.move([Move.give_up(settled(store, "r9", REJECTED), "op", "abandon",
-                                              "abandoned", "not ours")])  # fmt: skip
+        [resolved] = store.move(
+            [Move.give_up(settled(store, "r9", REJECTED), "op", "abandon", "abandoned", "not ours")]
+        )
         assert resolved is not None
         store.record(new("waiting"), actor="t")
         with cast(SqlStore, store).transaction() as tx:

@@ -168,10 +168,13 @@ def test_counts_and_report_are_plain_postgresqls(distributed_url: str, plain_url
             doubtful, _ = store.record(new("doubtful"), actor="h", lease=60)
             store.move([Move.still_in_doubt(doubtful, "h", 0, "lease run out")])
             attention = {
-                channel: {k: v for k, v in store.count_attention(channel).items()
-                          if k not in ("now", "oldest_pending")}
+                channel: {
+                    k: v
+                    for k, v in store.count_attention(channel).items()
+                    if k not in ("now", "oldest_pending")
+                }
                 for channel in (None, "c", "d")
-            }  # fmt: skip
+            }
             with denpyo.Ledger(url) as ledger:
                 report = [(row.channel, row.status, row.count) for row in ledger.report()]
             answers.append((sorted(store.count_by_status()), attention, report))
@@ -239,9 +242,17 @@ def test_an_unknown_outcome_is_decided_by_the_row() -> None:
 
     def row(status: Status, holder: str | None, attempts: int) -> Submission:
         return Submission(
-            id=1, channel="c", key="k", idempotency_key="i", payload={}, status=status,
-            attempts=attempts, next_attempt_at=None, locked_by=holder, locked_until=None,
-        )  # fmt: skip
+            id=1,
+            channel="c",
+            key="k",
+            idempotency_key="i",
+            payload={},
+            status=status,
+            attempts=attempts,
+            next_attempt_at=None,
+            locked_by=holder,
+            locked_until=None,
+        )
 
     held = row(Status.REQUESTING, "h", 0)
     settle = Settle.of(held, "h", SYNCED, 5)

@@ -58,9 +58,14 @@ def forget_entry(store: Store, ids: list[int], holder: str = "h") -> int:
 def forget(store: Store, ids: list[int], action_id: int, holder: str) -> Outcomes | None:
     """`forget_rows` of Ada's payload, by Ada, under `holder`'s lease."""
     return store.forget_rows(
-        ids, scrub=Scrubber([ADA]), actor="operator:ada", note="erasure",
-        action_id=action_id, holder=holder, lease=60,
-    )  # fmt: skip
+        ids,
+        scrub=Scrubber([ADA]),
+        actor="operator:ada",
+        note="erasure",
+        action_id=action_id,
+        holder=holder,
+        lease=60,
+    )
 
 
 def test_the_live_rows_of_a_payloads_field_are_found_page_by_page(store: Store) -> None:

@@ -18,15 +18,24 @@ def test_rows_held_are_counted_per_holder_with_their_leases(store: Store) -> Non
     store.claim("c", holder="worker:h:2:def/1", limit=2, lease=60)
     store.claim("c", holder="worker:h:2:def/2", limit=1, lease=120)
     [expired] = store.claim("sms", holder="worker:h:3:ghi/1", limit=1, lease=60)
-    run_out = Move(expired.id, Status.REQUESTING, Status.REQUESTING, "worker:h:3:ghi/1",
-                   holder="worker:h:3:ghi/1", new_holder="worker:h:3:ghi/1", lease=0,
-                   keep_error=True)  # fmt: skip
+    run_out = Move(
+        expired.id,
+        Status.REQUESTING,
+        Status.REQUESTING,
+        "worker:h:3:ghi/1",
+        holder="worker:h:3:ghi/1",
+        new_holder="worker:h:3:ghi/1",
+        lease=0,
+        keep_error=True,
+    )
     assert store.move([run_out]) != [None]  # its lease ran out: in doubt, not held
 
     held = store.holdings()
     assert [(h.channel, h.holder, h.rows) for h in held] == [
-        ("c", "app:h:1:abc/1", 1), ("c", "worker:h:2:def/2", 1), ("c", "worker:h:2:def/1", 2),
-    ]  # fmt: skip
+        ("c", "app:h:1:abc/1", 1),
+        ("c", "worker:h:2:def/2", 1),
+        ("c", "worker:h:2:def/1", 2),
+    ]
     for holding, lease in zip(held, (600, 120, 60), strict=True):
         first, last = holding.ends_in
         assert 0 < first <= last <= lease and lease - last < 30

@@ -102,27 +102,45 @@ def test_outcomes_are_folded_once_per_minute(store: Store) -> None:
 
 
 DASHBOARD_INDEXES = {
-    "sqlite": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
-                                             "denpyo_submissions_in_doubt"],
-               "count_submissions_needs_person": ["denpyo_submissions_ready",
-                                              "denpyo_submissions_in_doubt"],
-               "search_submissions": ["sqlite_autoindex_denpyo_submissions_1"],
-               "find_submission_next_channel": ["sqlite_autoindex_denpyo_submissions_1"]},
-    "postgresql": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
-                                                 "denpyo_submissions_in_doubt"],
-                   "count_submissions_needs_person": ["denpyo_submissions_ready",
-                                                  "denpyo_submissions_in_doubt"],
-                   "search_submissions": ["denpyo_submissions_channel_key"],
-                   "find_submission_next_channel": ["denpyo_submissions_channel_key"],
-                   "list_submission_page": ["denpyo_submissions_pkey"]},
-    "mysql": {"list_submission_needs_person_page": ["denpyo_submissions_attention",
-                                            "denpyo_submissions_status_created"],
-              "count_submissions_needs_person": ["denpyo_submissions_status_created",
-                                             "denpyo_submissions_due"],
-              "search_submissions": ["denpyo_submissions_channel_key"],
-              "find_submission_next_channel": ["denpyo_submissions_channel_key"],
-              "list_submission_page": ["PRIMARY"]},
-}  # fmt: skip
+    "sqlite": {
+        "list_submission_needs_person_page": [
+            "denpyo_submissions_attention",
+            "denpyo_submissions_in_doubt",
+        ],
+        "count_submissions_needs_person": [
+            "denpyo_submissions_ready",
+            "denpyo_submissions_in_doubt",
+        ],
+        "search_submissions": ["sqlite_autoindex_denpyo_submissions_1"],
+        "find_submission_next_channel": ["sqlite_autoindex_denpyo_submissions_1"],
+    },
+    "postgresql": {
+        "list_submission_needs_person_page": [
+            "denpyo_submissions_attention",
+            "denpyo_submissions_in_doubt",
+        ],
+        "count_submissions_needs_person": [
+            "denpyo_submissions_ready",
+            "denpyo_submissions_in_doubt",
+        ],
+        "search_submissions": ["denpyo_submissions_channel_key"],
+        "find_submission_next_channel": ["denpyo_submissions_channel_key"],
+        "list_submission_page": ["denpyo_submissions_pkey"],
+    },
+    "mysql": {
+        "list_submission_needs_person_page": [
+            "denpyo_submissions_attention",
+            "denpyo_submissions_status_created",
+        ],
+        "count_submissions_needs_person": [
+            "denpyo_submissions_status_created",
+            "denpyo_submissions_due",
+        ],
+        "search_submissions": ["denpyo_submissions_channel_key"],
+        "find_submission_next_channel": ["denpyo_submissions_channel_key"],
+        "list_submission_page": ["PRIMARY"],
+    },
+}
 
 
 def test_the_dashboards_reads_are_planned_on_their_indexes(
@@ -135,9 +153,15 @@ def test_the_dashboards_reads_are_planned_on_their_indexes(
 
     params = {
         **filter_params(Filter(channel="c", statuses=(Status.FAILED,))),
-        "before": 1000, "floor": 0, "channel": "c", "prefix": "order:", "after": None,
-        "scan": 150, "limit": 51, "channels": ["c", "d"],
-    }  # fmt: skip
+        "before": 1000,
+        "floor": 0,
+        "channel": "c",
+        "prefix": "order:",
+        "after": None,
+        "scan": 150,
+        "limit": 51,
+        "channels": ["c", "d"],
+    }
     with plans(store, backend, db_url) as plan:
         for name, indexes in DASHBOARD_INDEXES[backend].items():
             if name == "count_submissions_needs_person" and under_the_profile(backend):

@@ -19,9 +19,20 @@ def _in_doubt(store: Store, key: str) -> Submission:
     """A row whose call started and whose holder died: `requesting`, its lease run out."""
     sub, _ = store.record(new(key), actor="h", lease=60)
     [moved] = store.move(
-        [Move(sub.id, Status.REQUESTING, Status.REQUESTING, "dead", holder="h",
-              new_holder="h", lease=0, retry_in=0, keep_error=True)]
-    )  # fmt: skip
+        [
+            Move(
+                sub.id,
+                Status.REQUESTING,
+                Status.REQUESTING,
+                "dead",
+                holder="h",
+                new_holder="h",
+                lease=0,
+                retry_in=0,
+                keep_error=True,
+            )
+        ]
+    )
     assert moved is not None and moved.in_doubt
     return moved
 
@@ -40,8 +51,11 @@ def test_an_event_naming_a_row_in_doubt_confirms_it_synced(store: Store) -> None
     assert after.locked_by is None and not after.in_doubt
     last = store.events(sub.id)[-1]
     assert (last.kind, last.from_status, last.to_status, last.actor) == (
-        "verify", Status.REQUESTING, Status.SYNCED, "webhook:ses",
-    )  # fmt: skip
+        "verify",
+        Status.REQUESTING,
+        Status.SYNCED,
+        "webhook:ses",
+    )
     assert "confirmed by the provider's webhook (ses event e-1: Delivery)" in (last.detail or "")
     [kept] = store.provider_events_of(sub.id)
     assert (kept.provider, kept.event_id, kept.submission_id) == ("ses", "e-1", sub.id)
@@ -58,8 +72,11 @@ def test_an_event_on_a_synced_row_adds_a_history_line_and_a_duplicate_writes_not
     assert after is not None and after.status is Status.SYNCED and after.remote_id == "r-1"
     last = store.events(sub.id)[-1]
     assert (last.kind, last.from_status, last.to_status, last.actor) == (
-        "provider", Status.SYNCED, Status.SYNCED, "webhook:ses",
-    )  # fmt: skip
+        "provider",
+        Status.SYNCED,
+        Status.SYNCED,
+        "webhook:ses",
+    )
     assert last.detail == ("Bounce, told by the provider's webhook (ses event e-2): mailbox full")
     history = store.events(sub.id)
 
@@ -93,7 +110,9 @@ def test_a_rows_events_are_listed_oldest_first(store: Store) -> None:
     _tell(store, ProviderEvent("ses", "e-other", "Delivery", other.idempotency_key))
     events = store.provider_events_of(sub.id)
     assert [(e.event_id, e.kind) for e in events] == [
-        ("e-0", "Send"), ("e-1", "Delivery"), ("e-2", "Open"),
-    ]  # fmt: skip
+        ("e-0", "Send"),
+        ("e-1", "Delivery"),
+        ("e-2", "Open"),
+    ]
     assert all(e.submission_id == sub.id and e.received_at is not None for e in events)
     assert [e.event_id for e in store.provider_events_of(other.id)] == ["e-other"]

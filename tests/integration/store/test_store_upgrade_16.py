@@ -13,9 +13,14 @@ from denpyo.domain.channel_state import Mode
 from denpyo.store import dialect_of, open_store
 from denpyo.store.sql_store import SqlStore
 
-OLD_STATES = {"requested": ActionState.AWAITING_APPROVAL, "rejected": ActionState.DECLINED,
-              "expired": ActionState.LAPSED, "running": ActionState.IN_PROGRESS,
-              "paused": ActionState.PAUSED, "done": ActionState.DONE}  # fmt: skip
+OLD_STATES = {
+    "requested": ActionState.AWAITING_APPROVAL,
+    "rejected": ActionState.DECLINED,
+    "expired": ActionState.LAPSED,
+    "running": ActionState.IN_PROGRESS,
+    "paused": ActionState.PAUSED,
+    "done": ActionState.DONE,
+}
 FAR = "2999-01-01 00:00:00.000"
 
 

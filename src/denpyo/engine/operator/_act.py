@@ -245,9 +245,14 @@ def resolve_abandon(
     if dry_run:
         return Resolution("abandon", sub, from_status=sub.status)
     done = act(
-        ledger, ActionKind.ABANDON, [sub.id], target=label(sub), note=note, by=by,
+        ledger,
+        ActionKind.ABANDON,
+        [sub.id],
+        target=label(sub),
+        note=note,
+        by=by,
         approval=approval,
-    )  # fmt: skip
+    )
     return _resolved(ledger, "abandon", sub, done)
 
 

@@ -280,9 +280,15 @@ def act(
     reason = policy.reason(kind, rows=len(ids), forced=forced, bulk=bulk) if policy else None
     if reason is not None and policy is not None:
         entry = NewAction(
-            kind, Scope.ROWS, target, actor, note, ActionState.AWAITING_APPROVAL,
-            params=params, lapses_in=policy.lapses_after,
-        )  # fmt: skip
+            kind,
+            Scope.ROWS,
+            target,
+            actor,
+            note,
+            ActionState.AWAITING_APPROVAL,
+            params=params,
+            lapses_in=policy.lapses_after,
+        )
         request = ledger.store.add_action(entry, ids=ids)
         counts, samples = _count(ledger, request)  # what the approver would let happen
         plan = {"counts": counts, "samples": samples}
@@ -359,10 +365,15 @@ def plan_bulk(
         )
     text = check_note(note, f"a bulk {kind}")
     entry = NewAction(
-        kind, Scope.FILTER, target, operator_actor(by), text, ActionState.PLANNED,
+        kind,
+        Scope.FILTER,
+        target,
+        operator_actor(by),
+        text,
+        ActionState.PLANNED,
         params={"force_in_doubt": force_in_doubt} if force_in_doubt else None,
         lapses_in=PLAN_LAPSES,
-    )  # fmt: skip
+    )
     record = ledger.store.add_action(entry, flt=flt)
     if record.total > MAX_BULK_ROWS:
         ledger.store.move_action(record.id, ActionState.CANCELLED, from_=(ActionState.PLANNED,))
@@ -513,9 +524,21 @@ def _parse(enum: type[E], value: str | None, what: str) -> E | None:
 # -- the action log as data ----------------------------------------------------------------
 
 CSV_COLUMNS = (
-    "id", "created_at", "by", "kind", "target", "state", "note", "rows", "done", "skipped",
-    "approver", "decided_at", "decision_note", "finished_at",
-)  # fmt: skip
+    "id",
+    "created_at",
+    "by",
+    "kind",
+    "target",
+    "state",
+    "note",
+    "rows",
+    "done",
+    "skipped",
+    "approver",
+    "decided_at",
+    "decision_note",
+    "finished_at",
+)
 CORRECTED = "corrected (not shown)"
 """What the action log shows of a resend's corrected payload: that there was one."""
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

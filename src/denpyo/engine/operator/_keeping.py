@@ -43,9 +43,13 @@ def prune(ledger: Ledger, asked: Keeping) -> ActionRecord:
     """`Ledger.prune`, logged: an entry of kind `prune` naming the ages, done with how
     many rows went."""
     return _logged(
-        ledger, ActionKind.PRUNE, asked, {},
-        lambda: ledger.prune(**asked.ages, batch_size=asked.batch_size), lambda n: n,
-    )[1]  # fmt: skip
+        ledger,
+        ActionKind.PRUNE,
+        asked,
+        {},
+        lambda: ledger.prune(**asked.ages, batch_size=asked.batch_size),
+        lambda n: n,
+    )[1]
 
 
 def archive(
@@ -53,10 +57,13 @@ def archive(
 ) -> tuple[ArchiveReport, ActionRecord]:
     """`Ledger.archive` to `to`, logged as `prune` is, with where the rows went."""
     return _logged(
-        ledger, ActionKind.ARCHIVE, asked, {"to": to},
+        ledger,
+        ActionKind.ARCHIVE,
+        asked,
+        {"to": to},
         lambda: ledger.archive(to, **asked.ages, batch_size=asked.batch_size, progress=progress),
         lambda report: report.rows,
-    )  # fmt: skip
+    )
 
 
 def _logged(
@@ -73,9 +80,13 @@ def _logged(
     Retention.of(**asked.ages)  # refused ages write no entry
     target = f"settled rows, {asked.shown}" + (f", to {more['to']}" if "to" in more else "")
     entry = NewAction(
-        kind, Scope.TABLE, target, operator_actor(asked.by), asked.note.strip(),
+        kind,
+        Scope.TABLE,
+        target,
+        operator_actor(asked.by),
+        asked.note.strip(),
         params={"ages": asked.ages, **more},
-    )  # fmt: skip
+    )
     record = ledger.store.add_action(entry)
     try:
         result = work()

@@ -117,12 +117,15 @@ class StatusReport:
                 for name, state in sorted(self.channel_states.items())
             },
             "channel_history": [channel_event_json(event) for event in self.channel_history],
-            "durability": None if self.durability is None else {
-                "line": self.durability.describe(), "at_risk": self.durability.risk,
+            "durability": None
+            if self.durability is None
+            else {
+                "line": self.durability.describe(),
+                "at_risk": self.durability.risk,
             },
             "standby": self.standby,
             "standby_lag_seconds": self.standby_lag,
-        }  # fmt: skip
+        }
 
 
 def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
@@ -146,9 +149,15 @@ def channel_state_json(state: ChannelState | None) -> dict[str, Any]:
 
 
 _STATE_FIELDS = (
-    "paused_at", "paused_by", "note", "throttled_until", "throttled_note", "down_since",
-    "down_note", "probe_at",
-)  # fmt: skip
+    "paused_at",
+    "paused_by",
+    "note",
+    "throttled_until",
+    "throttled_note",
+    "down_since",
+    "down_note",
+    "probe_at",
+)
 
 
 def channel_event_json(event: ChannelEvent) -> dict[str, Any]:

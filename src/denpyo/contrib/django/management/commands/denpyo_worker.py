@@ -93,12 +93,20 @@ class Command(BaseCommand):
         settings = options.get("settings") or os.environ.get("DJANGO_SETTINGS_MODULE")
         entry = sys.argv[0] if os.path.basename(sys.argv[0]) == "manage.py" else None
         command = [
-            sys.executable, *([entry] if entry else ["-m", "django"]), "denpyo_worker",
-            "--processes", "1", "--concurrency", str(options["concurrency"]),
-            "--poll-interval", str(options["poll_interval"]), "--grace", str(options["grace"]),
+            sys.executable,
+            *([entry] if entry else ["-m", "django"]),
+            "denpyo_worker",
+            "--processes",
+            "1",
+            "--concurrency",
+            str(options["concurrency"]),
+            "--poll-interval",
+            str(options["poll_interval"]),
+            "--grace",
+            str(options["grace"]),
             *(["--settings", settings] if settings else []),
             *(["--pythonpath", options["pythonpath"]] if options.get("pythonpath") else []),
-        ]  # fmt: skip
+        ]
 
         def say(line: str) -> None:
             self.stderr.write(line)
