@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Serve the dashboard: counts, the needs-a-person queue, each row's history, and "
         "retry / abandon / resend / mark synced with your name and a note.",
     ),
+    "decline": (
+        "action_log",
+        "Decline another person's request, with a note: nothing is done.",
+    ),
     "demo": (
         "demo",
         "The invoice-email story in a few seconds, on SQLite with a fake provider (no services).",
@@ -81,10 +85,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "actions",
         "One pass over the rows in doubt: ask the provider (verify), then settle, resend "
         "(never arrived) or hold for a person.",
-    ),
-    "reject": (
-        "action_log",
-        "Reject another person's request, with a note: nothing is done.",
     ),
     "report": (
         "keeping",

@@ -264,9 +264,9 @@ def show_list(subs: Sequence[Submission], now: datetime, limit: int, *, full: bo
         name, justify = LIST_COLUMNS[n]
         table.add_column(
             name,
-            justify=justify,
+            justify=justify,  # type: ignore[arg-type]
             no_wrap=True,
-            overflow="ellipsis",  # type: ignore[arg-type]
+            overflow="ellipsis",
             width=widths[name],
         )
     for row in rows:
