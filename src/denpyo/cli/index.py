@@ -83,7 +83,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "reconcile": (
         "actions",
-        "One pass over the rows in doubt: ask the provider (verify), then settle, resend "
+        "One pass over the rows in doubt: ask the provider (verify), then sync, resend "
         "(never arrived) or hold for a person.",
     ),
     "report": (
