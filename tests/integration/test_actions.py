@@ -206,7 +206,7 @@ def test_two_runners_at_once_act_on_each_row_once(ledger: denpyo.Ledger) -> None
     )
     op.confirm_bulk(ledger, dry.action.id, by="ada")
     threads = [
-        threading.Thread(target=op.run, args=(ledger, dry.action.id), kwargs={"batch": 4})
+        threading.Thread(target=op.carry_out, args=(ledger, dry.action.id), kwargs={"batch": 4})
         for _ in range(2)
     ]
     for t in threads:
