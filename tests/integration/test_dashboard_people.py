@@ -339,7 +339,7 @@ def test_a_proxy_named_person_in_other_capitals_is_not_a_second_person(
         data={"note": "seen", "remote_id": "m-1", "csrf_token": csrf},
         headers={"origin": ORIGIN},
     )
-    assert asked.status_code == 303 and "done=requested" in asked.headers["location"]
+    assert asked.status_code == 303 and "done=awaiting_approval" in asked.headers["location"]
     number = asked.headers["location"].split("/actions/")[1].split("?")[0]
     big_bob, csrf = person("BOB")
     assert "/approve" not in big_bob.get(f"/actions/{number}").text

@@ -63,7 +63,7 @@ class Actions(Shell):
         an action a two-person rule kept for a second person goes to its request."""
         if requested is not None:
             target = request.url_for("action", id=requested.action.id)
-            return RedirectResponse(f"{target.path}?done=requested", status_code=303)
+            return RedirectResponse(f"{target.path}?done=awaiting_approval", status_code=303)
         assert code in DONE, code
         self.counts = None  # the next page shows the counts after the change
         target = request.url_for("submission", id=submission_id).include_query_params(done=code)
@@ -226,7 +226,7 @@ class Actions(Shell):
             self.counts = None
             if isinstance(done, op.Requested):
                 target = request.url_for("action", id=done.action.id)
-                return RedirectResponse(f"{target.path}?done=requested", status_code=303)
+                return RedirectResponse(f"{target.path}?done=awaiting_approval", status_code=303)
             _, rows = await self.call(op.action_detail, self.ledger, done.id, limit=MAX_BULK)
             results = [
                 (
